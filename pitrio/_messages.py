@@ -1,0 +1,234 @@
+"""Messages and content blocks: the frozen values everything else passes around.
+
+These mirror pi-ai 0.85.0's ``types.d.ts`` field for field, with Python names
+(``stop_reason`` for ``stopReason``). The JSON wire form (camelCase, ``role`` and
+``type`` tags) lives only in :mod:`pitrio._wire`.
+
+Values are frozen: a streaming partial message is replaced, never mutated, so the
+same object can be shared by every event that carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, TypeAlias, final
+
+import attrs
+
+JSONValue: TypeAlias = Any
+"""A JSON value as decoded by :func:`json.loads` (kept loose on purpose)."""
+
+StopReason: TypeAlias = Literal[
+    "pending", "stop", "length", "toolUse", "error", "aborted", "deferred"
+]
+"""Why an assistant message ended; ``pending`` while it is still streaming."""
+
+STOP_REASONS: tuple[str, ...] = (
+    "pending",
+    "stop",
+    "length",
+    "toolUse",
+    "error",
+    "aborted",
+    "deferred",
+)
+
+ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TextContent:
+    """A block of text."""
+
+    type: ClassVar[Literal["text"]] = "text"
+    text: str
+    text_signature: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ThinkingContent:
+    """Model reasoning; ``thinking_signature`` carries the provider's opaque token."""
+
+    type: ClassVar[Literal["thinking"]] = "thinking"
+    thinking: str
+    thinking_signature: str | None = None
+    redacted: bool | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ImageContent:
+    """An image as base64 ``data`` with its MIME type."""
+
+    type: ClassVar[Literal["image"]] = "image"
+    data: str
+    mime_type: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """A tool call requested by the model. ``arguments`` is the decoded JSON object."""
+
+    type: ClassVar[Literal["toolCall"]] = "toolCall"
+    id: str
+    name: str
+    arguments: dict[str, JSONValue] = attrs.field(factory=dict)
+    thought_signature: str | None = None
+    namespace: str | None = None
+
+
+ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
+UserContent: TypeAlias = TextContent | ImageContent
+AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Cost:
+    """Cost in dollars, split like :class:`Usage`."""
+
+    input: float = 0
+    output: float = 0
+    cache_read: float = 0
+    cache_write: float = 0
+    total: float = 0
+
+
+ZERO_COST = Cost()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Token counts of one model response, and what they cost."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost: Cost = ZERO_COST
+    cache_write_1h: int | None = None
+    reasoning: int | None = None
+
+
+ZERO_USAGE = Usage()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class DeferredHandle:
+    """A durable handle to a response that a provider finishes asynchronously."""
+
+    provider: str
+    model_id: str
+    api: str
+    id: str
+    expires_at: int | None = None
+    poll_after_ms: int | None = None
+    data: JSONValue = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class UserMessage:
+    """What the user said. ``content`` may be a plain string, as in Pi."""
+
+    role: ClassVar[Literal["user"]] = "user"
+    content: str | tuple[UserContent, ...]
+    timestamp: int = 0
+
+
+@final
+@attrs.frozen(kw_only=True)
+class AssistantMessage:
+    """A model response, final or (with ``stop_reason="pending"``) partial."""
+
+    role: ClassVar[Literal["assistant"]] = "assistant"
+    content: tuple[AssistantContent, ...] = ()
+    api: str = ""
+    provider: str = ""
+    model: str = ""
+    usage: Usage = ZERO_USAGE
+    stop_reason: StopReason = "stop"
+    error_message: str | None = None
+    timestamp: int = 0
+    response_id: str | None = None
+    response_model: str | None = None
+    provider_thinking_level: str | None = None
+    raw_stop_reason: str | None = None
+    end_turn: bool | None = None
+    deferred: DeferredHandle | None = None
+    diagnostics: tuple[JSONValue, ...] | None = None
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The ``toolCall`` blocks, in source order."""
+        return tuple(b for b in self.content if isinstance(b, ToolCall))
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined (thinking and tool calls left out)."""
+        return "".join(b.text for b in self.content if isinstance(b, TextContent))
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolResultMessage:
+    """The result of one tool call, as the model will see it."""
+
+    role: ClassVar[Literal["toolResult"]] = "toolResult"
+    tool_call_id: str
+    tool_name: str
+    content: tuple[UserContent, ...] = ()
+    details: JSONValue = None
+    usage: Usage | None = None
+    added_tool_names: tuple[str, ...] | None = None
+    is_error: bool = False
+    timestamp: int = 0
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CustomMessage:
+    """An application-defined message (any role other than the three LLM roles).
+
+    ``fields`` holds every wire field except ``role``, verbatim. Applications that
+    want typed custom messages register an attrs class with
+    :func:`pitrio.register_message_role`; this class is the fallback that keeps
+    unknown roles lossless.
+    """
+
+    role: str
+    fields: Mapping[str, JSONValue] = attrs.field(factory=dict)
+
+    def __getitem__(self, key: str) -> JSONValue:
+        return self.fields[key]
+
+    def get(self, key: str, default: JSONValue = None) -> JSONValue:
+        """The field ``key``, or ``default``."""
+        return self.fields.get(key, default)
+
+
+LlmMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+"""The messages a model understands."""
+
+AgentMessage: TypeAlias = Any
+"""Any transcript entry: an :data:`LlmMessage`, a :class:`CustomMessage`, or an
+instance of a registered custom role class (anything with a ``role`` attribute)."""
+
+LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
+
+
+def user_text(text: str, *, images: tuple[ImageContent, ...] = (), timestamp: int = 0) -> UserMessage:
+    """A user message with one text block (and optional images), as ``Agent.prompt`` builds it."""
+    return UserMessage(content=(TextContent(text=text), *images), timestamp=timestamp)
+
+
+def role_of(message: AgentMessage) -> str:
+    """The role of any transcript entry."""
+    role: str = message.role
+    return role

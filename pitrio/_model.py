@@ -1,0 +1,118 @@
+"""Models, request contexts and the stream-function contract.
+
+A *stream function* is the one thing the loop needs from a model layer::
+
+    def stream_fn(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream
+
+It returns at once; the returned stream's producer does the work when the consumer
+opens it (``async with``). Provider failures are data: the stream ends with an
+``error`` event (stop reason ``error`` or ``aborted``), never with an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, final
+
+import attrs
+
+from ._messages import JSONValue, LlmMessage
+
+if TYPE_CHECKING:
+    from ._signal import AbortSignal
+    from ._stream import AssistantMessageEventStream
+
+__all__ = ["Context", "Model", "ModelCost", "StreamFn", "StreamOptions", "ToolSpec"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ModelCost:
+    """Dollars per million tokens."""
+
+    input: float = 0
+    output: float = 0
+    cache_read: float = 0
+    cache_write: float = 0
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Model:
+    """A model a provider can serve (pi-ai's ``Model``)."""
+
+    id: str
+    name: str = ""
+    api: str = "openai-completions"
+    provider: str = ""
+    base_url: str = ""
+    reasoning: bool = False
+    input: tuple[str, ...] = ("text",)
+    cost: ModelCost = ModelCost()
+    context_window: int = 128_000
+    max_tokens: int = 16_384
+    headers: Mapping[str, str] | None = None
+    compat: Mapping[str, JSONValue] | None = None
+    thinking_level_map: Mapping[str, str | None] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.id)
+
+
+class ToolSpec(Protocol):
+    """What a model sees of a tool: its name, description and JSON-schema parameters."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def parameters(self) -> Mapping[str, Any]: ...
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Context:
+    """One model request: system prompt, the LLM messages, and the tools on offer."""
+
+    system_prompt: str = ""
+    messages: Sequence[LlmMessage] = ()
+    tools: Sequence[ToolSpec] = ()
+
+
+@final
+@attrs.define(kw_only=True)
+class StreamOptions:
+    """Options for one model request.
+
+    ``signal`` is the run's abort signal; providers do not need to watch it (the loop
+    cancels the stream's producer on abort), but may read it.
+    """
+
+    signal: AbortSignal | None = None
+    api_key: str | None = None
+    reasoning: str | None = None
+    session_id: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    tool_choice: str | None = None
+    headers: Mapping[str, str | None] | None = None
+    max_retries: int | None = None
+    max_retry_delay_ms: int | None = None
+    timeout_ms: int | None = None
+    thinking_budgets: Mapping[str, int] | None = None
+    cache_retention: str | None = None
+    metadata: Mapping[str, JSONValue] | None = None
+    sampling_params: Mapping[str, JSONValue] | None = None
+    deferred: bool | Mapping[str, JSONValue] | None = None
+    on_payload: Callable[[JSONValue, Model], Awaitable[JSONValue] | JSONValue] | None = None
+    on_response: Callable[[int, Mapping[str, str], Model], Awaitable[None] | None] | None = None
+    extra: dict[str, JSONValue] = attrs.field(factory=dict)
+
+
+StreamFn: TypeAlias = Callable[[Model, Context, StreamOptions], "AssistantMessageEventStream"]
+"""``(model, context, options) -> AssistantMessageEventStream``; must not block or raise
+for provider failures (those end the stream as an ``error`` event)."""

@@ -1,0 +1,287 @@
+"""EventStream: a push-style event stream with a final result, on a Trio memory channel.
+
+This is pi-ai's ``EventStream`` made structured. A producer pushes events without
+waiting (``push`` never blocks); a consumer iterates them; the stream completes on a
+completing event (or ``end()``), and its *result* can be awaited.
+
+A stream may carry a *producer*: an async function that fills it. The producer runs
+only inside ``async with stream:``, in a nursery that the ``async with`` block owns,
+so nothing a stream starts outlives the block::
+
+    async with provider_stream as events:
+        async for event in events:
+            ...
+        message = await events.result()
+
+The producer runs in its own cancel scope (:meth:`EventStream.cancel`); consumers
+keep reading after a cancel, so a producer can report its cancellation as data (an
+``error`` event) before it re-raises.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Generic, TypeVar
+
+import trio
+
+from ._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
+from ._messages import AssistantMessage
+
+__all__ = ["AssistantMessageEventStream", "EventStream"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Producer = Callable[["EventStream[T, R]"], Awaitable[None]]
+
+_UNSET: object = object()
+
+
+class EventStream(Generic[T, R]):
+    """A stream of ``T`` events ending with a result ``R``.
+
+    Args:
+        is_complete: tells whether an event completes the stream.
+        extract_result: the result carried by a completing event.
+        producer: optional async function that fills the stream; it runs while the
+            stream is open (``async with``).
+    """
+
+    __slots__ = (
+        "_done",
+        "_extract_result",
+        "_is_complete",
+        "_nursery",
+        "_nursery_manager",
+        "_producer",
+        "_producer_scope",
+        "_receive",
+        "_result",
+        "_result_ready",
+        "_send",
+    )
+
+    def __init__(
+        self,
+        is_complete: Callable[[T], bool],
+        extract_result: Callable[[T], R],
+        producer: Callable[[EventStream[T, R]], Awaitable[None]] | None = None,
+    ) -> None:
+        self._is_complete = is_complete
+        self._extract_result = extract_result
+        self._producer = producer
+        self._send, self._receive = trio.open_memory_channel[T](math.inf)
+        self._done = False
+        self._result: object = _UNSET
+        self._result_ready: trio.Event | None = None
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager: AsyncExitStack | None = None
+        self._producer_scope: trio.CancelScope | None = None
+
+    # -- producing ---------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """Whether the stream has completed (no further events are accepted)."""
+        return self._done
+
+    def push(self, event: T) -> None:
+        """Add an event without waiting. Ignored once the stream has completed."""
+        if self._done:
+            return
+        self._send.send_nowait(event)
+        if self._is_complete(event):
+            self._set_result(self._extract_result(event))
+            self._done = True
+            self._send.close()
+
+    def end(self, result: R | None = None) -> None:
+        """Complete the stream; ``result`` is used unless a result was already set."""
+        if result is not None:
+            self._set_result(result)
+        if not self._done:
+            self._done = True
+            self._send.close()
+        if self._result is _UNSET and self._result_ready is not None:
+            # Nobody will ever provide a result: wake waiters so they can fail clearly.
+            self._result_ready.set()
+
+    def _set_result(self, result: R) -> None:
+        if self._result is _UNSET:
+            self._result = result
+            if self._result_ready is not None:
+                self._result_ready.set()
+
+    # -- consuming ---------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        # Buffered events are handed out without a trip through the scheduler: the
+        # producer already paid for the checkpoint when it pushed them.
+        try:
+            return self._receive.receive_nowait()
+        except trio.WouldBlock:
+            pass
+        except trio.EndOfChannel:
+            await trio.lowlevel.checkpoint()
+            raise StopAsyncIteration from None
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    async def result(self) -> R:
+        """The stream's result, once it has completed. Checkpoints.
+
+        Raises:
+            RuntimeError: the stream ended without a result (``end()`` with no value
+                and no completing event).
+        """
+        if self._result is _UNSET and not self._done:
+            if self._result_ready is None:
+                self._result_ready = trio.Event()
+            await self._result_ready.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+        if self._result is _UNSET:
+            msg = "the stream ended without a result (end() was called with no value)"
+            raise RuntimeError(msg)
+        return self._result  # type: ignore[return-value]  # set from an R above
+
+    def result_nowait(self) -> R:
+        """The result if the stream has one already; raises ``trio.WouldBlock`` if not."""
+        if self._result is _UNSET:
+            raise trio.WouldBlock
+        return self._result  # type: ignore[return-value]  # set from an R above
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Cancel the producer (if it is running or has yet to start)."""
+        if self._producer_scope is None:
+            self._producer_scope = trio.CancelScope()
+        self._producer_scope.cancel()
+
+    async def __aenter__(self) -> EventStream[T, R]:
+        if self._producer is not None:
+            if self._nursery is not None:
+                msg = "this stream is already open; open it once and iterate it there"
+                raise RuntimeError(msg)
+            manager = AsyncExitStack()
+            self._nursery = await manager.enter_async_context(trio.open_nursery())
+            self._nursery_manager = manager
+            self._nursery.start_soon(self._run_producer)
+        else:
+            await trio.lowlevel.checkpoint()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if self._nursery is None:
+            return None
+        manager = self._nursery_manager
+        assert manager is not None
+        if exc is not None:
+            self.cancel()
+        return await manager.__aexit__(exc_type, exc, tb)
+
+    async def _run_producer(self) -> None:
+        assert self._producer is not None
+        if self._producer_scope is None:
+            self._producer_scope = trio.CancelScope()
+        try:
+            with self._producer_scope:
+                await self._producer(self)
+        except Exception as exc:
+            self._on_producer_error(exc)
+        else:
+            if self._producer_scope.cancelled_caught:
+                self._on_producer_cancelled()
+        finally:
+            if not self._done:
+                self.end()
+
+    def _on_producer_error(self, exc: Exception) -> None:
+        """Turn a producer's exception into data. The default re-raises it."""
+        raise exc
+
+    def _on_producer_cancelled(self) -> None:
+        """Called when :meth:`cancel` stopped the producer. The default just ends."""
+
+
+class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMessage]):
+    """The stream a provider returns: completes on ``done`` or ``error``.
+
+    A producer's exception or cancellation never escapes as an exception: the stream
+    ends with an ``error`` event whose message keeps what was streamed so far, with
+    stop reason ``error`` (the exception's text) or ``aborted``.
+    """
+
+    __slots__ = ("_last_partial", "abort_message", "template")
+
+    def __init__(
+        self,
+        producer: Callable[[AssistantMessageEventStream], Awaitable[None]] | None = None,
+        *,
+        template: AssistantMessage | None = None,
+        abort_message: str = "Request was aborted",
+    ) -> None:
+        super().__init__(_is_terminal, _terminal_message, producer)  # type: ignore[arg-type]  # subclass of the producer's parameter
+        self.template = template if template is not None else AssistantMessage(stop_reason="pending")
+        self.abort_message = abort_message
+        self._last_partial: AssistantMessage | None = None
+
+    def push(self, event: AssistantMessageEvent) -> None:
+        partial = getattr(event, "partial", None)
+        if partial is not None:
+            self._last_partial = partial
+        super().push(event)
+
+    def _fail(self, stop_reason: str, text: str) -> None:
+        base = self._last_partial if self._last_partial is not None else self.template
+        message = base.__class__(
+            content=base.content,
+            api=base.api,
+            provider=base.provider,
+            model=base.model,
+            usage=base.usage,
+            stop_reason=stop_reason,  # type: ignore[arg-type]  # "error" | "aborted"
+            error_message=text,
+            timestamp=base.timestamp,
+            response_id=base.response_id,
+            response_model=base.response_model,
+        )
+        self.push(ErrorEvent(reason=stop_reason, error=message))  # type: ignore[arg-type]  # as above
+
+    def _on_producer_error(self, exc: Exception) -> None:
+        if not self.done:
+            self._fail("error", str(exc) or exc.__class__.__name__)
+
+    def _on_producer_cancelled(self) -> None:
+        if not self.done:
+            self._fail("aborted", self.abort_message)
+
+
+def _is_terminal(event: AssistantMessageEvent) -> bool:
+    return event.type == "done" or event.type == "error"
+
+
+def _terminal_message(event: AssistantMessageEvent) -> AssistantMessage:
+    if isinstance(event, DoneEvent):
+        return event.message
+    if isinstance(event, ErrorEvent):
+        return event.error
+    raise AssertionError(event)  # pragma: no cover  # only terminal events get here
+
+
+_ = StartEvent

@@ -1,0 +1,224 @@
+"""Pi's JSON wire form, in one cattrs converter.
+
+Every camelCase name and every ``role``/``type`` tag lives here and nowhere else, so
+transcripts written by pitrio can be read by Pi and the other way round.
+
+>>> from pitrio import wire
+>>> wire.unstructure(UserMessage(content="hi"))
+{'role': 'user', 'content': 'hi', 'timestamp': 0}
+
+Fields that are ``None`` (JavaScript's ``undefined``) are left out. Dictionaries that
+belong to the application (tool ``arguments``, result ``details``) are copied verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from ._messages import (
+    AgentMessage,
+    AssistantMessage,
+    Cost,
+    CustomMessage,
+    DeferredHandle,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+__all__ = ["converter", "register_message_role", "structure_message", "unstructure"]
+
+T = TypeVar("T")
+
+converter = cattrs.Converter()
+"""The converter between pitrio values and Pi's JSON (plain dicts and lists)."""
+
+_CAMEL_OVERRIDES: dict[str, str] = {}
+
+
+def _camel(name: str) -> str:
+    name = name.lstrip("_")
+    head, *rest = name.split("_")
+    out = head + "".join(p[:1].upper() + p[1:] for p in rest)
+    return _CAMEL_OVERRIDES.get(name, out)
+
+
+_CAMEL_OVERRIDES["cache_write_1h"] = "cacheWrite1h"
+
+# Fields always written even when None/default are those without a None default.
+_VERBATIM = {"arguments", "details", "data", "diagnostics"}
+
+
+def _register_attrs(cls: type[Any], tag_key: str | None = None) -> None:
+    """Register camelCase (un)structuring for an attrs class, tagging it if it has a tag."""
+    overrides: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        omit = field.default is None
+        overrides[field.name] = override(rename=_camel(field.name), omit_if_default=omit)
+    unstructure_fn = make_dict_unstructure_fn(cls, converter, **overrides)
+    structure_fn = make_dict_structure_fn(cls, converter, **overrides)
+    if tag_key is not None:
+        tag_value = getattr(cls, tag_key)
+
+        def tagged_unstructure(obj: Any) -> dict[str, Any]:
+            out = {tag_key: tag_value}
+            out.update(unstructure_fn(obj))
+            return out
+
+        converter.register_unstructure_hook(cls, tagged_unstructure)
+    else:
+        converter.register_unstructure_hook(cls, unstructure_fn)
+
+    def strip_tag(data: Mapping[str, Any], _: Any) -> Any:
+        if tag_key is not None and tag_key in data:
+            data = {k: v for k, v in data.items() if k != tag_key}
+        return structure_fn(data, cls)
+
+    converter.register_structure_hook(cls, strip_tag)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+for _cls in (Cost, Usage, DeferredHandle):
+    _register_attrs(_cls)
+for _cls in (TextContent, ThinkingContent, ImageContent, ToolCall):
+    _register_attrs(_cls, "type")
+
+_BLOCK_TYPES: dict[str, type[Any]] = {
+    "text": TextContent,
+    "thinking": ThinkingContent,
+    "image": ImageContent,
+    "toolCall": ToolCall,
+}
+
+
+def _structure_block(data: Mapping[str, Any], _: Any = None) -> Any:
+    kind = data.get("type")
+    cls = _BLOCK_TYPES.get(kind)  # type: ignore[arg-type]  # a missing tag is reported below
+    if cls is None:
+        msg = f"unknown content block type {kind!r}; expected one of {sorted(_BLOCK_TYPES)}"
+        raise ValueError(msg)
+    return converter.structure(data, cls)
+
+
+def _structure_blocks(data: Any, _: Any = None) -> tuple[Any, ...]:
+    return tuple(_structure_block(item) for item in data)
+
+
+def _structure_user_content(data: Any, _: Any = None) -> Any:
+    if isinstance(data, str):
+        return data
+    return _structure_blocks(data)
+
+
+# Unions of content blocks, and the user's "string or blocks".
+converter.register_structure_hook(
+    TextContent | ImageContent, _structure_block  # type: ignore[arg-type]
+)
+converter.register_structure_hook(
+    TextContent | ThinkingContent | ToolCall, _structure_block  # type: ignore[arg-type]
+)
+converter.register_structure_hook_func(
+    lambda t: t == (str | tuple[TextContent | ImageContent, ...]), _structure_user_content
+)
+# JSON values stay as they are.
+converter.register_structure_hook_func(lambda t: t is Any, lambda v, _: v)
+
+for _cls in (UserMessage, AssistantMessage, ToolResultMessage):
+    _register_attrs(_cls, "role")
+
+
+def _unstructure_custom(message: CustomMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role}
+    out.update(message.fields)
+    return out
+
+
+def _structure_custom(data: Mapping[str, Any], _: Any = None) -> CustomMessage:
+    return CustomMessage(
+        role=data["role"], fields={k: v for k, v in data.items() if k != "role"}
+    )
+
+
+converter.register_unstructure_hook(CustomMessage, _unstructure_custom)
+converter.register_structure_hook(CustomMessage, _structure_custom)
+
+_ROLES: dict[str, type[Any]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "toolResult": ToolResultMessage,
+}
+
+
+def register_message_role(cls: type[T]) -> type[T]:
+    """Register an attrs class as a custom message role (usable as a decorator).
+
+    The class needs a ``role`` class variable naming its wire role; its fields are
+    written in camelCase like Pi's own messages::
+
+        @register_message_role
+        @attrs.frozen(kw_only=True)
+        class BashExecution:
+            role: ClassVar[str] = "bashExecution"
+            command: str
+            output: str
+            exit_code: int | None = None
+            timestamp: int = 0
+    """
+    role = getattr(cls, "role", None)
+    if not isinstance(role, str) or not attrs.has(cls):
+        msg = (
+            f"register_message_role() needs an attrs class with a string class variable "
+            f"'role'; got {cls!r}"
+        )
+        raise TypeError(msg)
+    if role in ("user", "assistant", "toolResult"):
+        msg = f"role {role!r} is built in; choose another name for a custom message"
+        raise ValueError(msg)
+    _register_attrs(cls, "role")
+    _ROLES[role] = cls
+    return cls
+
+
+def structure_message(data: Mapping[str, Any]) -> AgentMessage:
+    """Turn one wire message (a dict with a ``role``) into a pitrio message.
+
+    Roles nobody registered become :class:`CustomMessage`, so nothing is lost.
+    """
+    role = data.get("role")
+    if not isinstance(role, str):
+        msg = f"a message needs a string 'role'; got {data!r}"
+        raise ValueError(msg)
+    cls = _ROLES.get(role)
+    if cls is None:
+        return _structure_custom(data)
+    return converter.structure(data, cls)
+
+
+def unstructure(value: Any) -> Any:
+    """Turn a pitrio value (message, block, event, or a list of them) into Pi's JSON."""
+    return converter.unstructure(value)
+
+
+def messages_to_wire(messages: Any) -> list[Any]:
+    """A list of messages as wire dicts."""
+    return [converter.unstructure(m) for m in messages]
+
+
+def messages_from_wire(data: Any) -> list[AgentMessage]:
+    """Wire dicts back to messages."""
+    return [structure_message(d) for d in data]
+
+
+_: Callable[[Any], Any] = _identity
