@@ -1,0 +1,527 @@
+"""The Agent: state, queues and listeners around the loop (pi-agent-core's ``Agent``).
+
+Each run is a nursery: ``await agent.prompt(...)`` opens one, runs the loop in it and
+returns when the run has settled (``agent_end`` listeners done, state idle). Another
+task may ``steer()``, ``follow_up()`` or ``abort()`` meanwhile; ``abort()`` cancels the
+provider stream and running tools, and the run still ends with ``agent_end``.
+
+To start a run and continue once it is active (Pi's ``prompt()`` marks the run
+active before it returns its promise)::
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "hello")
+        agent.steer(user_text("and then?"))
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeAlias, final
+
+import attrs
+import trio
+
+from ._errors import AgentBusyError, UsageError
+from ._events import (
+    AgentEnd,
+    AgentEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+)
+from ._loop import (
+    AgentContext,
+    LoopConfig,
+    TurnContext,
+    _error_text,
+    _resolve_stream_fn,
+    default_convert_to_llm,
+    run_agent_loop,
+    run_agent_loop_continue,
+)
+from ._messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingLevel,
+    UserMessage,
+)
+from ._model import Model, StreamFn, StreamOptions
+from ._signal import AbortSignal
+from ._tools import AgentTool
+
+__all__ = ["Agent", "AgentState", "Listener", "QueueMode"]
+
+QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
+Listener: TypeAlias = Callable[[AgentEvent, AbortSignal], Any]
+"""``(event, signal)``; may be a plain or an async function. Awaited in order."""
+
+DEFAULT_MODEL = Model(
+    id="unknown",
+    name="unknown",
+    api="unknown",
+    provider="unknown",
+    input=(),
+    context_window=0,
+    max_tokens=0,
+)
+
+_BUSY_PROMPT = (
+    "Agent is already processing a prompt. Use steer() or followUp() to queue messages, "
+    "or wait for completion."
+)
+_BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
+_BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+
+
+@final
+@attrs.define(kw_only=True, eq=False)
+class AgentState:
+    """What the agent knows. Reduced from events before listeners see them.
+
+    ``messages`` and ``tools`` may be reassigned (the new sequence is copied).
+    """
+
+    system_prompt: str = ""
+    model: Model = DEFAULT_MODEL
+    thinking_level: ThinkingLevel = "off"
+    _tools: list[AgentTool] = attrs.field(factory=list, alias="tools")
+    _messages: list[AgentMessage] = attrs.field(factory=list, alias="messages")
+    is_streaming: bool = False
+    streaming_message: AgentMessage | None = None
+    pending_tool_calls: frozenset[str] = frozenset()
+    error_message: str | None = None
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The transcript (grows at every ``message_end``)."""
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: Sequence[AgentMessage]) -> None:
+        self._messages = list(value)
+
+    @property
+    def tools(self) -> list[AgentTool]:
+        """The tools offered to the model at the next run."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, value: Sequence[AgentTool]) -> None:
+        self._tools = list(value)
+
+
+@final
+class _Queue:
+    __slots__ = ("messages", "mode")
+
+    def __init__(self, mode: QueueMode) -> None:
+        self.messages: list[AgentMessage] = []
+        self.mode: QueueMode = mode
+
+    def drain(self) -> list[AgentMessage]:
+        if not self.messages:
+            return []
+        if self.mode == "all":
+            drained, self.messages = self.messages, []
+            return drained
+        return [self.messages.pop(0)]
+
+
+@final
+class _Run:
+    __slots__ = ("idle", "signal")
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+        self.idle = trio.Event()
+
+
+@final
+class Agent:
+    """A stateful agent: a transcript, tools, queues and listeners around the loop.
+
+    Hooks may be plain or async functions; ``should_stop_after_turn`` and
+    ``prepare_next_turn`` receive ``(turn, signal)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        system_prompt: str = "",
+        model: Model | None = None,
+        thinking_level: ThinkingLevel = "off",
+        tools: Sequence[AgentTool] = (),
+        messages: Sequence[AgentMessage] = (),
+        stream_fn: StreamFn | None = None,
+        convert_to_llm: Callable[[list[AgentMessage]], Any] | None = None,
+        transform_context: Callable[[list[AgentMessage], AbortSignal], Any] | None = None,
+        get_api_key: Callable[[str], Any] | None = None,
+        before_tool_call: Callable[..., Any] | None = None,
+        after_tool_call: Callable[..., Any] | None = None,
+        should_stop_after_turn: Callable[[TurnContext, AbortSignal | None], Any] | None = None,
+        prepare_next_turn: Callable[[TurnContext, AbortSignal | None], Any] | None = None,
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
+        tool_execution: Literal["parallel", "sequential"] = "parallel",
+        stream_options: StreamOptions | None = None,
+    ) -> None:
+        self.state = AgentState(
+            system_prompt=system_prompt,
+            model=model if model is not None else DEFAULT_MODEL,
+            thinking_level=thinking_level,
+            tools=list(tools),
+            messages=list(messages),
+        )
+        self.stream_fn = _resolve_stream_fn(stream_fn)
+        self.convert_to_llm = convert_to_llm if convert_to_llm is not None else default_convert_to_llm
+        self.transform_context = transform_context
+        self.get_api_key = get_api_key
+        self.before_tool_call = before_tool_call
+        self.after_tool_call = after_tool_call
+        self.should_stop_after_turn = should_stop_after_turn
+        self.prepare_next_turn = prepare_next_turn
+        self.tool_execution = tool_execution
+        self.stream_options = stream_options if stream_options is not None else StreamOptions()
+        self._listeners: list[Listener] = []
+        self._steering = _Queue(steering_mode)
+        self._follow_up = _Queue(follow_up_mode)
+        self._run: _Run | None = None
+
+    # -- listeners and queues ----------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Add a listener; returns a function that removes it."""
+        entry = listener
+
+        def unsubscribe() -> None:
+            for i, existing in enumerate(self._listeners):
+                if existing is entry:
+                    # Copy-on-write: a run iterating the old list is not disturbed.
+                    self._listeners = self._listeners[:i] + self._listeners[i + 1 :]
+                    return
+
+        self._listeners = [*self._listeners, listener]
+        return unsubscribe
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """How the steering queue drains: one message per poll, or all."""
+        return self._steering.mode
+
+    @steering_mode.setter
+    def steering_mode(self, mode: QueueMode) -> None:
+        self._steering.mode = _check_mode(mode)
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """How the follow-up queue drains: one message per poll, or all."""
+        return self._follow_up.mode
+
+    @follow_up_mode.setter
+    def follow_up_mode(self, mode: QueueMode) -> None:
+        self._follow_up.mode = _check_mode(mode)
+
+    def steer(self, message: AgentMessage | str) -> None:
+        """Queue a message to deliver after the current turn (before the next request)."""
+        self._steering.messages.append(_as_message(message))
+
+    def follow_up(self, message: AgentMessage | str) -> None:
+        """Queue a message to deliver when the agent would otherwise stop."""
+        self._follow_up.messages.append(_as_message(message))
+
+    def clear_steering_queue(self) -> None:
+        self._steering.messages = []
+
+    def clear_follow_up_queue(self) -> None:
+        self._follow_up.messages = []
+
+    def clear_all_queues(self) -> None:
+        self.clear_steering_queue()
+        self.clear_follow_up_queue()
+
+    def has_queued_messages(self) -> bool:
+        return bool(self._steering.messages or self._follow_up.messages)
+
+    @property
+    def queued_steering(self) -> tuple[AgentMessage, ...]:
+        return tuple(self._steering.messages)
+
+    @property
+    def queued_follow_up(self) -> tuple[AgentMessage, ...]:
+        return tuple(self._follow_up.messages)
+
+    # -- run control --------------------------------------------------------------------
+
+    @property
+    def is_running(self) -> bool:
+        """Whether a run is active (from its start until it has settled)."""
+        return self._run is not None
+
+    @property
+    def signal(self) -> AbortSignal | None:
+        """The active run's abort signal, or ``None`` when idle."""
+        return self._run.signal if self._run is not None else None
+
+    def abort(self) -> None:
+        """Abort the active run (no-op when idle). Does not wait; see :meth:`wait_for_idle`."""
+        if self._run is not None:
+            self._run.signal.abort()
+
+    async def wait_for_idle(self) -> None:
+        """Wait until no run is active. Checkpoints."""
+        run = self._run
+        if run is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await run.idle.wait()
+
+    def reset(self) -> None:
+        """Clear the transcript, error and queues (system prompt, model, tools stay).
+
+        Raises:
+            AgentBusyError: a run is active.
+        """
+        if self._run is not None:
+            raise AgentBusyError(_BUSY_RESET)
+        self.state.messages = []
+        self.state.is_streaming = False
+        self.state.streaming_message = None
+        self.state.pending_tool_calls = frozenset()
+        self.state.error_message = None
+        self.clear_all_queues()
+
+    async def prompt(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run the agent on new input; returns when the run has settled.
+
+        ``input`` is a string (a user message, with optional ``images``), a message, or
+        a list of messages. With ``await nursery.start(agent.prompt, ...)`` the call
+        returns as soon as the run is active (``agent_start`` emitted).
+
+        Failures inside the run (a broken stream function, hook or listener) do not
+        raise: they end the run with an error message, as in Pi.
+
+        Raises:
+            AgentBusyError: a run is already active.
+        """
+        if self._run is not None:
+            raise AgentBusyError(_BUSY_PROMPT)
+        messages = _normalize_input(input, images)
+        await self._run_prompts(messages, skip_initial_poll=False, task_status=task_status)
+
+    async def resume(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Continue from the transcript as it is (Pi's ``continue()``).
+
+        From a ``user``/``toolResult``/custom tail the loop continues directly. From an
+        ``assistant`` tail, queued steering messages (else follow-ups) are run as
+        prompts.
+
+        Raises:
+            AgentBusyError: a run is already active.
+            UsageError: nothing to continue from.
+        """
+        if self._run is not None:
+            raise AgentBusyError(_BUSY_CONTINUE)
+        messages = self.state.messages
+        if not messages:
+            raise UsageError("No messages to continue from")
+        if messages[-1].role == "assistant":
+            steering = self._steering.drain()
+            if steering:
+                await self._run_prompts(steering, skip_initial_poll=True, task_status=task_status)
+                return
+            follow_ups = self._follow_up.drain()
+            if follow_ups:
+                await self._run_prompts(follow_ups, skip_initial_poll=False, task_status=task_status)
+                return
+            raise UsageError("Cannot continue from message role: assistant")
+
+        async def executor(signal: AbortSignal) -> None:
+            await run_agent_loop_continue(
+                self._snapshot(), self._loop_config(False), self._process_event, signal, self.stream_fn
+            )
+
+        await self._run_with_lifecycle(executor, task_status)
+
+    async def _run_prompts(
+        self,
+        messages: list[AgentMessage],
+        *,
+        skip_initial_poll: bool,
+        task_status: trio.TaskStatus[None],
+    ) -> None:
+        async def executor(signal: AbortSignal) -> None:
+            await run_agent_loop(
+                messages,
+                self._snapshot(),
+                self._loop_config(skip_initial_poll),
+                self._process_event,
+                signal,
+                self.stream_fn,
+            )
+
+        await self._run_with_lifecycle(executor, task_status)
+
+    def _snapshot(self) -> AgentContext:
+        return AgentContext(
+            system_prompt=self.state.system_prompt,
+            messages=list(self.state.messages),
+            tools=list(self.state.tools),
+        )
+
+    def _loop_config(self, skip_initial_steering_poll: bool) -> LoopConfig:
+        """The loop configuration of one run (Pi's ``createLoopConfig``)."""
+        skip = skip_initial_steering_poll
+        steering = self._steering
+
+        def get_steering_messages() -> list[AgentMessage]:
+            nonlocal skip
+            if skip:
+                skip = False
+                return []
+            return steering.drain()
+
+        should_stop = self.should_stop_after_turn
+        prepare = self.prepare_next_turn
+        state = self.state
+        return LoopConfig(
+            model=state.model,
+            reasoning=None if state.thinking_level == "off" else state.thinking_level,
+            convert_to_llm=self.convert_to_llm,
+            transform_context=self.transform_context,
+            get_api_key=self.get_api_key,
+            get_steering_messages=get_steering_messages,
+            get_follow_up_messages=self._follow_up.drain,
+            tool_execution=self.tool_execution,
+            before_tool_call=self.before_tool_call,
+            after_tool_call=self.after_tool_call,
+            should_stop_after_turn=(
+                (lambda turn: should_stop(turn, self.signal)) if should_stop is not None else None
+            ),
+            prepare_next_turn=(
+                (lambda turn: prepare(turn, self.signal)) if prepare is not None else None
+            ),
+            stream_options=self.stream_options,
+        )
+
+    async def _run_with_lifecycle(
+        self,
+        executor: Callable[[AbortSignal], Any],
+        task_status: trio.TaskStatus[None],
+    ) -> None:
+        if self._run is not None:  # pragma: no cover  # callers check first
+            raise AgentBusyError("Agent is already processing.")
+        run = self._run = _Run()
+        state = self.state
+        state.is_streaming = True
+        state.streaming_message = None
+        state.error_message = None
+        try:
+            # The run's nursery: everything the run starts (provider streams, tool
+            # batches) lives in nurseries nested inside this one.
+            async with trio.open_nursery():
+                task_status.started()
+                await self._execute(executor, run)
+        finally:
+            state.is_streaming = False
+            state.streaming_message = None
+            state.pending_tool_calls = frozenset()
+            self._run = None
+            run.idle.set()
+
+    async def _execute(self, executor: Callable[[AbortSignal], Any], run: _Run) -> None:
+        try:
+            await executor(run.signal)
+        except Exception as exc:
+            await self._handle_run_failure(exc, run.signal.aborted)
+
+    async def _handle_run_failure(self, error: BaseException, aborted: bool) -> None:
+        model = self.state.model
+        message = AssistantMessage(
+            content=(TextContent(text=""),),
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="aborted" if aborted else "error",
+            error_message=_error_text(error),
+            timestamp=_now_ms(),
+        )
+        await self._process_event(MessageStart(message=message))
+        await self._process_event(MessageEnd(message=message))
+        await self._process_event(TurnEnd(message=message, tool_results=()))
+        await self._process_event(AgentEnd(messages=(message,)))
+
+    async def _process_event(self, event: AgentEvent) -> None:
+        state = self.state
+        if isinstance(event, MessageUpdate | MessageStart):
+            state.streaming_message = event.message
+        elif isinstance(event, MessageEnd):
+            state.streaming_message = None
+            state._messages.append(event.message)
+        elif isinstance(event, ToolExecutionStart):
+            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}
+        elif isinstance(event, ToolExecutionEnd):
+            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}
+        elif isinstance(event, TurnEnd):
+            message = event.message
+            if message.role == "assistant" and message.error_message:
+                state.error_message = message.error_message
+        elif isinstance(event, AgentEnd):
+            state.streaming_message = None
+        run = self._run
+        if run is None:
+            msg = "Agent listener invoked outside active run"
+            raise RuntimeError(msg)
+        signal = run.signal
+        for listener in self._listeners:
+            result = listener(event, signal)
+            if inspect.isawaitable(result):
+                await result
+
+
+def _check_mode(mode: str) -> QueueMode:
+    if mode not in ("one-at-a-time", "all"):
+        msg = f"queue mode must be 'one-at-a-time' or 'all'; got {mode!r}"
+        raise ValueError(msg)
+    return mode  # type: ignore[return-value]  # checked just above
+
+
+def _as_message(message: AgentMessage | str) -> AgentMessage:
+    if isinstance(message, str):
+        return UserMessage(content=(TextContent(text=message),), timestamp=_now_ms())
+    if not hasattr(message, "role"):
+        msg = f"expected a message (an object with a 'role') or a string; got {message!r}"
+        raise TypeError(msg)
+    return message
+
+
+def _normalize_input(
+    input: str | AgentMessage | Sequence[AgentMessage], images: Sequence[ImageContent]
+) -> list[AgentMessage]:
+    if isinstance(input, str):
+        return [
+            UserMessage(content=(TextContent(text=input), *images), timestamp=_now_ms())
+        ]
+    if isinstance(input, list | tuple):
+        return [_as_message(m) for m in input]
+    return [_as_message(input)]
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
