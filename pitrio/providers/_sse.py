@@ -19,8 +19,8 @@ everything the fixtures exercise:
   OpenAI SDK and the SSE specification) unless the decoder was built with
   ``dispatch_at_eof=True`` (pi-ai's Anthropic parser).
 
-``id`` and ``retry`` are decoded as the specification says (the last event id persists
-from event to event; ``retry`` must be all ASCII digits) though no provider uses them.
+``id`` and ``retry`` are decoded as the specification says (both persist from event to
+event once set; ``retry`` must be all ASCII digits) though no provider uses them.
 
 Usage::
 
@@ -56,7 +56,7 @@ class ServerSentEvent:
         event: the ``event`` field, ``None`` when the event had no ``event`` line.
         data: the ``data`` lines joined with ``\\n`` (``""`` when there were none).
         id: the last event id seen so far in the stream (it persists), or ``None``.
-        retry: the ``retry`` field of this event in milliseconds, or ``None``.
+        retry: the last ``retry`` value seen so far (milliseconds), or ``None``.
         raw: every non-blank line of the event as decoded, comments included (pi-ai's
             Anthropic parser quotes them in its parse-error text).
     """
@@ -184,7 +184,6 @@ class SSEDecoder:
         self._event = None
         self._data = []
         self._raw = []
-        self._retry = None
         return event
 
 
