@@ -20,6 +20,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from ._events import ToolResult
 from ._messages import (
     AgentMessage,
     AssistantMessage,
@@ -137,6 +138,7 @@ converter.register_structure_hook_func(lambda t: t is Any, lambda v, _: v)
 
 for _cls in (UserMessage, AssistantMessage, ToolResultMessage):
     _register_attrs(_cls, "role")
+_register_attrs(ToolResult)
 
 
 def _unstructure_custom(message: CustomMessage) -> dict[str, Any]:

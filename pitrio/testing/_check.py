@@ -1,0 +1,124 @@
+"""check_trace: the invariants every run's event sequence satisfies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._events import AgentEvent
+from .._messages import AssistantMessage, ToolCall, ToolResultMessage
+
+__all__ = ["check_trace"]
+
+
+def check_trace(events: Sequence[AgentEvent]) -> list[str]:
+    """Return the violated invariants of one run's events (empty when all hold).
+
+    Checked: ``agent_start`` first and ``agent_end`` last, once each; turns balanced and
+    not nested; messages not nested, every ``message_update`` inside an assistant
+    message; each tool call started and ended once, updates between the two; tool
+    result messages of a turn in the assistant's source order, after the call ended;
+    ``agent_end.messages`` equal to the messages ended during the run.
+    """
+    problems: list[str] = []
+    if not events:
+        return ["no events"]
+    kinds = [e.type for e in events]
+    if kinds[0] != "agent_start":
+        problems.append(f"first event is {kinds[0]!r}, not 'agent_start'")
+    if kinds[-1] != "agent_end":
+        problems.append(f"last event is {kinds[-1]!r}, not 'agent_end'")
+    if kinds.count("agent_start") != 1:
+        problems.append(f"{kinds.count('agent_start')} agent_start events")
+    if kinds.count("agent_end") != 1:
+        problems.append(f"{kinds.count('agent_end')} agent_end events")
+
+    in_turn = False
+    open_message: object = None
+    started: dict[str, int] = {}
+    ended: set[str] = set()
+    assistant: AssistantMessage | None = None
+    results_seen: list[str] = []
+    ended_messages: list[object] = []
+    for i, event in enumerate(events):
+        kind = event.type
+        where = f"event {i} ({kind})"
+        if kind == "turn_start":
+            if in_turn:
+                problems.append(f"{where}: turn_start inside an open turn")
+            in_turn = True
+            assistant, results_seen = None, []
+        elif kind == "turn_end":
+            if open_message is not None:
+                problems.append(f"{where}: turn_end while a message is open")
+            in_turn = False
+            message = event.message  # type: ignore[union-attr]  # a TurnEnd
+            tool_results = event.tool_results  # type: ignore[union-attr]  # a TurnEnd
+            ids = [r.tool_call_id for r in tool_results]
+            if ids != results_seen[: len(ids)] or len(ids) != len(results_seen):
+                problems.append(f"{where}: tool_results {ids} differ from the result messages {results_seen}")
+            if isinstance(message, AssistantMessage):
+                order = [b.id for b in message.content if isinstance(b, ToolCall)]
+                positions = [order.index(x) for x in ids if x in order]
+                if positions != sorted(positions):
+                    problems.append(f"{where}: tool results {ids} not in source order {order}")
+        elif kind == "message_start":
+            if open_message is not None:
+                problems.append(f"{where}: message_start inside an open message")
+            open_message = event.message  # type: ignore[union-attr]  # a MessageStart
+        elif kind == "message_update":
+            if open_message is None or getattr(open_message, "role", None) != "assistant":
+                problems.append(f"{where}: message_update outside an assistant message")
+        elif kind == "message_end":
+            if open_message is None:
+                problems.append(f"{where}: message_end without message_start")
+            message = event.message  # type: ignore[union-attr]  # a MessageEnd
+            open_message = None
+            ended_messages.append(message)
+            if isinstance(message, AssistantMessage):
+                assistant = message
+            elif isinstance(message, ToolResultMessage):
+                if message.tool_call_id not in ended:
+                    problems.append(
+                        f"{where}: result message for {message.tool_call_id!r} before its tool_execution_end"
+                    )
+                results_seen.append(message.tool_call_id)
+        elif kind == "tool_execution_start":
+            call_id = event.tool_call_id  # type: ignore[union-attr]  # a ToolExecutionStart
+            if call_id in started:
+                problems.append(f"{where}: tool call {call_id!r} started twice")
+            started[call_id] = i
+            if assistant is None or call_id not in {
+                b.id for b in assistant.content if isinstance(b, ToolCall)
+            }:
+                problems.append(f"{where}: tool call {call_id!r} is not in the turn's assistant message")
+        elif kind == "tool_execution_update":
+            call_id = event.tool_call_id  # type: ignore[union-attr]  # a ToolExecutionUpdate
+            if call_id not in started or call_id in ended:
+                problems.append(f"{where}: update for {call_id!r} outside its execution")
+        elif kind == "tool_execution_end":
+            call_id = event.tool_call_id  # type: ignore[union-attr]  # a ToolExecutionEnd
+            if call_id not in started:
+                problems.append(f"{where}: tool call {call_id!r} ended without starting")
+            if call_id in ended:
+                problems.append(f"{where}: tool call {call_id!r} ended twice")
+            ended.add(call_id)
+        elif kind == "agent_end":
+            if in_turn:
+                problems.append(f"{where}: agent_end inside an open turn")
+            messages = list(event.messages)  # type: ignore[union-attr]  # an AgentEnd
+            if not _same_tail(messages, ended_messages):
+                problems.append(f"{where}: agent_end.messages differ from the messages ended in the run")
+    for call_id in started:
+        if call_id not in ended:
+            problems.append(f"tool call {call_id!r} never ended")
+    if open_message is not None:
+        problems.append("a message was never ended")
+    return problems
+
+
+def _same_tail(messages: list[object], ended: list[object]) -> bool:
+    # agent_end lists the run's new messages: the ended messages, minus nothing, except
+    # that a failed run (Pi's handleRunFailure) lists only the failure message.
+    if messages == ended:
+        return True
+    return len(messages) == 1 and bool(ended) and ended[-1] is messages[0]

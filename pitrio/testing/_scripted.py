@@ -1,0 +1,229 @@
+"""ScriptedModel: a stream function that plays scripted responses, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, final
+
+import attrs
+import trio
+
+from .._events import (
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from .._messages import (
+    ZERO_USAGE,
+    AssistantContent,
+    AssistantMessage,
+    DeferredHandle,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+from .._model import Context, Model, StreamOptions
+from .._stream import AssistantMessageEventStream
+
+__all__ = ["ScriptedModel", "ScriptedResponse"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ScriptedResponse:
+    """One scripted model response.
+
+    Attributes:
+        content: the final content blocks.
+        stop_reason: default ``toolUse`` when there is a tool call, else ``stop``.
+        error_message: for ``error``/``aborted`` responses.
+        usage: final usage.
+        chunk_size: stream text in deltas of this many characters (``None``: one delta
+            per block).
+        delay: seconds to wait (in the stream's producer) before the terminal event;
+            an abort cuts it short and ends the response as ``aborted``.
+        checkpoint_each_event: yield to the scheduler before every event, as a network
+            provider would (off by default: the fast path for benchmarks).
+        deferred: end with stop reason ``deferred`` and this handle (pi-ai's protocol).
+    """
+
+    content: tuple[AssistantContent, ...] = ()
+    stop_reason: Literal["stop", "toolUse", "length", "error", "aborted"] | None = None
+    error_message: str | None = None
+    usage: Usage = ZERO_USAGE
+    chunk_size: int | None = None
+    delay: float = 0
+    checkpoint_each_event: bool = False
+    deferred: DeferredHandle | None = None
+
+    @classmethod
+    def text(cls, text: str, **kwargs: Any) -> ScriptedResponse:
+        """A plain text answer."""
+        return cls(content=(TextContent(text=text),), **kwargs)
+
+    @classmethod
+    def tool_calls(cls, *calls: tuple[str, str, dict[str, Any]], **kwargs: Any) -> ScriptedResponse:
+        """Tool calls given as ``(id, name, arguments)``."""
+        return cls(
+            content=tuple(ToolCall(id=i, name=n, arguments=a) for i, n, a in calls), **kwargs
+        )
+
+
+@final
+class ScriptedModel:
+    """A stream function playing ``responses`` in order (one per model request).
+
+    It is callable as ``(model, context, options) -> AssistantMessageEventStream``, so
+    it can be given to :class:`pitrio.Agent` as ``stream_fn``. ``responses`` may also be
+    a function ``(context) -> ScriptedResponse`` for dynamic scripts. Each request's
+    context is recorded in :attr:`requests`.
+    """
+
+    def __init__(
+        self,
+        responses: Sequence[ScriptedResponse] | Callable[[Context], ScriptedResponse],
+        *,
+        record_requests: bool = True,
+    ) -> None:
+        self._responses = responses
+        self._index = 0
+        self.record_requests = record_requests
+        self.requests: list[Context] = []
+
+    @property
+    def calls(self) -> int:
+        """How many requests were made."""
+        return self._index
+
+    def __call__(
+        self, model: Model, context: Context, options: StreamOptions
+    ) -> AssistantMessageEventStream:
+        if self.record_requests:
+            self.requests.append(context)
+        if callable(self._responses):
+            response = self._responses(context)
+        else:
+            if self._index >= len(self._responses):
+                response = ScriptedResponse(
+                    stop_reason="error",
+                    error_message=(
+                        f"ScriptedModel: no scripted response for request {self._index + 1} "
+                        f"(only {len(self._responses)} scripted)"
+                    ),
+                )
+            else:
+                response = self._responses[self._index]
+        self._index += 1
+        template = AssistantMessage(
+            api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
+        )
+        return AssistantMessageEventStream(
+            lambda stream: _produce(stream, response, template), template=template
+        )
+
+
+async def _produce(
+    stream: AssistantMessageEventStream, r: ScriptedResponse, partial: AssistantMessage
+) -> None:
+    checkpoint = r.checkpoint_each_event
+    content = r.content
+    stop = r.stop_reason or (
+        "toolUse" if any(isinstance(b, ToolCall) for b in content) else "stop"
+    )
+    push = stream.push
+    if checkpoint:
+        await trio.lowlevel.checkpoint()
+    push(StartEvent(partial=partial))
+    blocks: list[AssistantContent] = []
+    for index, block in enumerate(content):
+        if isinstance(block, TextContent | ThinkingContent):
+            is_text = isinstance(block, TextContent)
+            full = block.text if isinstance(block, TextContent) else block.thinking
+            chunks = _chunks(full, r.chunk_size)
+            blocks.append(attrs.evolve(block, **{"text" if is_text else "thinking": ""}))
+            partial = attrs.evolve(partial, content=tuple(blocks))
+            if checkpoint:
+                await trio.lowlevel.checkpoint()
+            push(
+                TextStartEvent(content_index=index, partial=partial)
+                if is_text
+                else ThinkingStartEvent(content_index=index, partial=partial)
+            )
+            text = ""
+            for piece in chunks:
+                text += piece
+                blocks[index] = attrs.evolve(block, **{"text" if is_text else "thinking": text})
+                partial = attrs.evolve(partial, content=tuple(blocks))
+                if checkpoint:
+                    await trio.lowlevel.checkpoint()
+                push(
+                    TextDeltaEvent(content_index=index, delta=piece, partial=partial)
+                    if is_text
+                    else ThinkingDeltaEvent(content_index=index, delta=piece, partial=partial)
+                )
+            blocks[index] = block
+            partial = attrs.evolve(partial, content=tuple(blocks))
+            if checkpoint:
+                await trio.lowlevel.checkpoint()
+            push(
+                TextEndEvent(content_index=index, content=full, partial=partial)
+                if is_text
+                else ThinkingEndEvent(content_index=index, content=full, partial=partial)
+            )
+        else:
+            assert isinstance(block, ToolCall)
+            blocks.append(ToolCall(id=block.id, name=block.name, arguments={}))
+            partial = attrs.evolve(partial, content=tuple(blocks))
+            if checkpoint:
+                await trio.lowlevel.checkpoint()
+            push(ToolCallStartEvent(content_index=index, partial=partial))
+            if r.chunk_size is not None:
+                for piece in _chunks(json.dumps(block.arguments, separators=(",", ":")), r.chunk_size):
+                    if checkpoint:
+                        await trio.lowlevel.checkpoint()
+                    push(ToolCallDeltaEvent(content_index=index, delta=piece, partial=partial))
+            blocks[index] = block
+            partial = attrs.evolve(partial, content=tuple(blocks))
+            if checkpoint:
+                await trio.lowlevel.checkpoint()
+            push(ToolCallEndEvent(content_index=index, tool_call=block, partial=partial))
+    if r.delay:
+        await trio.sleep(r.delay)
+    elif checkpoint:
+        await trio.lowlevel.checkpoint()
+    final = attrs.evolve(
+        partial,
+        content=content,
+        usage=r.usage,
+        stop_reason="deferred" if r.deferred is not None else stop,
+        error_message=r.error_message
+        or (
+            "An unknown error occurred"
+            if stop == "error"
+            else "Request was aborted"
+            if stop == "aborted"
+            else None
+        ),
+        deferred=r.deferred,
+    )
+    if final.stop_reason == "error" or final.stop_reason == "aborted":
+        push(ErrorEvent(reason=final.stop_reason, error=final))
+    else:
+        push(DoneEvent(reason=final.stop_reason, message=final))  # type: ignore[arg-type]  # checked above
+
+
+def _chunks(text: str, size: int | None) -> list[str]:
+    if size is None or not text:
+        return [text]
+    return [text[i : i + size] for i in range(0, len(text), size)]
