@@ -1,3 +1,346 @@
-"""The model layer: providers, the model catalog and the API registry (work in progress)."""
+"""The model layer: HTTP providers, a model catalog and the API registry.
+
+pitrio's counterpart of pi-ai 0.85.0. Three wire APIs are implemented, each a stream
+function with one signature::
+
+    def stream_<api>(client: httpx.AsyncClient, model: Model, context: Context,
+                     options: StreamOptions) -> AssistantMessageEventStream
+
+``openai-completions`` (OpenAI chat completions and every server that speaks it:
+llama.cpp, vLLM, Ollama, LM Studio, OpenRouter, Groq, ...), ``anthropic-messages`` and
+``openai-responses``. The registry maps an API name to its implementation; the two
+that live in other modules are imported the first time they are used.
+
+:class:`Models` is what an application holds: it owns one ``httpx.AsyncClient``,
+knows the models (the built-in catalog plus any you register), finds API keys, and
+gives the agent its stream function::
+
+    async with Models() as models:
+        model = models.get("openai", "gpt-5.1")
+        agent = Agent(stream_fn=models.stream_fn, model=model, ...)
+
+    local = openai_compatible("http://127.0.0.1:8080/v1", "qwen2.5-7b-instruct")
+
+A stream function never raises for provider failures: a missing key, an unknown API,
+HTTP errors, malformed streams, timeouts and aborts all end the stream with an
+``error`` event.
+"""
 
 from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import TypeAlias, cast, final
+
+import httpx
+
+from .._events import ErrorEvent
+from .._messages import JSONValue
+from .._model import Context, Model, ModelCost, StreamFn, StreamOptions
+from .._stream import AssistantMessageEventStream
+from ._common import setup_error_message
+
+__all__ = [
+    "ApiStreamFn",
+    "Models",
+    "UnknownApiError",
+    "env_api_key",
+    "get_api",
+    "openai_compatible",
+    "register_api",
+    "registered_apis",
+    "stream_simple",
+]
+
+ApiStreamFn: TypeAlias = Callable[
+    [httpx.AsyncClient, Model, Context, StreamOptions], AssistantMessageEventStream
+]
+"""``(client, model, context, options) -> AssistantMessageEventStream``: one wire API."""
+
+_StrList: TypeAlias = list[str]
+
+_LAZY_APIS: dict[str, tuple[str, str]] = {
+    "openai-completions": ("pitrio.providers._openai_completions", "stream_openai_completions"),
+    "anthropic-messages": ("pitrio.providers._anthropic_messages", "stream_anthropic_messages"),
+    "openai-responses": ("pitrio.providers._openai_responses", "stream_openai_responses"),
+}
+_APIS: dict[str, ApiStreamFn] = {}
+
+
+class UnknownApiError(LookupError):
+    """No implementation is registered (or importable) for an API name."""
+
+
+def register_api(api: str, stream: ApiStreamFn) -> None:
+    """Register (or replace) the implementation of the wire API ``api``."""
+    _APIS[api] = stream
+
+
+def registered_apis() -> list[str]:
+    """The API names that have an implementation (registered or lazily importable)."""
+    return sorted({*_APIS, *_LAZY_APIS})
+
+
+def get_api(api: str) -> ApiStreamFn:
+    """The implementation of ``api``, importing a built-in one on first use.
+
+    Raises:
+        UnknownApiError: no such API, or its module cannot be imported yet.
+    """
+    stream = _APIS.get(api)
+    if stream is not None:
+        return stream
+    spec = _LAZY_APIS.get(api)
+    if spec is None:
+        msg = f"No API provider registered for api: {api}"
+        raise UnknownApiError(msg)
+    module_name, function_name = spec
+    try:
+        module = importlib.import_module(module_name)
+        stream = cast("ApiStreamFn", getattr(module, function_name))
+    except (ImportError, AttributeError) as exc:
+        msg = f"The {api!r} API is not available: cannot load {module_name}.{function_name} ({exc})"
+        raise UnknownApiError(msg) from exc
+    _APIS[api] = stream
+    return stream
+
+
+def _error_stream(model: Model, text: str) -> AssistantMessageEventStream:
+    message = setup_error_message(model, text)
+
+    async def producer(stream: AssistantMessageEventStream) -> None:
+        stream.push(ErrorEvent(reason="error", error=message))
+
+    return AssistantMessageEventStream(producer)
+
+
+def stream_simple(
+    client: httpx.AsyncClient, model: Model, context: Context, options: StreamOptions
+) -> AssistantMessageEventStream:
+    """Stream one response from ``model`` through its API's implementation.
+
+    pi-ai's lazy wrapper: any exception while setting the request up (an unknown API,
+    a missing API key) becomes a stream with a lone ``error`` event.
+    """
+    try:
+        return get_api(model.api)(client, model, context, options)
+    except Exception as exc:
+        return _error_stream(model, str(exc) or exc.__class__.__name__)
+
+
+_ENV_KEYS: Mapping[str, tuple[str, ...]] = {
+    "anthropic": ("ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"),
+    "openai": ("OPENAI_API_KEY",),
+    "azure-openai-responses": ("AZURE_OPENAI_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "google": ("GEMINI_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "cerebras": ("CEREBRAS_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "vercel-ai-gateway": ("AI_GATEWAY_API_KEY",),
+    "zai": ("ZAI_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "minimax": ("MINIMAX_API_KEY",),
+    "moonshotai": ("MOONSHOT_API_KEY",),
+    "huggingface": ("HF_TOKEN",),
+    "fireworks": ("FIREWORKS_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "nvidia": ("NVIDIA_API_KEY",),
+    "github-copilot": ("COPILOT_GITHUB_TOKEN",),
+}
+
+
+def env_api_key(provider: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The API key for ``provider`` from the usual environment variable (pi-ai's
+    ``getEnvApiKey``): ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GROQ_API_KEY``, ..."""
+    environ = os.environ if env is None else env
+    for name in _ENV_KEYS.get(provider, ()):
+        value = environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def openai_compatible(
+    base_url: str,
+    model_id: str,
+    *,
+    provider: str = "openai-compatible",
+    name: str = "",
+    reasoning: bool = False,
+    images: bool = False,
+    context_window: int = 128_000,
+    max_tokens: int = 16_384,
+    cost: ModelCost | None = None,
+    headers: Mapping[str, str] | None = None,
+    compat: Mapping[str, JSONValue] | None = None,
+    thinking_level_map: Mapping[str, str | None] | None = None,
+) -> Model:
+    """A :class:`Model` for an OpenAI-compatible chat-completions server.
+
+    For llama.cpp (``llama-server``), vLLM, Ollama (``http://127.0.0.1:11434/v1``), LM
+    Studio, OpenRouter, Groq and the like. ``base_url`` is the URL that
+    ``/chat/completions`` is appended to (usually ending in ``/v1``). Servers that
+    reject OpenAI-only request fields take ``compat`` switches, e.g.
+    ``{"supportsStore": False, "maxTokensField": "max_tokens"}`` (see
+    ``docs/providers.md``).
+    """
+    return Model(
+        id=model_id,
+        name=name or model_id,
+        api="openai-completions",
+        provider=provider,
+        base_url=base_url.rstrip("/"),
+        reasoning=reasoning,
+        input=("text", "image") if images else ("text",),
+        cost=cost or ModelCost(),
+        context_window=context_window,
+        max_tokens=max_tokens,
+        headers=headers,
+        compat=compat,
+        thinking_level_map=thinking_level_map,
+    )
+
+
+@final
+class Models:
+    """The models an application uses, and the one HTTP client they share.
+
+    Use it as an async context manager: entering opens the ``httpx.AsyncClient`` (unless
+    you pass your own, which stays yours to close), leaving closes it. Streams must be
+    consumed inside the block.
+
+    Args:
+        client: an existing client to use instead of opening one.
+        get_api_key: ``provider -> key | None``, asked when a request has no
+            ``options.api_key``; the environment (:func:`env_api_key`) comes after it.
+        builtin: start with the built-in catalog (:mod:`pitrio.providers._catalog`).
+        env: the environment to read keys from (default ``os.environ``).
+    """
+
+    __slots__ = ("_client", "_env", "_get_api_key", "_models", "_owns_client")
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient | None = None,
+        get_api_key: Callable[[str], str | None] | None = None,
+        builtin: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._client = client
+        self._owns_client = client is None
+        self._get_api_key = get_api_key
+        self._env = env
+        self._models: dict[tuple[str, str], Model] = {}
+        if builtin:
+            from ._catalog import builtin_models
+
+            self.register(*builtin_models())
+
+    async def __aenter__(self) -> Models:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(None, connect=60.0),
+                limits=httpx.Limits(max_keepalive_connections=20, keepalive_expiry=30),
+            )
+            self._owns_client = True
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            await client.aclose()
+        elif client is not None:
+            self._client = client
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The shared HTTP client (only while the ``async with`` block is open)."""
+        if self._client is None:
+            msg = "Models is not open: use `async with Models() as models:`"
+            raise RuntimeError(msg)
+        return self._client
+
+    # -- the catalog ---------------------------------------------------------------------
+
+    def register(self, *models: Model) -> None:
+        """Add models (a model with the same provider and id is replaced)."""
+        for model in models:
+            self._models[model.provider, model.id] = model
+
+    def register_provider(
+        self,
+        provider: str,
+        *,
+        base_url: str,
+        api: str,
+        models: Iterable[Model],
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Add a provider's models, setting their provider, API, base URL and headers."""
+        import attrs
+
+        for model in models:
+            self.register(
+                attrs.evolve(
+                    model,
+                    provider=provider,
+                    api=api,
+                    base_url=base_url.rstrip("/"),
+                    headers={**(headers or {}), **(model.headers or {})} or None,
+                )
+            )
+
+    def get(self, provider: str, model_id: str) -> Model | None:
+        """The model ``model_id`` of ``provider``, or ``None``."""
+        return self._models.get((provider, model_id))
+
+    def list(self, provider: str | None = None) -> list[Model]:
+        """All models (of one provider if given), in registration order."""
+        return [m for (p, _), m in self._models.items() if provider is None or p == provider]
+
+    def providers(self) -> _StrList:
+        """The provider names that have models."""
+        return list(dict.fromkeys(p for p, _ in self._models))
+
+    # -- streaming ---------------------------------------------------------------------
+
+    def api_key_for(self, provider: str) -> str | None:
+        """The key for ``provider``: ``get_api_key`` first, then the environment."""
+        if self._get_api_key is not None:
+            key = self._get_api_key(provider)
+            if key:
+                return key
+        return env_api_key(provider, self._env)
+
+    def stream_simple(
+        self, model: Model, context: Context, options: StreamOptions | None = None
+    ) -> AssistantMessageEventStream:
+        """Stream one response; returns at once (the work happens when the stream is
+        opened with ``async with``). Fills ``options.api_key`` when it is not given."""
+        options = options if options is not None else StreamOptions()
+        if not options.api_key:
+            key = self.api_key_for(model.provider)
+            if key:
+                options = _with_api_key(options, key)
+        return stream_simple(self.client, model, context, options)
+
+    @property
+    def stream_fn(self) -> StreamFn:
+        """:meth:`stream_simple` as the agent's ``StreamFn``."""
+        return self.stream_simple
+
+
+def _with_api_key(options: StreamOptions, key: str) -> StreamOptions:
+    import attrs
+
+    return attrs.evolve(options, api_key=key)

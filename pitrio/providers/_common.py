@@ -91,6 +91,7 @@ __all__ = [
     "parse_partial_json",
     "parse_streaming_json",
     "pi_user_agent",
+    "register_cost_tiers",
     "repair_json",
     "require_api_key",
     "resolve_cache_retention",
@@ -507,7 +508,9 @@ def calculate_cost(model: Model, usage: Usage) -> Usage:
     mappings with ``input_tokens_above`` and the four rates).
     """
     rates: Any = model.cost
-    tiers = getattr(model.cost, "tiers", None)
+    tiers = getattr(model.cost, "tiers", None) or _COST_TIERS.get(
+        (model.provider, model.id, model.cost)
+    )
     if tiers:
         input_tokens = usage.input + usage.cache_read + usage.cache_write
         matched = -1.0
@@ -535,6 +538,16 @@ def calculate_cost(model: Model, usage: Usage) -> Usage:
             total=total,
         ),
     )
+
+
+_COST_TIERS: dict[tuple[str, str, Any], tuple[Any, ...]] = {}
+
+
+def register_cost_tiers(model: Model, tiers: Sequence[Mapping[str, float]]) -> None:
+    """Price tiers for ``model`` (pi-ai's ``cost.tiers``: mappings with
+    ``inputTokensAbove`` and the four rates), used by :func:`calculate_cost` while the
+    model's id, provider and base rates are these."""
+    _COST_TIERS[model.provider, model.id, model.cost] = tuple(tiers)
 
 
 def _rate(rates: Any, name: str) -> float:
