@@ -1,0 +1,37 @@
+"""Developer sessions: ``nox`` runs lint, typecheck and tests; ``nox -s bench`` measures."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.default_venv_backend = "venv"
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The test suite (the same command CI runs)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff: lint rules from pyproject.toml."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "pitrio", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the package, the tests and the benchmarks."""
+    session.install("-e", ".[test]", "mypy>=1.10")
+    session.run("mypy", "--strict")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """The loop benchmarks (real clock, scripted model, no network)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "benchmarks.bench_loop", *(session.posargs or ["all"]))
