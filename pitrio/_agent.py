@@ -179,7 +179,9 @@ class Agent:
             messages=list(messages),
         )
         self.stream_fn = _resolve_stream_fn(stream_fn)
-        self.convert_to_llm = convert_to_llm if convert_to_llm is not None else default_convert_to_llm
+        self.convert_to_llm = (
+            convert_to_llm if convert_to_llm is not None else default_convert_to_llm
+        )
         self.transform_context = transform_context
         self.get_api_key = get_api_key
         self.before_tool_call = before_tool_call
@@ -337,7 +339,8 @@ class Agent:
             raise AgentBusyError(_BUSY_CONTINUE)
         messages = self.state.messages
         if not messages:
-            raise UsageError("No messages to continue from")
+            msg = "No messages to continue from"
+            raise UsageError(msg)
         if messages[-1].role == "assistant":
             steering = self._steering.drain()
             if steering:
@@ -345,13 +348,20 @@ class Agent:
                 return
             follow_ups = self._follow_up.drain()
             if follow_ups:
-                await self._run_prompts(follow_ups, skip_initial_poll=False, task_status=task_status)
+                await self._run_prompts(
+                    follow_ups, skip_initial_poll=False, task_status=task_status
+                )
                 return
-            raise UsageError("Cannot continue from message role: assistant")
+            msg = "Cannot continue from message role: assistant"
+            raise UsageError(msg)
 
         async def executor(signal: AbortSignal) -> None:
             await run_agent_loop_continue(
-                self._snapshot(), self._loop_config(False), self._process_event, signal, self.stream_fn
+                self._snapshot(),
+                self._loop_config(False),
+                self._process_event,
+                signal,
+                self.stream_fn,
             )
 
         await self._run_with_lifecycle(executor, task_status)
@@ -423,7 +433,8 @@ class Agent:
         task_status: trio.TaskStatus[None],
     ) -> None:
         if self._run is not None:  # pragma: no cover  # callers check first
-            raise AgentBusyError("Agent is already processing.")
+            msg = "Agent is already processing."
+            raise AgentBusyError(msg)
         run = self._run = _Run()
         state = self.state
         state.is_streaming = True
@@ -512,9 +523,7 @@ def _normalize_input(
     input: str | AgentMessage | Sequence[AgentMessage], images: Sequence[ImageContent]
 ) -> list[AgentMessage]:
     if isinstance(input, str):
-        return [
-            UserMessage(content=(TextContent(text=input), *images), timestamp=_now_ms())
-        ]
+        return [UserMessage(content=(TextContent(text=input), *images), timestamp=_now_ms())]
     if isinstance(input, list | tuple):
         return [_as_message(m) for m in input]
     return [_as_message(input)]
@@ -524,4 +533,3 @@ def _now_ms() -> int:
     import time
 
     return int(time.time() * 1000)
-

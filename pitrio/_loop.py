@@ -436,9 +436,9 @@ async def _stream_assistant_response(
         api_key=api_key or config.api_key or config.stream_options.api_key,
         reasoning=config.reasoning,
     )
-    response = stream_fn(config.model, llm_context, options)
-    if not isinstance(response, EventStream):
-        response = await response  # an async stream function
+    returned = stream_fn(config.model, llm_context, options)
+    # Pi awaits the stream function, so an async one (returning the stream) is allowed.
+    response = returned if isinstance(returned, EventStream) else await returned
     remove = signal.add_callback(response.cancel)
     try:
         async with response:
@@ -476,7 +476,9 @@ async def _consume(
     try:
         final = response.result_nowait()
     except trio.WouldBlock:
-        msg = "the provider stream ended without a final message (no done/error event and no result)"
+        msg = (
+            "the provider stream ended without a final message (no done/error event and no result)"
+        )
         raise RuntimeError(msg) from None
     if added_partial:
         msgs[-1] = final
@@ -518,7 +520,9 @@ async def _fail_truncated(
         )
         result = error_result(_TRUNCATED.format(name=call.name))
         await emit(
-            ToolExecutionEnd(tool_call_id=call.id, tool_name=call.name, result=result, is_error=True)
+            ToolExecutionEnd(
+                tool_call_id=call.id, tool_name=call.name, result=result, is_error=True
+            )
         )
         message = _result_message(call, result, True)
         await _emit_result_message(message, emit)

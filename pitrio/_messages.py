@@ -223,7 +223,9 @@ instance of a registered custom role class (anything with a ``role`` attribute).
 LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
 
 
-def user_text(text: str, *, images: tuple[ImageContent, ...] = (), timestamp: int = 0) -> UserMessage:
+def user_text(
+    text: str, *, images: tuple[ImageContent, ...] = (), timestamp: int = 0
+) -> UserMessage:
     """A user message with one text block (and optional images), as ``Agent.prompt`` builds it."""
     return UserMessage(content=(TextContent(text=text), *images), timestamp=timestamp)
 

@@ -2,7 +2,7 @@
 
 A *stream function* is the one thing the loop needs from a model layer::
 
-    def stream_fn(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream
+    def stream_fn(model, context, options) -> AssistantMessageEventStream
 
 It returns at once; the returned stream's producer does the work when the consumer
 opens it (``async with``). Provider failures are data: the stream ends with an
@@ -113,6 +113,9 @@ class StreamOptions:
     extra: dict[str, JSONValue] = attrs.field(factory=dict)
 
 
-StreamFn: TypeAlias = Callable[[Model, Context, StreamOptions], "AssistantMessageEventStream"]
+StreamFn: TypeAlias = Callable[
+    [Model, Context, StreamOptions],
+    "AssistantMessageEventStream | Awaitable[AssistantMessageEventStream]",
+]
 """``(model, context, options) -> AssistantMessageEventStream``; must not block or raise
 for provider failures (those end the stream as an ``error`` event)."""

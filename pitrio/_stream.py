@@ -21,8 +21,8 @@ keep reading after a cancel, so a producer can report its cancellation as data (
 from __future__ import annotations
 
 import math
-from contextlib import AsyncExitStack
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -237,7 +237,9 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
         abort_message: str = "Request was aborted",
     ) -> None:
         super().__init__(_is_terminal, _terminal_message, producer)  # type: ignore[arg-type]  # subclass of the producer's parameter
-        self.template = template if template is not None else AssistantMessage(stop_reason="pending")
+        self.template = (
+            template if template is not None else AssistantMessage(stop_reason="pending")
+        )
         self.abort_message = abort_message
         self._last_partial: AssistantMessage | None = None
 

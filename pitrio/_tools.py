@@ -113,7 +113,9 @@ class Tool:
         return await self.execute_fn(tool_call_id, params, signal, on_update)
 
 
-def text_result(text: str, *, details: JSONValue = None, terminate: bool | None = None) -> ToolResult:
+def text_result(
+    text: str, *, details: JSONValue = None, terminate: bool | None = None
+) -> ToolResult:
     """A tool result with one text block."""
     return ToolResult(content=(TextContent(text=text),), details=details, terminate=terminate)
 

@@ -91,10 +91,10 @@ def _identity(value: Any) -> Any:
     return value
 
 
-for _cls in (Cost, Usage, DeferredHandle):
-    _register_attrs(_cls)
-for _cls in (TextContent, ThinkingContent, ImageContent, ToolCall):
-    _register_attrs(_cls, "type")
+for _value_cls in (Cost, Usage, DeferredHandle):
+    _register_attrs(_value_cls)
+for _block_cls in (TextContent, ThinkingContent, ImageContent, ToolCall):
+    _register_attrs(_block_cls, "type")
 
 _BLOCK_TYPES: dict[str, type[Any]] = {
     "text": TextContent,
@@ -125,10 +125,12 @@ def _structure_user_content(data: Any, _: Any = None) -> Any:
 
 # Unions of content blocks, and the user's "string or blocks".
 converter.register_structure_hook(
-    TextContent | ImageContent, _structure_block  # type: ignore[arg-type]
+    TextContent | ImageContent,
+    _structure_block,
 )
 converter.register_structure_hook(
-    TextContent | ThinkingContent | ToolCall, _structure_block  # type: ignore[arg-type]
+    TextContent | ThinkingContent | ToolCall,
+    _structure_block,
 )
 converter.register_structure_hook_func(
     lambda t: t == (str | tuple[TextContent | ImageContent, ...]), _structure_user_content
@@ -136,8 +138,8 @@ converter.register_structure_hook_func(
 # JSON values stay as they are.
 converter.register_structure_hook_func(lambda t: t is Any, lambda v, _: v)
 
-for _cls in (UserMessage, AssistantMessage, ToolResultMessage):
-    _register_attrs(_cls, "role")
+for _message_cls in (UserMessage, AssistantMessage, ToolResultMessage):
+    _register_attrs(_message_cls, "role")
 _register_attrs(ToolResult)
 
 
@@ -148,9 +150,7 @@ def _unstructure_custom(message: CustomMessage) -> dict[str, Any]:
 
 
 def _structure_custom(data: Mapping[str, Any], _: Any = None) -> CustomMessage:
-    return CustomMessage(
-        role=data["role"], fields={k: v for k, v in data.items() if k != "role"}
-    )
+    return CustomMessage(role=data["role"], fields={k: v for k, v in data.items() if k != "role"})
 
 
 converter.register_unstructure_hook(CustomMessage, _unstructure_custom)
@@ -190,7 +190,7 @@ def register_message_role(cls: type[T]) -> type[T]:
         raise ValueError(msg)
     _register_attrs(cls, "role")
     _ROLES[role] = cls
-    return cls
+    return cls  # type: ignore[return-value]  # attrs.has() narrowed it; it is still T
 
 
 def structure_message(data: Mapping[str, Any]) -> AgentMessage:

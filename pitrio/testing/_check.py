@@ -55,7 +55,9 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
             tool_results = event.tool_results  # type: ignore[union-attr]  # a TurnEnd
             ids = [r.tool_call_id for r in tool_results]
             if ids != results_seen[: len(ids)] or len(ids) != len(results_seen):
-                problems.append(f"{where}: tool_results {ids} differ from the result messages {results_seen}")
+                problems.append(
+                    f"{where}: tool_results {ids} differ from the result messages {results_seen}"
+                )
             if isinstance(message, AssistantMessage):
                 order = [b.id for b in message.content if isinstance(b, ToolCall)]
                 positions = [order.index(x) for x in ids if x in order]
@@ -79,7 +81,8 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
             elif isinstance(message, ToolResultMessage):
                 if message.tool_call_id not in ended:
                     problems.append(
-                        f"{where}: result message for {message.tool_call_id!r} before its tool_execution_end"
+                        f"{where}: result message for {message.tool_call_id!r} "
+                        "before its tool_execution_end"
                     )
                 results_seen.append(message.tool_call_id)
         elif kind == "tool_execution_start":
@@ -90,7 +93,9 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
             if assistant is None or call_id not in {
                 b.id for b in assistant.content if isinstance(b, ToolCall)
             }:
-                problems.append(f"{where}: tool call {call_id!r} is not in the turn's assistant message")
+                problems.append(
+                    f"{where}: tool call {call_id!r} is not in the turn's assistant message"
+                )
         elif kind == "tool_execution_update":
             call_id = event.tool_call_id  # type: ignore[union-attr]  # a ToolExecutionUpdate
             if call_id not in started or call_id in ended:
@@ -107,7 +112,9 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
                 problems.append(f"{where}: agent_end inside an open turn")
             messages = list(event.messages)  # type: ignore[union-attr]  # an AgentEnd
             if not _same_tail(messages, ended_messages):
-                problems.append(f"{where}: agent_end.messages differ from the messages ended in the run")
+                problems.append(
+                    f"{where}: agent_end.messages differ from the messages ended in the run"
+                )
     for call_id in started:
         if call_id not in ended:
             problems.append(f"tool call {call_id!r} never ended")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 import attrs
 import trio
@@ -59,6 +59,7 @@ from .._messages import (
     AgentMessage,
     AssistantMessage,
     CustomMessage,
+    StopReason,
     ToolResultMessage,
     UserMessage,
 )
@@ -215,26 +216,44 @@ def format_trace(records: Sequence[Record]) -> str:
 # Scenario helpers
 
 _TOP_KEYS = {
-    "name", "description", "mode", "loopApi", "systemPrompt", "thinkingLevel", "modelId",
-    "messages", "tools", "model", "config", "script", "actions", "timeoutMs", "note",
+    "name",
+    "description",
+    "mode",
+    "loopApi",
+    "systemPrompt",
+    "thinkingLevel",
+    "modelId",
+    "messages",
+    "tools",
+    "model",
+    "config",
+    "script",
+    "actions",
+    "timeoutMs",
+    "note",
 }
 
 
 def _validate(s: Any) -> None:
     if not isinstance(s, dict):
-        raise ScenarioError("scenario: must be an object")
+        msg = "scenario: must be an object"
+        raise ScenarioError(msg)
     for key in s:
         if key not in _TOP_KEYS:
             msg = f'scenario: unknown key "{key}" (allowed: {", ".join(sorted(_TOP_KEYS))})'
             raise ScenarioError(msg)
     if s.get("mode") not in ("agent", "loop"):
-        raise ScenarioError("scenario.mode: must be one of agent | loop")
+        msg = "scenario.mode: must be one of agent | loop"
+        raise ScenarioError(msg)
     if not isinstance(s.get("model"), dict) or not isinstance(s["model"].get("responses"), list):
-        raise ScenarioError('scenario.model: is required: {"responses": [...]}')
+        msg = 'scenario.model: is required: {"responses": [...]}'
+        raise ScenarioError(msg)
     if not isinstance(s.get("script"), list) or not s["script"]:
-        raise ScenarioError("scenario.script: must be a non-empty array")
+        msg = "scenario.script: must be a non-empty array"
+        raise ScenarioError(msg)
     if s.get("loopApi") is not None and s["mode"] != "loop":
-        raise ScenarioError('scenario.loopApi: only valid with mode "loop"')
+        msg = 'scenario.loopApi: only valid with mode "loop"'
+        raise ScenarioError(msg)
 
 
 def make_model(model_id: str) -> Model:
@@ -287,25 +306,29 @@ def make_message(spec: Record, model: Model) -> AgentMessage:
     if role == "user":
         content = _text_blocks(spec["text"]) if "text" in spec else copy.deepcopy(spec["content"])
         return UserMessage(
-            content=content if isinstance(content, str) else tuple(
-                converter.structure(b, _USER_UNION) for b in content
-            ),
+            content=content
+            if isinstance(content, str)
+            else tuple(converter.structure(b, _USER_UNION) for b in content),
             timestamp=0,
         )
     if role == "assistant":
-        content = _text_blocks(spec["text"]) if "text" in spec else copy.deepcopy(spec.get("content", []))
+        content = (
+            _text_blocks(spec["text"]) if "text" in spec else copy.deepcopy(spec.get("content", []))
+        )
         return AssistantMessage(
             content=_blocks(content),
             api=model.api,
             provider=model.provider,
             model=model.id,
             usage=converter.structure(_merge_usage(spec.get("usage")), _Usage),
-            stop_reason=spec.get("stopReason") or _default_stop(content),
+            stop_reason=cast(StopReason, spec.get("stopReason") or _default_stop(content)),
             error_message=spec.get("errorMessage"),
             timestamp=0,
         )
     if role == "toolResult":
-        content = _text_blocks(spec["text"]) if "text" in spec else copy.deepcopy(spec.get("content", []))
+        content = (
+            _text_blocks(spec["text"]) if "text" in spec else copy.deepcopy(spec.get("content", []))
+        )
         return ToolResultMessage(
             tool_call_id=spec["toolCallId"],
             tool_name=spec["toolName"],
@@ -414,24 +437,33 @@ class Player:
         calls = t.get("calls") or []
         if n - 1 < len(calls) and calls[n - 1]:
             return calls[n - 1]  # type: ignore[no-any-return]
-        return t.get("default") or {}  # type: ignore[no-any-return]
+        default: Record = t.get("default") or {}
+        return default
 
     def _make_tool(self, t: Record) -> Any:
         player = self
 
         async def execute(
-            tool_call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+            tool_call_id: str,
+            params: Any,
+            signal: AbortSignal,
+            on_update: Callable[[ToolResult], None],
         ) -> ToolResult:
             b = player._pick_behaviour(t, tool_call_id)
             await player.emit(
-                {"type": "tool_execute", "toolCallId": tool_call_id, "toolName": t["name"],
-                 "params": copy.deepcopy(params)},
+                {
+                    "type": "tool_execute",
+                    "toolCallId": tool_call_id,
+                    "toolName": t["name"],
+                    "params": copy.deepcopy(params),
+                },
                 loop_side=True,
             )
             # Pi's tools see the abort only through the signal; shield the body from the
             # loop's cancel scope and watch the signal the way the oracle's tools do.
             with trio.CancelScope(shield=True):
-                return await player._tool_body(t, b, params, signal, on_update)
+                result = await player._tool_body(t, b, params, signal, on_update)
+            return result
 
         def prepare_arguments(args: Any) -> Any:
             pa = t.get("prepareArguments")
@@ -453,7 +485,7 @@ class Player:
 
         return _ScriptedTool(
             name=t["name"],
-            label=t.get("label", t["name"]),
+            label=str(t.get("label", t["name"])),
             description=t.get("description", f"{t['name']} tool"),
             parameters=copy.deepcopy(t.get("parameters", {"type": "object", "properties": {}})),
             execution_mode=t.get("executionMode"),
@@ -506,7 +538,10 @@ class Player:
             content = u["content"] if "content" in u else _text_blocks(u.get("text", ""))
             on_update(
                 converter.structure(
-                    {"content": copy.deepcopy(content), "details": copy.deepcopy(u.get("details", {}))},
+                    {
+                        "content": copy.deepcopy(content),
+                        "details": copy.deepcopy(u.get("details", {})),
+                    },
                     ToolResult,
                 )
             )
@@ -559,12 +594,12 @@ class Player:
             api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
         )
 
-        def failing(reason: str, text: str) -> AssistantMessageEventStream:
-            message = attrs.evolve(template, stop_reason=reason, error_message=text)  # type: ignore[arg-type]
+        def failing(reason: Literal["error", "aborted"], text: str) -> AssistantMessageEventStream:
+            message = attrs.evolve(template, stop_reason=reason, error_message=text)
 
             async def produce(stream: AssistantMessageEventStream) -> None:
                 await trio.testing.wait_all_tasks_blocked()
-                stream.push(ErrorEvent(reason=reason, error=message))  # type: ignore[arg-type]
+                stream.push(ErrorEvent(reason=reason, error=message))
 
             return AssistantMessageEventStream(produce, template=template)
 
@@ -572,9 +607,12 @@ class Player:
             return failing("aborted", "Request was aborted")
         if self.responses_used >= len(self.responses):
             self.problems.append(
-                f"model called {self.model_calls} time(s) but only {len(self.responses)} response(s) are scripted"
+                f"model called {self.model_calls} time(s) but only "
+                f"{len(self.responses)} response(s) are scripted"
             )
-            return failing("error", f"oracle: no scripted response for model call {self.model_calls}")
+            return failing(
+                "error", f"oracle: no scripted response for model call {self.model_calls}"
+            )
         r = self.responses[self.responses_used]
         self.responses_used += 1
         if "throw" in r:
@@ -590,9 +628,11 @@ class Player:
         template: AssistantMessage,
         signal: AbortSignal | None,
     ) -> None:
-        blocks: list[Record] = [{"type": "text", "text": r["text"]}] if "text" in r else r.get("content", [])
+        blocks: list[Record] = (
+            [{"type": "text", "text": r["text"]}] if "text" in r else r.get("content", [])
+        )
         final_content = [_final_block(b) for b in blocks]
-        stop_reason = r.get("stopReason") or _default_stop(final_content)
+        stop_reason: Any = r.get("stopReason") or _default_stop(final_content)
         st = r.get("stream") or {}
         size = st.get("chunkSize", self.default_chunk)
         partial_content: list[Record] = []
@@ -614,7 +654,9 @@ class Player:
                         await trio.testing.wait_all_tasks_blocked()
                         partial_content.append({**fb, key: ""})
                         stream.push(
-                            (TextStartEvent if is_text else ThinkingStartEvent)(content_index=i, partial=snap())
+                            (TextStartEvent if is_text else ThinkingStartEvent)(
+                                content_index=i, partial=snap()
+                            )
                         )
                         for c in _chunk(fb[key], size, b.get("chunks")):
                             await trio.testing.wait_all_tasks_blocked()
@@ -634,13 +676,22 @@ class Player:
                     else:
                         await trio.testing.wait_all_tasks_blocked()
                         partial_content.append(
-                            {"type": "toolCall", "id": fb["id"], "name": fb["name"], "arguments": {}}
+                            {
+                                "type": "toolCall",
+                                "id": fb["id"],
+                                "name": fb["name"],
+                                "arguments": {},
+                            }
                         )
                         stream.push(ToolCallStartEvent(content_index=i, partial=snap()))
-                        args_json = json.dumps(fb["arguments"], separators=(",", ":"), ensure_ascii=False)
+                        args_json = json.dumps(
+                            fb["arguments"], separators=(",", ":"), ensure_ascii=False
+                        )
                         for c in _chunk(args_json, size, b.get("chunks")):
                             await trio.testing.wait_all_tasks_blocked()
-                            stream.push(ToolCallDeltaEvent(content_index=i, delta=c, partial=snap()))
+                            stream.push(
+                                ToolCallDeltaEvent(content_index=i, delta=c, partial=snap())
+                            )
                         await trio.testing.wait_all_tasks_blocked()
                         partial_content[i] = copy.deepcopy(fb)
                         stream.push(
@@ -658,7 +709,8 @@ class Player:
                 with trio.move_on_after(5):
                     await trio.sleep_forever()
                 self.problems.append(
-                    f"model response #{self.model_calls} waited 5000 ms for an abort that never came"
+                    f"model response #{self.model_calls} waited 5000 ms "
+                    "for an abort that never came"
                 )
             await trio.testing.wait_all_tasks_blocked()
         except trio.Cancelled:
@@ -701,11 +753,18 @@ class Player:
     async def before_tool_call(self, ctx: Any, signal: AbortSignal | None) -> Any:
         rule = self._rule_for(self.cfg["beforeToolCall"], ctx.tool_call)
         returned: Record | None = None
-        if rule and "throw" not in rule and any(k in rule for k in ("block", "reason", "terminate")):
+        if (
+            rule
+            and "throw" not in rule
+            and any(k in rule for k in ("block", "reason", "terminate"))
+        ):
             returned = {k: rule[k] for k in ("block", "reason", "terminate") if k in rule}
         rec: Record = {
-            "type": "hook", "hook": "beforeToolCall", "toolCallId": ctx.tool_call.id,
-            "toolName": ctx.tool_call.name, "args": copy.deepcopy(ctx.args),
+            "type": "hook",
+            "hook": "beforeToolCall",
+            "toolCallId": ctx.tool_call.id,
+            "toolName": ctx.tool_call.name,
+            "args": copy.deepcopy(ctx.args),
         }
         if rule and "throw" in rule:
             rec["throws"] = rule["throw"]
@@ -735,9 +794,13 @@ class Player:
                 if key in rule:
                     returned[key] = copy.deepcopy(rule[key])
         rec: Record = {
-            "type": "hook", "hook": "afterToolCall", "toolCallId": ctx.tool_call.id,
-            "toolName": ctx.tool_call.name, "args": copy.deepcopy(ctx.args),
-            "result": _norm_tool_result(ctx.result), "isError": ctx.is_error,
+            "type": "hook",
+            "hook": "afterToolCall",
+            "toolCallId": ctx.tool_call.id,
+            "toolName": ctx.tool_call.name,
+            "args": copy.deepcopy(ctx.args),
+            "result": _norm_tool_result(ctx.result),
+            "isError": ctx.is_error,
         }
         if rule and "throw" in rule:
             rec["throws"] = rule["throw"]
@@ -762,9 +825,13 @@ class Player:
         returned = self.stop_calls in self.cfg["shouldStopAfterTurn"].get("stopOnCalls", [])
         await self.emit(
             {
-                "type": "hook", "hook": "shouldStopAfterTurn", "call": self.stop_calls,
-                "stopReason": ctx.message.stop_reason, "toolResults": len(ctx.tool_results),
-                "newMessages": len(ctx.new_messages), "returned": returned,
+                "type": "hook",
+                "hook": "shouldStopAfterTurn",
+                "call": self.stop_calls,
+                "stopReason": ctx.message.stop_reason,
+                "toolResults": len(ctx.tool_results),
+                "newMessages": len(ctx.new_messages),
+                "returned": returned,
             },
             loop_side=True,
         )
@@ -772,7 +839,9 @@ class Player:
 
     async def prepare_next_turn(self, ctx: TurnContext, signal: Any = None) -> NextTurn | None:
         self.prepare_calls += 1
-        rule = next((r for r in self.cfg["prepareNextTurn"] if r.get("call") == self.prepare_calls), None)
+        rule = next(
+            (r for r in self.cfg["prepareNextTurn"] if r.get("call") == self.prepare_calls), None
+        )
         update: NextTurn | None = None
         summary: Record | None = None
         if rule is not None:
@@ -797,18 +866,25 @@ class Player:
                 summary["model"] = rule["modelId"]
             if "thinkingLevel" in rule:
                 summary["thinkingLevel"] = rule["thinkingLevel"]
-            update = NextTurn(context=context, model=model, thinking_level=rule.get("thinkingLevel"))
+            update = NextTurn(
+                context=context, model=model, thinking_level=rule.get("thinkingLevel")
+            )
         await self.emit(
             {
-                "type": "hook", "hook": "prepareNextTurn", "call": self.prepare_calls,
-                "stopReason": ctx.message.stop_reason, "toolResults": len(ctx.tool_results),
+                "type": "hook",
+                "hook": "prepareNextTurn",
+                "call": self.prepare_calls,
+                "stopReason": ctx.message.stop_reason,
+                "toolResults": len(ctx.tool_results),
                 "returned": summary,
             },
             loop_side=True,
         )
         return update
 
-    async def transform_context(self, messages: list[AgentMessage], signal: Any = None) -> list[AgentMessage]:
+    async def transform_context(
+        self, messages: list[AgentMessage], signal: Any = None
+    ) -> list[AgentMessage]:
         tc = self.cfg["transformContext"]
         out = list(messages)
         if tc.get("dropRoles"):
@@ -816,7 +892,12 @@ class Player:
         if "keepLast" in tc:
             out = out[max(0, len(out) - tc["keepLast"]) :]
         await self.emit(
-            {"type": "hook", "hook": "transformContext", "input": _roles(messages), "returned": _roles(out)},
+            {
+                "type": "hook",
+                "hook": "transformContext",
+                "input": _roles(messages),
+                "returned": _roles(out),
+            },
             loop_side=True,
         )
         return out
@@ -843,7 +924,12 @@ class Player:
     async def convert_to_llm(self, messages: list[AgentMessage]) -> list[AgentMessage]:
         out = self._convert(messages)
         await self.emit(
-            {"type": "hook", "hook": "convertToLlm", "input": _roles(messages), "returned": _roles(out)},
+            {
+                "type": "hook",
+                "hook": "convertToLlm",
+                "input": _roles(messages),
+                "returned": _roles(out),
+            },
             loop_side=True,
         )
         return out
@@ -880,7 +966,10 @@ class Player:
     def _op_message(self, op: Record) -> AgentMessage:
         if "message" in op:
             return make_message(op["message"], self.base_model)
-        return UserMessage(content=tuple(converter.structure(b, _USER_UNION) for b in _text_blocks(op["text"])), timestamp=0)
+        return UserMessage(
+            content=tuple(converter.structure(b, _USER_UNION) for b in _text_blocks(op["text"])),
+            timestamp=0,
+        )
 
     def _loop_prompts(self, op: Record) -> list[AgentMessage]:
         if "text" in op:
@@ -889,10 +978,14 @@ class Player:
             return [make_message(op["message"], self.base_model)]
         return [make_message(m, self.base_model) for m in op["messages"]]
 
-    async def _emit_error(self, op_name: str, exc: BaseException, *, loop_side: bool = False) -> None:
+    async def _emit_error(
+        self, op_name: str, exc: BaseException, *, loop_side: bool = False
+    ) -> None:
         await self.emit({"type": "error", "op": op_name, "message": str(exc)}, loop_side=loop_side)
 
-    async def run_op(self, op: Record, *, on: Record | None = None, loop_side: bool = False) -> None:
+    async def run_op(
+        self, op: Record, *, on: Record | None = None, loop_side: bool = False
+    ) -> None:
         name = op["op"]
         rec: Record = {"type": "action", "op": name}
         if on is not None:
@@ -905,7 +998,9 @@ class Player:
             if "message" in op:
                 rec["message"] = normalize_message(make_message(op["message"], self.base_model))
             if "messages" in op:
-                rec["messages"] = [normalize_message(make_message(m, self.base_model)) for m in op["messages"]]
+                rec["messages"] = [
+                    normalize_message(make_message(m, self.base_model)) for m in op["messages"]
+                ]
         if "mode" in op:
             rec["mode"] = op["mode"]
         if "ms" in op:
@@ -939,7 +1034,9 @@ class Player:
             else:
                 call = lambda ts: agent.resume(task_status=ts)  # noqa: E731
 
-            async def guarded(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            async def guarded(
+                task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+            ) -> None:
                 started = False
 
                 class _Status:
@@ -1035,7 +1132,11 @@ class Player:
         async def get_steering() -> list[AgentMessage]:
             out = self._drain(self.steering_queue, self.steering_mode)
             await self.emit(
-                {"type": "hook", "hook": "getSteeringMessages", "returned": [normalize_message(m) for m in out]},
+                {
+                    "type": "hook",
+                    "hook": "getSteeringMessages",
+                    "returned": [normalize_message(m) for m in out],
+                },
                 loop_side=True,
             )
             return out
@@ -1043,7 +1144,11 @@ class Player:
         async def get_follow_up() -> list[AgentMessage]:
             out = self._drain(self.follow_up_queue, self.follow_up_mode)
             await self.emit(
-                {"type": "hook", "hook": "getFollowUpMessages", "returned": [normalize_message(m) for m in out]},
+                {
+                    "type": "hook",
+                    "hook": "getFollowUpMessages",
+                    "returned": [normalize_message(m) for m in out],
+                },
                 loop_side=True,
             )
             return out
@@ -1060,7 +1165,9 @@ class Player:
             transform_context=self.transform_context if "transformContext" in cfg else None,
             before_tool_call=self.before_tool_call if "beforeToolCall" in cfg else None,
             after_tool_call=self.after_tool_call if "afterToolCall" in cfg else None,
-            should_stop_after_turn=self.should_stop_after_turn if "shouldStopAfterTurn" in cfg else None,
+            should_stop_after_turn=self.should_stop_after_turn
+            if "shouldStopAfterTurn" in cfg
+            else None,
             prepare_next_turn=self.prepare_next_turn if "prepareNextTurn" in cfg else None,
         )
 
@@ -1075,20 +1182,28 @@ class Player:
         name = op["op"]
         try:
             if self.loop_api == "run":
+
                 async def emit(event: AgentEvent) -> None:
                     await self.emit(normalize_event(event))
 
                 if name == "loop":
                     result = await run_agent_loop(
-                        self._loop_prompts(op), context, config, emit, signal, self.stream_fn  # type: ignore[arg-type]
+                        self._loop_prompts(op),
+                        context,
+                        config,
+                        emit,
+                        signal,
+                        self.stream_fn,
                     )
                 else:
-                    result = await run_agent_loop_continue(context, config, emit, signal, self.stream_fn)  # type: ignore[arg-type]
+                    result = await run_agent_loop_continue(
+                        context, config, emit, signal, self.stream_fn
+                    )
             else:
                 stream = (
-                    agent_loop(self._loop_prompts(op), context, config, signal, self.stream_fn)  # type: ignore[arg-type]
+                    agent_loop(self._loop_prompts(op), context, config, signal, self.stream_fn)
                     if name == "loop"
-                    else agent_loop_continue(context, config, signal, self.stream_fn)  # type: ignore[arg-type]
+                    else agent_loop_continue(context, config, signal, self.stream_fn)
                 )
                 async with stream:
                     async for event in stream:
@@ -1102,7 +1217,9 @@ class Player:
             return
         self.loop_signal = None
         self.loop_transcript = self.loop_transcript + list(result)
-        await self.emit({"type": "result", "op": name, "messages": [normalize_message(m) for m in result]})
+        await self.emit(
+            {"type": "result", "op": name, "messages": [normalize_message(m) for m in result]}
+        )
 
     # -- the run -------------------------------------------------------------------------
 
@@ -1114,12 +1231,14 @@ class Player:
             thinking_level=s.get("thinkingLevel", "off"),
             tools=self.tools,
             messages=[make_message(m, self.base_model) for m in s.get("messages", [])],
-            stream_fn=self.stream_fn,  # type: ignore[arg-type]  # an async stream function
+            stream_fn=self.stream_fn,
             convert_to_llm=self.convert_to_llm,
             transform_context=self.transform_context if "transformContext" in cfg else None,
             before_tool_call=self.before_tool_call if "beforeToolCall" in cfg else None,
             after_tool_call=self.after_tool_call if "afterToolCall" in cfg else None,
-            should_stop_after_turn=self.should_stop_after_turn if "shouldStopAfterTurn" in cfg else None,
+            should_stop_after_turn=self.should_stop_after_turn
+            if "shouldStopAfterTurn" in cfg
+            else None,
             prepare_next_turn=self.prepare_next_turn if "prepareNextTurn" in cfg else None,
             steering_mode=cfg.get("steeringMode", "one-at-a-time"),
             follow_up_mode=cfg.get("followUpMode", "one-at-a-time"),
@@ -1132,19 +1251,28 @@ class Player:
         def instrumented(skip: bool) -> LoopConfig:
             config = original(skip)
             steering, follow_up = config.get_steering_messages, config.get_follow_up_messages
-            assert steering is not None and follow_up is not None
+            assert steering is not None
+            assert follow_up is not None
 
             async def get_steering() -> list[AgentMessage]:
                 out = list(steering())
                 await player.emit(
-                    {"type": "hook", "hook": "getSteeringMessages", "returned": [normalize_message(m) for m in out]}
+                    {
+                        "type": "hook",
+                        "hook": "getSteeringMessages",
+                        "returned": [normalize_message(m) for m in out],
+                    }
                 )
                 return out
 
             async def get_follow_up() -> list[AgentMessage]:
                 out = list(follow_up())
                 await player.emit(
-                    {"type": "hook", "hook": "getFollowUpMessages", "returned": [normalize_message(m) for m in out]}
+                    {
+                        "type": "hook",
+                        "hook": "getFollowUpMessages",
+                        "returned": [normalize_message(m) for m in out],
+                    }
                 )
                 return out
 
@@ -1152,7 +1280,7 @@ class Player:
             config.get_follow_up_messages = get_follow_up
             return config
 
-        agent._loop_config = instrumented  # type: ignore[method-assign]  # instrumentation
+        agent._loop_config = instrumented  # type: ignore[method-assign,assignment]  # instrumentation
 
         async def listener(event: AgentEvent, signal: AbortSignal) -> None:
             await player.emit(normalize_event(event))
@@ -1174,12 +1302,15 @@ class Player:
             if self.agent is not None:
                 await self.agent.wait_for_idle()
         if scope.cancelled_caught:
-            self.problems.append(f"scenario did not finish within {int(timeout * 1000)} ms (trace so far printed)")
+            self.problems.append(
+                f"scenario did not finish within {int(timeout * 1000)} ms (trace so far printed)"
+            )
             return
         self.push(self.state_record(True))
         if self.responses_used < len(self.responses):
             self.problems.append(
-                f"{len(self.responses) - self.responses_used} scripted model response(s) were never used "
+                f"{len(self.responses) - self.responses_used} scripted model response(s) "
+                "were never used "
                 f"(model called {self.model_calls} time(s))"
             )
         unfired = [a for a in self.actions if not a.fired]
@@ -1202,7 +1333,9 @@ class _ScriptedTool:
     def prepare_arguments(self, arguments: Any) -> Any:
         return self.prepare_fn(arguments) if self.prepare_fn is not None else arguments
 
-    async def execute(self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+    async def execute(
+        self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any
+    ) -> ToolResult:
         return await self.execute_fn(tool_call_id, params, signal, on_update)  # type: ignore[no-any-return]
 
 
@@ -1216,7 +1349,12 @@ def _final_block(b: Record) -> Record:
         if "redacted" in b:
             out["redacted"] = b["redacted"]
         return out
-    return {"type": "toolCall", "id": b["id"], "name": b["name"], "arguments": copy.deepcopy(b.get("arguments", {}))}
+    return {
+        "type": "toolCall",
+        "id": b["id"],
+        "name": b["name"],
+        "arguments": copy.deepcopy(b.get("arguments", {})),
+    }
 
 
 def _chunk(text: str, size: int, explicit: list[str] | None) -> list[str]:

@@ -138,9 +138,7 @@ async def _produce(
 ) -> None:
     checkpoint = r.checkpoint_each_event
     content = r.content
-    stop = r.stop_reason or (
-        "toolUse" if any(isinstance(b, ToolCall) for b in content) else "stop"
-    )
+    stop = r.stop_reason or ("toolUse" if any(isinstance(b, ToolCall) for b in content) else "stop")
     push = stream.push
     if checkpoint:
         await trio.lowlevel.checkpoint()
@@ -151,7 +149,7 @@ async def _produce(
             is_text = isinstance(block, TextContent)
             full = block.text if isinstance(block, TextContent) else block.thinking
             chunks = _chunks(full, r.chunk_size)
-            blocks.append(attrs.evolve(block, **{"text" if is_text else "thinking": ""}))
+            blocks.append(_with_text(block, ""))
             partial = attrs.evolve(partial, content=tuple(blocks))
             if checkpoint:
                 await trio.lowlevel.checkpoint()
@@ -163,7 +161,7 @@ async def _produce(
             text = ""
             for piece in chunks:
                 text += piece
-                blocks[index] = attrs.evolve(block, **{"text" if is_text else "thinking": text})
+                blocks[index] = _with_text(block, text)
                 partial = attrs.evolve(partial, content=tuple(blocks))
                 if checkpoint:
                     await trio.lowlevel.checkpoint()
@@ -189,7 +187,9 @@ async def _produce(
                 await trio.lowlevel.checkpoint()
             push(ToolCallStartEvent(content_index=index, partial=partial))
             if r.chunk_size is not None:
-                for piece in _chunks(json.dumps(block.arguments, separators=(",", ":")), r.chunk_size):
+                for piece in _chunks(
+                    json.dumps(block.arguments, separators=(",", ":")), r.chunk_size
+                ):
                     if checkpoint:
                         await trio.lowlevel.checkpoint()
                     push(ToolCallDeltaEvent(content_index=index, delta=piece, partial=partial))
@@ -227,3 +227,9 @@ def _chunks(text: str, size: int | None) -> list[str]:
     if size is None or not text:
         return [text]
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _with_text(block: TextContent | ThinkingContent, text: str) -> AssistantContent:
+    if isinstance(block, TextContent):
+        return attrs.evolve(block, text=text)
+    return attrs.evolve(block, thinking=text)
