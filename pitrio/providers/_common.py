@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, final
+from typing import Any, Final, NoReturn, final
 
 import attrs
 import httpx
@@ -72,6 +72,7 @@ __all__ = [
     "PartialMessage",
     "RequestAbortedError",
     "RetryDelayTooLongError",
+    "UnsupportedStrictJsonSchemaError",
     "adjust_max_tokens_for_thinking",
     "api_status_error",
     "calculate_cost",
@@ -85,6 +86,7 @@ __all__ = [
     "js_truthy",
     "json_parse",
     "json_stringify",
+    "make_strict_json_schema",
     "merge_headers",
     "now_ms",
     "parse_json_with_repair",
@@ -94,6 +96,7 @@ __all__ = [
     "register_cost_tiers",
     "repair_json",
     "require_api_key",
+    "resolve_json_schema_strict",
     "resolve_cache_retention",
     "retry_delay_ms",
     "sanitize_surrogates",
@@ -930,6 +933,149 @@ def short_hash(text: str) -> str:
 def tool_json(tool: ToolSpec) -> dict[str, JSONValue]:
     """A tool as pi-ai's ``Tool`` object: ``{name, description, parameters}``."""
     return {"name": tool.name, "description": tool.description, "parameters": dict(tool.parameters)}
+
+
+class UnsupportedStrictJsonSchemaError(ValueError):
+    """A tool schema that strict (constrained) sampling cannot express."""
+
+
+_UNSUPPORTED_STRICT_KEYS: Final = (
+    "$ref",
+    "$defs",
+    "definitions",
+    "allOf",
+    "oneOf",
+    "patternProperties",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "propertyNames",
+    "contains",
+    "prefixItems",
+    "not",
+    "if",
+    "then",
+    "else",
+)
+
+
+def _unsupported(text: str) -> NoReturn:
+    raise UnsupportedStrictJsonSchemaError(text)
+
+
+def _is_structured_schema(schema: JSONValue) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    types = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+    return "object" in types or "array" in types or "properties" in schema or "items" in schema
+
+
+def _schema_allows_null(schema: JSONValue) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if ("const" in schema and schema["const"] is None) or (
+        isinstance(schema.get("enum"), list) and None in schema["enum"]
+    ):
+        return True
+    any_of = schema.get("anyOf")
+    return isinstance(any_of, list) and any(_schema_allows_null(v) for v in any_of)
+
+
+def _make_node_strict(schema: JSONValue) -> None:
+    if not isinstance(schema, dict):
+        _unsupported("boolean schemas are unsupported")
+    for key in _UNSUPPORTED_STRICT_KEYS:
+        if schema.get(key) is not None:
+            _unsupported(f"{key} schemas are unsupported")
+    if schema.get("anyOf") is not None:
+        any_of = schema["anyOf"]
+        if not isinstance(any_of, list) or not any_of:
+            _unsupported("anyOf must contain at least one schema")
+        for variant in any_of:
+            if _is_structured_schema(variant):
+                _unsupported("object and array unions are unsupported")
+            _make_node_strict(variant)
+    if schema.get("items") is not None:
+        if isinstance(schema["items"], list):
+            _unsupported("tuple schemas are unsupported")
+        _make_node_strict(schema["items"])
+    is_object = schema.get("type") == "object"
+    if schema.get("properties") is not None and not is_object:
+        _unsupported("properties require type object")
+    if not is_object:
+        return
+    additional = schema.get("additionalProperties")
+    if additional is not None and additional is not False:
+        _unsupported("schema-valued or true additionalProperties is unsupported")
+    if schema.get("properties") is not None and not isinstance(schema["properties"], dict):
+        _unsupported("object properties must be a schema map")
+    required_list = schema.get("required")
+    if required_list is not None and (
+        not isinstance(required_list, list) or any(not isinstance(k, str) for k in required_list)
+    ):
+        _unsupported("object required must be a string array")
+    properties: dict[str, JSONValue] = schema.get("properties") or {}
+    required = set(required_list or ())
+    if any(key not in properties for key in required):
+        _unsupported("required contains an unknown property")
+    for key, prop in list(properties.items()):
+        _make_node_strict(prop)
+        if key not in required and not _schema_allows_null(prop):
+            properties[key] = {"anyOf": [prop, {"type": "null"}]}
+    if "properties" in schema:
+        schema["properties"] = properties
+    schema["required"] = list(properties)
+    schema["additionalProperties"] = False
+
+
+def make_strict_json_schema(schema: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
+    """The strict subset of a tool schema for constrained sampling (``makeStrictJsonSchema``):
+    every property required (optional ones become nullable), no additional properties.
+
+    Raises:
+        UnsupportedStrictJsonSchemaError: the schema uses what strict mode cannot express.
+    """
+    cloned = json.loads(json.dumps(schema))
+    if not isinstance(cloned, dict):
+        _unsupported("root schema must have type object")
+    _make_node_strict(cloned)
+    if cloned.get("type") != "object":
+        _unsupported("root schema must have type object")
+    return cloned
+
+
+def resolve_json_schema_strict(tool: ToolSpec, supports_strict_mode: bool) -> bool | None:
+    """``True`` when ``tool`` asks for JSON-schema constrained sampling (its
+    ``constrained_sampling`` is ``{"type": "json_schema", ...}``) and can have it
+    (``resolveJsonSchemaStrictSampling``); ``None`` otherwise.
+
+    Raises:
+        ValueError: the tool requires strict sampling (``strict: "require"``) and
+            cannot have it.
+    """
+    config = getattr(tool, "constrained_sampling", None)
+    if not isinstance(config, Mapping) or config.get("type") != "json_schema":
+        return None
+    if supports_strict_mode:
+        try:
+            make_strict_json_schema(tool.parameters)
+        except UnsupportedStrictJsonSchemaError as exc:
+            if config.get("strict") != "require":
+                return None
+            msg = f'Tool "{tool.name}" requires JSON-schema constrained sampling, but {exc}.'
+            raise ValueError(msg) from None
+        return True
+    if config.get("strict") == "require":
+        msg = (
+            f'Tool "{tool.name}" requires JSON-schema constrained sampling, '
+            "but strict tools are unsupported."
+        )
+        raise ValueError(msg)
+    return None
 
 
 _USER_IMAGE_PLACEHOLDER: Final = "(image omitted: model does not support images)"
