@@ -199,6 +199,13 @@ class EventStream(Generic[T, R]):
         assert self._producer is not None
         if self._producer_scope is None:
             self._producer_scope = trio.CancelScope()
+        elif self._producer_scope.cancel_called:
+            # Cancelled before it started (e.g. a request made after an abort): the
+            # producer never runs, so a producer without checkpoints cannot slip through.
+            self._on_producer_cancelled()
+            if not self._done:
+                self.end()
+            return
         try:
             with self._producer_scope:
                 await self._producer(self)

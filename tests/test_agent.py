@@ -1,0 +1,324 @@
+"""The Agent on Trio: runs as nurseries, abort as cancel scopes, Pi's API and error texts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from pitrio import (
+    AbortSignal,
+    Agent,
+    AgentBusyError,
+    AgentContext,
+    AgentEvent,
+    AssistantMessage,
+    LoopConfig,
+    Model,
+    TextContent,
+    Tool,
+    ToolResult,
+    UsageError,
+    UserMessage,
+    agent_loop,
+    agent_loop_continue,
+    text_result,
+    user_text,
+)
+from pitrio.testing import ScriptedModel, ScriptedResponse, check_trace
+
+MODEL = Model(id="m", api="scripted", provider="scripted")
+
+
+def _events(agent: Agent) -> list[AgentEvent]:
+    seen: list[AgentEvent] = []
+    agent.subscribe(lambda event, signal: seen.append(event))
+    return seen
+
+
+def _tool(name: str, delay: float = 0, *, text: str = "ok", shielded: bool = False) -> Tool:
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        if shielded:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(delay)
+        else:
+            await trio.sleep(delay)
+        return text_result(text)
+
+    return Tool(name=name, execute=execute)
+
+
+async def test_prompt_runs_to_completion_and_reduces_state() -> None:
+    """A prompt with one tool call produces Pi's events; the transcript is the message_ends."""
+    model = ScriptedModel(
+        [ScriptedResponse.tool_calls(("c1", "t", {})), ScriptedResponse.text("done")]
+    )
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_tool("t")])
+    events = _events(agent)
+    await agent.prompt("hi")
+    assert check_trace(events) == []
+    ended = [e.message for e in events if e.type == "message_end"]  # type: ignore[union-attr]
+    assert agent.state.messages == ended
+    assert [m.role for m in ended] == ["user", "assistant", "toolResult", "assistant"]
+    assert agent.state.messages[-1].text == "done"
+    assert not agent.is_running
+    assert not agent.state.is_streaming
+    assert model.calls == 2
+
+
+async def test_busy_errors_use_pis_texts(autojump_clock: trio.testing.MockClock) -> None:
+    """prompt(), resume() and reset() while running fail with Pi's messages."""
+    agent = Agent(
+        stream_fn=ScriptedModel([ScriptedResponse.text("slow", delay=5)]), model=MODEL
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "first")
+        assert agent.is_running
+        with pytest.raises(AgentBusyError, match=r"^Agent is already processing a prompt\. Use"):
+            await agent.prompt("second")
+        with pytest.raises(
+            AgentBusyError,
+            match=r"^Agent is already processing\. Wait for completion before continuing\.$",
+        ):
+            await agent.resume()
+        with pytest.raises(
+            AgentBusyError,
+            match=r"^Agent is already processing\. Wait for completion before resetting\.$",
+        ):
+            agent.reset()
+    assert not agent.is_running
+
+
+async def test_resume_errors() -> None:
+    """resume() explains why there is nothing to continue from."""
+    agent = Agent(stream_fn=ScriptedModel([]), model=MODEL)
+    with pytest.raises(UsageError, match=r"^No messages to continue from$"):
+        await agent.resume()
+    agent.state.messages = [AssistantMessage(content=(TextContent(text="x"),))]
+    with pytest.raises(UsageError, match=r"^Cannot continue from message role: assistant$"):
+        await agent.resume()
+
+
+async def test_abort_cancels_a_running_tool_and_the_run_settles(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """abort() cancels the tool's scope (Operation aborted); the next request is aborted too."""
+    model = ScriptedModel([ScriptedResponse.tool_calls(("c1", "slow", {}))])
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_tool("slow", delay=100)])
+    events = _events(agent)
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "go")
+        await trio.sleep(1)
+        agent.abort()
+    assert trio.current_time() - start == 1
+    assert check_trace(events) == []
+    end = next(e for e in events if e.type == "tool_execution_end")
+    assert end.is_error  # type: ignore[union-attr]
+    assert end.result.content == (TextContent(text="Operation aborted"),)  # type: ignore[union-attr]
+    last = agent.state.messages[-1]
+    assert last.stop_reason == "aborted"
+    assert last.error_message == "Request was aborted"
+    assert agent.state.error_message == "Request was aborted"
+    assert agent.state.pending_tool_calls == frozenset()
+    assert not agent.is_running
+
+
+async def test_a_shielded_tool_finishes_and_its_result_is_used(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A tool that must finish shields itself; abort waits for it, as Pi uses its result."""
+    model = ScriptedModel([ScriptedResponse.tool_calls(("c1", "safe", {}))])
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_tool("safe", 3, text="saved", shielded=True)])
+    events = _events(agent)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "go")
+        await trio.sleep(1)
+        agent.abort()
+    end = next(e for e in events if e.type == "tool_execution_end")
+    assert not end.is_error  # type: ignore[union-attr]
+    assert end.result.content == (TextContent(text="saved"),)  # type: ignore[union-attr]
+    assert trio.current_time() == pytest.approx(3)
+
+
+async def test_abort_while_streaming_keeps_the_partial_message(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The provider stream is cancelled; its partial content ends as an aborted message."""
+    model = ScriptedModel([ScriptedResponse.text("partial answer", delay=10)])
+    agent = Agent(stream_fn=model, model=MODEL)
+    events = _events(agent)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "go")
+        await trio.sleep(1)
+        assert agent.state.streaming_message is not None
+        agent.abort()
+    assert check_trace(events) == []
+    final = agent.state.messages[-1]
+    assert final.stop_reason == "aborted"
+    assert final.text == "partial answer"
+    assert [e.type for e in events][-3:] == ["message_end", "turn_end", "agent_end"]
+
+
+async def test_no_task_is_left_behind_after_an_aborted_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Everything a run starts lives in nurseries inside the run: none survives it."""
+    model = ScriptedModel(
+        [ScriptedResponse.tool_calls(("a", "slow", {}), ("b", "slow", {}), ("c", "slow", {}))]
+    )
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_tool("slow", 50)])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "go")
+        await trio.sleep(1)
+        agent.abort()
+        await agent.wait_for_idle()
+        await trio.testing.wait_all_tasks_blocked()
+        assert nursery.child_tasks == frozenset()
+    assert trio.current_time() == pytest.approx(1)
+
+
+async def test_steering_from_another_task_lands_after_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """steer() while a tool runs delivers the message before the next model request."""
+    model = ScriptedModel(
+        [ScriptedResponse.tool_calls(("c1", "slow", {})), ScriptedResponse.text("ok then")]
+    )
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_tool("slow", 5)])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "go")
+        await trio.sleep(1)
+        agent.steer("use the other approach")
+    roles = [m.role for m in agent.state.messages]
+    assert roles == ["user", "assistant", "toolResult", "user", "assistant"]
+    second_request = model.requests[1]
+    assert second_request.messages[-1] == agent.state.messages[3]
+
+
+async def test_follow_up_queued_before_prompt_runs_after_the_answer() -> None:
+    """A follow-up waits until the agent would stop, then continues the same run."""
+    model = ScriptedModel([ScriptedResponse.text("one"), ScriptedResponse.text("two")])
+    agent = Agent(stream_fn=model, model=MODEL)
+    agent.follow_up(user_text("and then?"))
+    events = _events(agent)
+    await agent.prompt("start")
+    assert [e.type for e in events].count("agent_start") == 1
+    assert [m.text for m in agent.state.messages if m.role == "assistant"] == ["one", "two"]
+    assert not agent.has_queued_messages()
+
+
+async def test_a_failing_listener_ends_the_run_as_data() -> None:
+    """A listener that raises ends the run with an error message (Pi's handleRunFailure)."""
+    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("x")]), model=MODEL)
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "message_update":
+            raise RuntimeError("listener broke")
+
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    assert agent.state.error_message == "listener broke"
+    assert agent.state.messages[-1].stop_reason == "error"
+    assert not agent.is_running
+
+
+async def test_a_stream_function_that_raises_is_handled() -> None:
+    """A broken stream function becomes Pi's failure sequence, not an exception."""
+
+    def broken(model: Model, context: Any, options: Any) -> Any:
+        raise ConnectionError("no route")
+
+    agent = Agent(stream_fn=broken, model=MODEL)
+    events = _events(agent)
+    await agent.prompt("go")
+    kinds = [e.type for e in events]
+    assert kinds[-4:] == ["message_start", "message_end", "turn_end", "agent_end"]
+    assert agent.state.error_message == "no route"
+
+
+async def test_unsubscribe_and_async_listeners_in_order() -> None:
+    """Listeners run in subscription order, async ones awaited; unsubscribe removes one."""
+    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("x")] * 2), model=MODEL)
+    order: list[str] = []
+
+    async def first(event: AgentEvent, signal: AbortSignal) -> None:
+        await trio.lowlevel.checkpoint()
+        order.append("first")
+
+    def second(event: AgentEvent, signal: AbortSignal) -> None:
+        order.append("second")
+
+    unsubscribe = agent.subscribe(first)
+    agent.subscribe(second)
+    await agent.prompt("a")
+    assert order[:2] == ["first", "second"]
+    unsubscribe()
+    order.clear()
+    await agent.prompt("b")
+    assert set(order) == {"second"}
+
+
+async def test_reset_clears_transcript_queues_and_error() -> None:
+    """reset() keeps system prompt, model and tools, clears the rest."""
+    agent = Agent(
+        stream_fn=ScriptedModel([ScriptedResponse(stop_reason="error", error_message="boom")]),
+        model=MODEL,
+        system_prompt="sys",
+    )
+    await agent.prompt("go")
+    agent.steer("later")
+    assert agent.state.error_message == "boom"
+    agent.reset()
+    assert agent.state.messages == []
+    assert agent.state.error_message is None
+    assert not agent.has_queued_messages()
+    assert agent.state.system_prompt == "sys"
+
+
+async def test_queue_modes_validate() -> None:
+    """A queue mode other than Pi's two is rejected with the allowed values."""
+    agent = Agent(stream_fn=ScriptedModel([]), model=MODEL)
+    with pytest.raises(ValueError, match="'one-at-a-time' or 'all'"):
+        agent.steering_mode = "some"  # type: ignore[assignment]
+    agent.follow_up_mode = "all"
+    assert agent.follow_up_mode == "all"
+
+
+async def test_agent_loop_stream_and_continue_validation() -> None:
+    """agent_loop yields events and returns the new messages; continue validates at once."""
+    config = LoopConfig(model=MODEL)
+    context = AgentContext(system_prompt="", messages=[])
+    prompt = UserMessage(content=(TextContent(text="hi"),))
+    stream = agent_loop([prompt], context, config, stream_fn=ScriptedModel([ScriptedResponse.text("yo")]))
+    async with stream:
+        kinds = [e.type async for e in stream]
+    assert kinds[0] == "agent_start"
+    assert kinds[-1] == "agent_end"
+    new = await stream.result()
+    assert [m.role for m in new] == ["user", "assistant"]
+    with pytest.raises(ValueError, match=r"^Cannot continue: no messages in context$"):
+        agent_loop_continue(context, config, stream_fn=ScriptedModel([]))
+    context.messages.append(new[-1])
+    with pytest.raises(ValueError, match=r"^Cannot continue from message role: assistant$"):
+        agent_loop_continue(context, config, stream_fn=ScriptedModel([]))
+
+
+async def test_prompt_accepts_messages_lists_and_images() -> None:
+    """A string (with images), one message or a list of messages can be prompted."""
+    from pitrio import ImageContent
+
+    model = ScriptedModel([ScriptedResponse.text("a")] * 3)
+    agent = Agent(stream_fn=model, model=MODEL)
+    await agent.prompt("look", [ImageContent(data="AAAA", mime_type="image/png")])
+    first = agent.state.messages[0]
+    assert isinstance(first.content, tuple)
+    assert first.content[1] == ImageContent(data="AAAA", mime_type="image/png")
+    await agent.prompt(user_text("one"))
+    await agent.prompt([user_text("two"), user_text("three")])
+    users = [m for m in agent.state.messages if m.role == "user"]
+    assert len(users) == 4
+    with pytest.raises(TypeError, match="expected a message"):
+        await agent.prompt(42)  # type: ignore[arg-type]
