@@ -40,7 +40,7 @@ __all__ = ["converter", "register_message_role", "structure_message", "unstructu
 
 T = TypeVar("T")
 
-converter = cattrs.Converter()
+converter = cattrs.Converter(detailed_validation=False)
 """The converter between pitrio values and Pi's JSON (plain dicts and lists)."""
 
 _CAMEL_OVERRIDES: dict[str, str] = {}
@@ -205,7 +205,14 @@ def structure_message(data: Mapping[str, Any]) -> AgentMessage:
     cls = _ROLES.get(role)
     if cls is None:
         return _structure_custom(data)
-    return converter.structure(data, cls)
+    try:
+        return converter.structure(data, cls)
+    except KeyError as exc:
+        msg = f"cannot read a {role!r} message: the field {exc.args[0]!r} is missing"
+        raise ValueError(msg) from None
+    except (TypeError, AttributeError) as exc:
+        msg = f"cannot read a {role!r} message: {exc}"
+        raise ValueError(msg) from None
 
 
 def unstructure(value: Any) -> Any:

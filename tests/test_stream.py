@@ -149,7 +149,9 @@ async def test_cancel_ends_the_stream_as_aborted_keeping_partial_content(
     assert final.text == "Hel"
 
 
-async def test_a_producer_may_report_its_own_abort_text(autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_producer_may_report_its_own_abort_text(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """A provider that catches the cancellation pushes its own aborted message, then re-raises."""
 
     async def producer(stream: AssistantMessageEventStream) -> None:
