@@ -643,7 +643,12 @@ class MissingApiKeyError(Exception):
 
 
 def api_status_error(
-    status: int, headers: httpx.Headers, body_text: str, *, error_member: str | None = "error"
+    status: int,
+    headers: httpx.Headers,
+    body_text: str,
+    *,
+    error_member: str | None = "error",
+    body_fallback: bool = False,
 ) -> APIError:
     """The SDKs' error for a non-2xx response (``makeStatusError``).
 
@@ -653,6 +658,9 @@ def api_status_error(
         body_text: the response body as text.
         error_member: the body member that is the error object (OpenAI SDK:
             ``"error"``); ``None`` for the whole body (Anthropic SDK).
+        body_fallback: when a JSON object body lacks ``error_member``, use the whole
+            body as the error object instead of losing it (the OpenAI SDK then says
+            ``<status> status code (no body)``; pitrio's openai-completions does not).
     """
     try:
         body: JSONValue = json_parse(body_text)
@@ -664,6 +672,8 @@ def api_status_error(
         error = body
     else:
         error = body.get(error_member) if isinstance(body, dict) else None
+        if body_fallback and error is None and isinstance(body, dict) and body:
+            error = body
     return APIError(
         APIError.make_message(status, error, message), status=status, headers=headers, error=error
     )
@@ -739,6 +749,7 @@ async def send_streaming(
     *,
     timeout_ms: float | None = None,
     error_member: str | None = "error",
+    body_fallback: bool = False,
 ) -> httpx.Response:
     """Send one request as the SDKs do and return the open, streamed 2xx response.
 
@@ -749,7 +760,7 @@ async def send_streaming(
         APIConnectionTimeoutError: no headers in time.
         APIConnectionError: the connection failed.
         APIError: a non-2xx status (the body is read and decoded, see
-            :func:`api_status_error`).
+            :func:`api_status_error` for ``error_member`` and ``body_fallback``).
     """
     limit = DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms
     response: httpx.Response | None = None
@@ -772,7 +783,13 @@ async def send_streaming(
             text = str(exc)
     finally:
         await close_response(response)
-    raise api_status_error(response.status_code, response.headers, text, error_member=error_member)
+    raise api_status_error(
+        response.status_code,
+        response.headers,
+        text,
+        error_member=error_member,
+        body_fallback=body_fallback,
+    )
 
 
 def _connection_error_text(exc: BaseException) -> str:
