@@ -193,7 +193,14 @@ class EventStream(Generic[T, R]):
         assert manager is not None
         if exc is not None:
             self.cancel()
-        return await manager.__aexit__(exc_type, exc, tb)
+        try:
+            return await manager.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # The nursery is ours, not the caller's: a single failure (the producer's
+            # exception) is re-raised as itself, as trio-websocket does at its edge.
+            if len(group.exceptions) == 1 and not isinstance(group.exceptions[0], trio.Cancelled):
+                raise group.exceptions[0] from None
+            raise
 
     async def _run_producer(self) -> None:
         assert self._producer is not None

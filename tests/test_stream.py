@@ -239,3 +239,17 @@ async def test_abort_signal_callbacks_and_scopes(autojump_clock: trio.testing.Mo
     assert late_calls == ["now"]
     with trio.testing.assert_checkpoints():
         await signal.wait()
+
+
+async def test_a_generic_producer_error_reaches_the_consumer_unwrapped() -> None:
+    """A plain EventStream re-raises its producer's exception from ``async with``, unwrapped."""
+
+    async def producer(stream: EventStream[int, str]) -> None:
+        stream.push(1)
+        raise KeyError("lost")
+
+    stream: EventStream[int, str] = EventStream(lambda n: n < 0, str, producer)
+    with pytest.raises(KeyError, match="lost"):
+        async with stream:
+            async for _ in stream:
+                pass
