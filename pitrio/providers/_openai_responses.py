@@ -28,7 +28,15 @@ background-mode responses:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from typing import Any, Final, Literal, TypeAlias, final
 
@@ -1177,18 +1185,41 @@ async def consume_sse(response: httpx.Response, processor: ResponsesEventProcess
     """
     decoder = SSEDecoder()
     done = False
-    async for chunk in response.aiter_bytes():
-        if done:
-            continue
-        for sse in decoder.feed(chunk):
-            if _dispatch(sse, processor):
-                done = True
-                break
+    chunks = response.aiter_bytes()
+    try:
+        async for chunk in chunks:
+            if done:
+                continue
+            for sse in decoder.feed(chunk):
+                if _dispatch(sse, processor):
+                    done = True
+                    break
+    finally:
+        await close_body(response, chunks)
     if not done:
         for sse in decoder.flush():
             if _dispatch(sse, processor):
                 break
     processor.finish()
+
+
+async def close_body(response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
+    """Close the response, then run its body iterator to its end.
+
+    httpx's body iterators are async generators nested several deep; leaving the loop
+    early (an exception in the loop body) leaves them all suspended, and Trio warns
+    about each one when it is garbage collected. Once the connection is closed, asking
+    for the next chunk ends every layer at once (by ``StopAsyncIteration`` or a read
+    error, which is expected here and dropped).
+    """
+    with trio.CancelScope(shield=True):
+        await close_response(response)
+        with trio.move_on_after(1):
+            try:
+                async for _ in chunks:
+                    pass
+            except Exception:  # the closed connection's read error
+                pass
 
 
 def _dispatch(sse: ServerSentEvent, processor: ResponsesEventProcessor) -> bool:
