@@ -50,6 +50,7 @@ from .._loop import (
     LoopConfig,
     NextTurn,
     TurnContext,
+    _error_text,
     agent_loop,
     agent_loop_continue,
     run_agent_loop,
@@ -981,7 +982,9 @@ class Player:
     async def _emit_error(
         self, op_name: str, exc: BaseException, *, loop_side: bool = False
     ) -> None:
-        await self.emit({"type": "error", "op": op_name, "message": str(exc)}, loop_side=loop_side)
+        await self.emit(
+            {"type": "error", "op": op_name, "message": _error_text(exc)}, loop_side=loop_side
+        )
 
     async def run_op(
         self, op: Record, *, on: Record | None = None, loop_side: bool = False
