@@ -29,9 +29,9 @@ import inspect
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, Final, final
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager, nullcontext, suppress
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import attrs
 import httpx
@@ -1540,6 +1540,33 @@ async def _produce_in_scope(
         stream.push(ErrorEvent(reason="aborted" if aborted else "error", error=output.snapshot()))
 
 
+@asynccontextmanager
+async def _body_chunks(response: httpx.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """The decoded body chunks (``aiter_bytes``: gzip and friends undone, as ``fetch``
+    does), with the response closed and httpx's generators finished on every exit.
+
+    ``contextlib.aclosing`` is not enough: httpx nests several async generators, and
+    closing the outer one leaves the inner ones suspended until the garbage collector
+    finds them (Trio then warns). Once the response is closed, asking for one more chunk
+    ends every layer. All of it is shielded: it must run while the producer is being
+    cancelled.
+    """
+    chunks = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
+    try:
+        yield chunks
+    finally:
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(5):
+                await response.aclose()
+            with trio.move_on_after(1):
+                # The closed connection makes the next read fail (or end): expected.
+                # A hang is cut short by move_on_after, which absorbs its Cancelled.
+                with suppress(Exception):
+                    while True:
+                        await chunks.__anext__()
+            await chunks.aclose()
+
+
 async def _read_events(response: httpx.Response, handler: _EventHandler) -> None:
     """Feed the body to the handler (pi-ai's ``iterateAnthropicEvents``).
 
@@ -1549,9 +1576,10 @@ async def _read_events(response: httpx.Response, handler: _EventHandler) -> None
     """
     decoder = SSEDecoder(dispatch_at_eof=True)
     try:
-        async for chunk in response.aiter_bytes():
-            for sse in decoder.feed(chunk):
-                _dispatch(sse.event, sse.data, sse.raw, handler)
+        async with _body_chunks(response) as chunks:
+            async for chunk in chunks:
+                for sse in decoder.feed(chunk):
+                    _dispatch(sse.event, sse.data, sse.raw, handler)
     except httpx.TransportError as exc:
         # The connection broke mid-body (Node's fetch says "terminated").
         raise _StreamError(str(exc) or "terminated") from exc
