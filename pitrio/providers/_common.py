@@ -35,9 +35,18 @@ import platform
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, NoReturn, final
+from typing import Any, Final, NoReturn, cast, final
 
 import attrs
 import httpx
@@ -89,6 +98,7 @@ __all__ = [
     "make_strict_json_schema",
     "merge_headers",
     "now_ms",
+    "open_body",
     "parse_json_with_repair",
     "parse_partial_json",
     "parse_streaming_json",
@@ -741,6 +751,33 @@ async def close_response(response: httpx.Response) -> None:
     """Close a streamed response even while the caller is being cancelled."""
     with trio.CancelScope(shield=True), trio.move_on_after(5):
         await response.aclose()
+
+
+@asynccontextmanager
+async def open_body(response: httpx.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """The raw body chunks of a streamed response, closed properly however the
+    iteration ends.
+
+    ``contextlib.aclosing(response.aiter_raw())`` is not enough under Trio: when the
+    consumer stops between two chunks (a parse error, an ``error`` chunk), httpx's and
+    httpcore's nested async generators are left suspended and Trio warns
+    (``ResourceWarning``) when they are garbage collected. On exit this closes the
+    response first and then runs the generator chain to its end (the closed connection
+    makes it raise), so every generator finishes; it also closes the response.
+    """
+    chunks = cast("AsyncGenerator[bytes, None]", response.aiter_raw())
+    try:
+        yield chunks
+    finally:
+        with trio.CancelScope(shield=True):
+            await response.aclose()
+            with trio.move_on_after(1):
+                try:
+                    while True:
+                        await chunks.__anext__()
+                except (Exception, trio.Cancelled):
+                    pass
+            await chunks.aclose()
 
 
 async def send_streaming(

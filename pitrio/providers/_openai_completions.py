@@ -63,6 +63,7 @@ from ._common import (
     json_stringify,
     make_strict_json_schema,
     merge_headers,
+    open_body,
     parse_streaming_json,
     pi_user_agent,
     require_api_key,
@@ -1260,11 +1261,12 @@ async def _read_events(response: httpx.Response, handler: _ChunkHandler) -> None
     """Decode the SSE body as the OpenAI SDK does and hand each chunk to ``handler``."""
     decoder = SSEDecoder()
     done = False
-    async for raw in response.aiter_raw():
-        for sse in decoder.feed(raw):
-            if done:
-                continue
-            done = _dispatch(sse.event, sse.data, response, handler)
+    async with open_body(response) as chunks:
+        async for raw in chunks:
+            for sse in decoder.feed(raw):
+                if done:
+                    continue
+                done = _dispatch(sse.event, sse.data, response, handler)
     for sse in decoder.flush():
         if not done:
             done = _dispatch(sse.event, sse.data, response, handler)

@@ -971,7 +971,9 @@ async def play_fixture(
 
         nursery.start_soon(run_server)
         own_client = client is None
-        http = client or httpx.AsyncClient(timeout=httpx.Timeout(None), trust_env=False)
+        http = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(None), trust_env=False, verify=False
+        )
         try:
             with trio.move_on_after(limit) as timeout_scope:
                 await _consume(
