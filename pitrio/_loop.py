@@ -441,7 +441,10 @@ async def _stream_assistant_response(
     response = returned if isinstance(returned, EventStream) else await returned
     remove = signal.add_callback(response.cancel)
     try:
-        async with response:
+        if not response.has_producer:  # already filled, or filled by someone else
+            return await _consume(response, context, emit)
+        async with trio.open_nursery() as nursery:
+            response.start_producer(nursery)
             return await _consume(response, context, emit)
     finally:
         remove()
@@ -599,53 +602,82 @@ def _error_text(exc: BaseException) -> str:
     return text if text or not isinstance(exc, Exception) else exc.__class__.__name__
 
 
-async def _execute_prepared(
-    prepared: _Prepared, signal: AbortSignal, emit: Emit
-) -> tuple[ToolResult, bool]:
-    """Run one tool in its abort scope; updates are emitted in order by a helper task."""
-    call = prepared.call
-    accepting = True
-    send: trio.MemorySendChannel[ToolExecutionUpdate] | None = None
+@final
+class _Updates:
+    """A running tool's ``on_update``: emits ``tool_execution_update`` events in order.
 
-    async with trio.open_nursery() as nursery:
+    The emitter task starts on the first update, in the batch's nursery, so a tool that
+    reports no progress costs no task. After the tool settled, updates are dropped, and
+    :meth:`close` waits until the ones already reported have been emitted (as Pi awaits
+    its collected update promises).
+    """
 
-        def on_update(partial: ToolResult) -> None:
-            nonlocal send
-            if not accepting:
-                return
-            if send is None:
-                send, receive = trio.open_memory_channel[ToolExecutionUpdate](math.inf)
-                nursery.start_soon(_emit_updates, receive, emit)
-            send.send_nowait(
-                ToolExecutionUpdate(
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    args=call.arguments,
-                    partial_result=partial,
-                )
+    __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting")
+
+    def __init__(self, call: ToolCall, emit: Emit, nursery: trio.Nursery) -> None:
+        self._call = call
+        self._emit = emit
+        self._nursery = nursery
+        self._send: trio.MemorySendChannel[ToolExecutionUpdate] | None = None
+        self._done: trio.Event | None = None
+        self.accepting = True
+
+    def __call__(self, partial: ToolResult) -> None:
+        if not self.accepting:
+            return
+        if self._send is None:
+            self._send, receive = trio.open_memory_channel[ToolExecutionUpdate](math.inf)
+            self._done = trio.Event()
+            self._nursery.start_soon(self._run, receive)
+        call = self._call
+        self._send.send_nowait(
+            ToolExecutionUpdate(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                args=call.arguments,
+                partial_result=partial,
             )
+        )
 
-        result: ToolResult | None = None
-        is_error = False
-        with signal.cancel_scope() as scope:
+    async def _run(self, receive: trio.MemoryReceiveChannel[ToolExecutionUpdate]) -> None:
+        assert self._done is not None
+        try:
+            async with receive:
+                async for update in receive:
+                    await self._emit(update)
+        finally:
+            self._done.set()
+
+    async def close(self) -> None:
+        self.accepting = False
+        if self._send is not None:
+            assert self._done is not None
+            self._send.close()
+            await self._done.wait()
+
+
+async def _execute_prepared(
+    prepared: _Prepared, signal: AbortSignal, emit: Emit, nursery: trio.Nursery
+) -> tuple[ToolResult, bool]:
+    """Run one tool in a cancel scope that the abort cancels."""
+    call = prepared.call
+    updates = _Updates(call, emit, nursery)
+    result: ToolResult | None = None
+    is_error = False
+    scope = trio.CancelScope()
+    remove = signal.add_callback(scope.cancel)
+    try:
+        with scope:
             try:
-                result = await prepared.tool.execute(call.id, prepared.args, signal, on_update)
+                result = await prepared.tool.execute(call.id, prepared.args, signal, updates)
             except Exception as exc:
                 result, is_error = error_result(_error_text(exc)), True
-        accepting = False
-        if send is not None:
-            send.close()
-        if scope.cancelled_caught or result is None:
-            result, is_error = error_result("Operation aborted"), True
+    finally:
+        remove()
+    await updates.close()
+    if result is None:  # cancelled by the abort
+        return error_result("Operation aborted"), True
     return result, is_error
-
-
-async def _emit_updates(
-    receive: trio.MemoryReceiveChannel[ToolExecutionUpdate], emit: Emit
-) -> None:
-    async with receive:
-        async for update in receive:
-            await emit(update)
 
 
 async def _finalize(
@@ -729,25 +761,26 @@ async def _run_sequential(
 ) -> tuple[tuple[ToolResultMessage, ...], bool]:
     finalized_calls: list[_Finalized] = []
     messages: list[ToolResultMessage] = []
-    for call in tool_calls:
-        await emit(
-            ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
-        )
-        prepared = await _prepare(context, assistant, call, config, signal)
-        if isinstance(prepared, _Finalized):
-            finalized = prepared
-        else:
-            result, is_error = await _execute_prepared(prepared, signal, emit)
-            finalized = await _finalize(
-                context, assistant, prepared, result, is_error, config, signal
+    async with trio.open_nursery() as nursery:
+        for call in tool_calls:
+            await emit(
+                ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
             )
-        await _emit_end(finalized, emit)
-        message = _result_message(finalized.call, finalized.result, finalized.is_error)
-        await _emit_result_message(message, emit)
-        finalized_calls.append(finalized)
-        messages.append(message)
-        if signal.aborted:
-            break
+            prepared = await _prepare(context, assistant, call, config, signal)
+            if isinstance(prepared, _Finalized):
+                finalized = prepared
+            else:
+                result, is_error = await _execute_prepared(prepared, signal, emit, nursery)
+                finalized = await _finalize(
+                    context, assistant, prepared, result, is_error, config, signal
+                )
+            await _emit_end(finalized, emit)
+            message = _result_message(finalized.call, finalized.result, finalized.is_error)
+            await _emit_result_message(message, emit)
+            finalized_calls.append(finalized)
+            messages.append(message)
+            if signal.aborted:
+                break
     return tuple(messages), _terminates(finalized_calls)
 
 
@@ -777,23 +810,25 @@ async def _run_parallel(
         if signal.aborted:
             break
 
-    async def run_one(index: int, prepared: _Prepared) -> None:
+    async def run_one(index: int, prepared: _Prepared, nursery: trio.Nursery) -> None:
         if signal.aborted:
             finalized = _Finalized(prepared.call, error_result("Operation aborted"), True)
         else:
-            result, is_error = await _execute_prepared(prepared, signal, emit)
+            result, is_error = await _execute_prepared(prepared, signal, emit, nursery)
             finalized = await _finalize(
                 context, assistant, prepared, result, is_error, config, signal
             )
         await _emit_end(finalized, emit)
         slots[index] = finalized
 
-    if len(queued) == 1:
-        await run_one(*queued[0])
-    elif queued:
+    if queued:
+        # The batch is a child nursery: every call (and its update emitter) lives in it.
         async with trio.open_nursery() as nursery:
-            for index, prepared in queued:
-                nursery.start_soon(run_one, index, prepared)
+            if len(queued) == 1:
+                await run_one(*queued[0], nursery)
+            else:
+                for index, prepared in queued:
+                    nursery.start_soon(run_one, index, prepared, nursery)
 
     finalized_calls = [f for f in slots if f is not None]
     assert len(finalized_calls) == len(slots)

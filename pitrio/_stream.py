@@ -63,6 +63,7 @@ class EventStream(Generic[T, R]):
         "_result",
         "_result_ready",
         "_send",
+        "_started",
     )
 
     def __init__(
@@ -81,6 +82,7 @@ class EventStream(Generic[T, R]):
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: AsyncExitStack | None = None
         self._producer_scope: trio.CancelScope | None = None
+        self._started = False
 
     # -- producing ---------------------------------------------------------------------
 
@@ -168,15 +170,34 @@ class EventStream(Generic[T, R]):
             self._producer_scope = trio.CancelScope()
         self._producer_scope.cancel()
 
+    @property
+    def has_producer(self) -> bool:
+        """Whether the stream is filled by a producer that has to run somewhere."""
+        return self._producer is not None
+
+    def start_producer(self, nursery: trio.Nursery) -> None:
+        """Run the producer in ``nursery`` (what ``async with`` does in a nursery of its own).
+
+        Raises:
+            RuntimeError: the producer was already started.
+        """
+        if self._producer is None:
+            return
+        if self._started:
+            msg = "this stream is already open; open it once and iterate it there"
+            raise RuntimeError(msg)
+        self._started = True
+        nursery.start_soon(self._run_producer)
+
     async def __aenter__(self) -> EventStream[T, R]:
         if self._producer is not None:
-            if self._nursery is not None:
+            if self._started:
                 msg = "this stream is already open; open it once and iterate it there"
                 raise RuntimeError(msg)
             manager = AsyncExitStack()
             self._nursery = await manager.enter_async_context(trio.open_nursery())
             self._nursery_manager = manager
-            self._nursery.start_soon(self._run_producer)
+            self.start_producer(self._nursery)
         else:
             await trio.lowlevel.checkpoint()
         return self

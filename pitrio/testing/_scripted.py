@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, final
 
 import attrs
 import trio
 
 from .._events import (
+    AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
     StartEvent,
@@ -128,53 +129,76 @@ class ScriptedModel:
         template = AssistantMessage(
             api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
         )
-        return AssistantMessageEventStream(
-            lambda stream: _produce(stream, response, template), template=template
-        )
+        signal = options.signal
+        if signal is not None and signal.aborted:
+            # A request made after an abort: answered at once, no response consumed.
+            stream = AssistantMessageEventStream(template=template)
+            stream.push(
+                ErrorEvent(
+                    reason="aborted",
+                    error=attrs.evolve(
+                        template, stop_reason="aborted", error_message="Request was aborted"
+                    ),
+                )
+            )
+            return stream
+        if response.delay or response.checkpoint_each_event:
+            return AssistantMessageEventStream(
+                lambda stream: _produce(stream, response, template), template=template
+            )
+        # Nothing to wait for: the whole response is in the stream before it is returned.
+        stream = AssistantMessageEventStream(template=template)
+        for event in _events(response, template):
+            stream.push(event)
+        return stream
 
 
 async def _produce(
     stream: AssistantMessageEventStream, r: ScriptedResponse, partial: AssistantMessage
 ) -> None:
     checkpoint = r.checkpoint_each_event
+    events = list(_events(r, partial))
+    for event in events[:-1]:
+        if checkpoint:
+            await trio.lowlevel.checkpoint()
+        stream.push(event)
+    if r.delay:
+        await trio.sleep(r.delay)
+    elif checkpoint:
+        await trio.lowlevel.checkpoint()
+    stream.push(events[-1])
+
+
+def _events(r: ScriptedResponse, partial: AssistantMessage) -> Iterator[AssistantMessageEvent]:
+    """The events of one response: start, each block's start/deltas/end, done or error."""
     content = r.content
     stop = r.stop_reason or ("toolUse" if any(isinstance(b, ToolCall) for b in content) else "stop")
-    push = stream.push
-    if checkpoint:
-        await trio.lowlevel.checkpoint()
-    push(StartEvent(partial=partial))
+    yield StartEvent(partial=partial)
     blocks: list[AssistantContent] = []
     for index, block in enumerate(content):
         if isinstance(block, TextContent | ThinkingContent):
             is_text = isinstance(block, TextContent)
             full = block.text if isinstance(block, TextContent) else block.thinking
-            chunks = _chunks(full, r.chunk_size)
             blocks.append(_with_text(block, ""))
             partial = attrs.evolve(partial, content=tuple(blocks))
-            if checkpoint:
-                await trio.lowlevel.checkpoint()
-            push(
+            yield (
                 TextStartEvent(content_index=index, partial=partial)
                 if is_text
                 else ThinkingStartEvent(content_index=index, partial=partial)
             )
             text = ""
-            for piece in chunks:
+            for piece in _chunks(full, r.chunk_size):
                 text += piece
                 blocks[index] = _with_text(block, text)
                 partial = attrs.evolve(partial, content=tuple(blocks))
-                if checkpoint:
-                    await trio.lowlevel.checkpoint()
-                push(
+                yield (
                     TextDeltaEvent(content_index=index, delta=piece, partial=partial)
                     if is_text
                     else ThinkingDeltaEvent(content_index=index, delta=piece, partial=partial)
                 )
             blocks[index] = block
             partial = attrs.evolve(partial, content=tuple(blocks))
-            if checkpoint:
-                await trio.lowlevel.checkpoint()
-            push(
+            yield (
                 TextEndEvent(content_index=index, content=full, partial=partial)
                 if is_text
                 else ThinkingEndEvent(content_index=index, content=full, partial=partial)
@@ -183,25 +207,14 @@ async def _produce(
             assert isinstance(block, ToolCall)
             blocks.append(ToolCall(id=block.id, name=block.name, arguments={}))
             partial = attrs.evolve(partial, content=tuple(blocks))
-            if checkpoint:
-                await trio.lowlevel.checkpoint()
-            push(ToolCallStartEvent(content_index=index, partial=partial))
+            yield ToolCallStartEvent(content_index=index, partial=partial)
             if r.chunk_size is not None:
-                for piece in _chunks(
-                    json.dumps(block.arguments, separators=(",", ":")), r.chunk_size
-                ):
-                    if checkpoint:
-                        await trio.lowlevel.checkpoint()
-                    push(ToolCallDeltaEvent(content_index=index, delta=piece, partial=partial))
+                arguments = json.dumps(block.arguments, separators=(",", ":"))
+                for piece in _chunks(arguments, r.chunk_size):
+                    yield ToolCallDeltaEvent(content_index=index, delta=piece, partial=partial)
             blocks[index] = block
             partial = attrs.evolve(partial, content=tuple(blocks))
-            if checkpoint:
-                await trio.lowlevel.checkpoint()
-            push(ToolCallEndEvent(content_index=index, tool_call=block, partial=partial))
-    if r.delay:
-        await trio.sleep(r.delay)
-    elif checkpoint:
-        await trio.lowlevel.checkpoint()
+            yield ToolCallEndEvent(content_index=index, tool_call=block, partial=partial)
     final = attrs.evolve(
         partial,
         content=content,
@@ -218,9 +231,9 @@ async def _produce(
         deferred=r.deferred,
     )
     if final.stop_reason == "error" or final.stop_reason == "aborted":
-        push(ErrorEvent(reason=final.stop_reason, error=final))
+        yield ErrorEvent(reason=final.stop_reason, error=final)
     else:
-        push(DoneEvent(reason=final.stop_reason, message=final))  # type: ignore[arg-type]  # checked above
+        yield DoneEvent(reason=final.stop_reason, message=final)  # type: ignore[arg-type]  # checked above
 
 
 def _chunks(text: str, size: int | None) -> list[str]:
