@@ -509,7 +509,8 @@ class _OutputTail:
         self._buffer += data
         excess = len(self._buffer) - self._keep
         if excess > 0:
-            newline = self._buffer.find(b"\n", excess)
+            # Cut after the newline that ends the line holding byte ``excess - 1``.
+            newline = self._buffer.find(b"\n", excess - 1)
             cut = newline + 1 if newline != -1 else excess
             self.dropped_lines += self._buffer.count(b"\n", 0, cut)
             del self._buffer[:cut]

@@ -1,0 +1,408 @@
+"""The coding tools on a temporary directory: texts, paging, confinement, processes."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from pitrio._agent import Agent
+from pitrio._coding_tools import (
+    DEFAULT_MAX_BYTES,
+    CodingToolError,
+    Workspace,
+    _OutputTail,
+    coding_tools,
+)
+from pitrio._events import AgentEvent, ToolExecutionEnd, ToolResult
+from pitrio._messages import ImageContent, TextContent
+from pitrio._signal import AbortSignal
+from pitrio.testing import ScriptedModel, ScriptedResponse
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(tmp_path)
+
+
+async def call(ws: Workspace, name: str, **params: Any) -> ToolResult:
+    tool = next(t for t in ws.tools() if t.name == name)
+    updates: list[ToolResult] = []
+    return await tool.execute("call_1", params, AbortSignal(), updates.append)
+
+
+def text_of(result: ToolResult) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+async def run_text(ws: Workspace, name: str, **params: Any) -> str:
+    return text_of(await call(ws, name, **params))
+
+
+def test_coding_tools_are_the_six_pi_tools(tmp_path: Path) -> None:
+    """The factory returns read, write, edit, ls, grep and bash with object schemas."""
+    tools = coding_tools(tmp_path)
+    assert [t.name for t in tools] == ["read", "write", "edit", "ls", "grep", "bash"]
+    assert all(t.parameters["type"] == "object" for t in tools)
+    edit = tools[2]
+    assert edit.parameters["required"] == ["path", "oldText", "newText"]
+
+
+def test_workspace_needs_a_directory(tmp_path: Path) -> None:
+    """A working directory that does not exist is refused up front."""
+    with pytest.raises(NotADirectoryError, match=r"is not a directory$"):
+        Workspace(tmp_path / "missing")
+
+
+# -- write / read ---------------------------------------------------------------------
+
+
+async def test_write_creates_parents_and_read_returns_the_text(ws: Workspace) -> None:
+    """write makes parent directories and reports bytes; read gives the content back."""
+    text = await run_text(ws, "write", path="pkg/mod.py", content="x = 'é'\n")
+    assert text == "Successfully wrote 9 bytes to pkg/mod.py"
+    assert (ws.root / "pkg" / "mod.py").read_text(encoding="utf-8") == "x = 'é'\n"
+    assert await run_text(ws, "read", path="pkg/mod.py") == "x = 'é'\n"
+
+
+async def test_read_offset_and_limit_page_through_a_file(ws: Workspace) -> None:
+    """offset is 1-indexed; a limit that stops early says where to continue."""
+    (ws.root / "f.txt").write_text("\n".join(f"line{i}" for i in range(1, 11)))
+    text = await run_text(ws, "read", path="f.txt", offset=3, limit=2)
+    assert text == "line3\nline4\n\n[6 more lines in file. Use offset=5 to continue.]"
+    assert await run_text(ws, "read", path="f.txt", offset=9) == "line9\nline10"
+    assert await run_text(ws, "read", path="f.txt", offset=9, limit=5) == "line9\nline10"
+
+
+async def test_read_offset_past_the_end_is_an_error(ws: Workspace) -> None:
+    """Pi's text for an offset beyond the last line."""
+    (ws.root / "f.txt").write_text("a\nb")
+    with pytest.raises(
+        CodingToolError, match=r"^Offset 5 is beyond end of file \(2 lines total\)$"
+    ):
+        await call(ws, "read", path="f.txt", offset=5)
+
+
+async def test_read_cuts_long_files_at_the_line_limit(ws: Workspace) -> None:
+    """More than 2000 lines: the first 2000 and a note with the next offset."""
+    (ws.root / "big.txt").write_text("\n".join(str(i) for i in range(1, 2501)))
+    text = await run_text(ws, "read", path="big.txt")
+    body, note = text.split("\n\n")
+    assert body.split("\n")[-1] == "2000"
+    assert note == "[Showing lines 1-2000 of 2500. Use offset=2001 to continue.]"
+
+
+async def test_read_cuts_at_the_byte_limit(ws: Workspace) -> None:
+    """Lines that together pass 50KB stop early, and the note names the limit."""
+    line = "x" * 1000
+    (ws.root / "wide.txt").write_text("\n".join([line] * 100))
+    text = await run_text(ws, "read", path="wide.txt")
+    assert text.endswith("[Showing lines 1-51 of 100 (50.0KB limit). Use offset=52 to continue.]")
+
+
+async def test_read_a_line_longer_than_the_limit_points_to_bash(ws: Workspace) -> None:
+    """A first line over 50KB cannot be shown; Pi suggests sed."""
+    (ws.root / "one.txt").write_text("y" * (DEFAULT_MAX_BYTES + 10))
+    text = await run_text(ws, "read", path="one.txt")
+    assert text == (
+        "[Line 1 is 50.0KB, exceeds 50.0KB limit. Use bash: sed -n '1p' one.txt | head -c 51200]"
+    )
+
+
+async def test_read_missing_file_and_directory(ws: Workspace) -> None:
+    """Clear texts for a missing file and for a directory."""
+    with pytest.raises(CodingToolError, match=r"^File not found: nope\.txt$"):
+        await call(ws, "read", path="nope.txt")
+    (ws.root / "d").mkdir()
+    with pytest.raises(CodingToolError, match=r"^Path is a directory: d\. Use ls to list it\.$"):
+        await call(ws, "read", path="d")
+
+
+async def test_read_rejects_a_bad_offset(ws: Workspace) -> None:
+    """offset must be a whole number of at least 1."""
+    (ws.root / "f.txt").write_text("a")
+    with pytest.raises(CodingToolError, match=r"^offset must be at least 1; got 0$"):
+        await call(ws, "read", path="f.txt", offset=0)
+    with pytest.raises(CodingToolError, match=r"^limit must be a whole number; got 1\.5$"):
+        await call(ws, "read", path="f.txt", limit=1.5)
+
+
+async def test_read_an_image_returns_an_attachment(ws: Workspace) -> None:
+    """Images come back as base64 image content with their MIME type."""
+    data = b"\x89PNG\r\n\x1a\nfake"
+    (ws.root / "pic.png").write_bytes(data)
+    result = await call(ws, "read", path="pic.png")
+    image = result.content[1]
+    assert isinstance(image, ImageContent)
+    assert image.mime_type == "image/png"
+    assert base64.b64decode(image.data) == data
+
+
+# -- edit -----------------------------------------------------------------------------
+
+
+async def test_edit_replaces_one_exact_occurrence(ws: Workspace) -> None:
+    """A unique oldText is replaced; details carry a diff and the first changed line."""
+    (ws.root / "m.py").write_text("a = 1\nb = 2\n")
+    result = await call(ws, "edit", path="m.py", oldText="b = 2", newText="b = 3")
+    assert text_of(result) == "Successfully replaced text in m.py."
+    assert (ws.root / "m.py").read_text() == "a = 1\nb = 3\n"
+    assert result.details["firstChangedLine"] == 2
+    assert "-b = 2\n+b = 3" in result.details["diff"]
+
+
+async def test_edit_text_not_found(ws: Workspace) -> None:
+    """Pi's text when oldText does not occur; the file is left alone."""
+    (ws.root / "m.py").write_text("a = 1\n")
+    with pytest.raises(
+        CodingToolError,
+        match=(
+            r"^Could not find the exact text in m\.py\. The old text must match exactly "
+            r"including all whitespace and newlines\.$"
+        ),
+    ):
+        await call(ws, "edit", path="m.py", oldText="a  = 1", newText="a = 2")
+    assert (ws.root / "m.py").read_text() == "a = 1\n"
+
+
+async def test_edit_text_not_unique(ws: Workspace) -> None:
+    """Pi's text when oldText occurs more than once, with the count."""
+    (ws.root / "m.py").write_text("x\nx\nx\n")
+    with pytest.raises(
+        CodingToolError,
+        match=(
+            r"^Found 3 occurrences of the text in m\.py\. The text must be unique\. "
+            r"Please provide more context to make it unique\.$"
+        ),
+    ):
+        await call(ws, "edit", path="m.py", oldText="x", newText="y")
+    assert (ws.root / "m.py").read_text() == "x\nx\nx\n"
+
+
+async def test_edit_keeps_crlf_line_endings(ws: Workspace) -> None:
+    """A CRLF file matches LF oldText and keeps its CRLF endings."""
+    (ws.root / "w.txt").write_bytes(b"one\r\ntwo\r\n")
+    await call(ws, "edit", path="w.txt", oldText="one\ntwo", newText="1\n2")
+    assert (ws.root / "w.txt").read_bytes() == b"1\r\n2\r\n"
+
+
+async def test_edit_refuses_empty_and_identical_replacements(ws: Workspace) -> None:
+    """An empty oldText and a no-op replacement are errors."""
+    (ws.root / "m.py").write_text("a\n")
+    with pytest.raises(CodingToolError, match=r"^oldText must not be empty in m\.py\.$"):
+        await call(ws, "edit", path="m.py", oldText="", newText="b")
+    with pytest.raises(CodingToolError, match=r"^No changes made to m\.py\."):
+        await call(ws, "edit", path="m.py", oldText="a", newText="a")
+
+
+async def test_edit_missing_file(ws: Workspace) -> None:
+    """Editing a file that does not exist names it."""
+    with pytest.raises(CodingToolError, match=r"^File not found: gone\.py$"):
+        await call(ws, "edit", path="gone.py", oldText="a", newText="b")
+
+
+# -- confinement ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "sub/../../x", "~/x"])
+async def test_paths_outside_the_working_directory_are_refused(ws: Workspace, path: str) -> None:
+    """Relative escapes, absolute paths and ~ outside the root are refused."""
+    (ws.root / "sub").mkdir()
+    with pytest.raises(CodingToolError, match=r"is outside the working directory"):
+        await call(ws, "write", path=path, content="x")
+
+
+async def test_symlinks_out_of_the_root_are_refused(ws: Workspace, tmp_path: Path) -> None:
+    """A symlink inside the root that points outside it does not open a door."""
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("no")
+    (ws.root / "link").symlink_to(outside)
+    with pytest.raises(CodingToolError, match=r"^Path 'link/secret\.txt' is outside"):
+        await call(ws, "read", path="link/secret.txt")
+
+
+async def test_absolute_paths_inside_the_root_and_at_mentions_work(ws: Workspace) -> None:
+    """An absolute path under the root is fine, and a leading @ is dropped as in Pi."""
+    (ws.root / "a.txt").write_text("hi")
+    assert await run_text(ws, "read", path=str(ws.root / "a.txt")) == "hi"
+    assert await run_text(ws, "read", path="@a.txt") == "hi"
+
+
+# -- ls / grep ------------------------------------------------------------------------
+
+
+async def test_ls_sorts_and_marks_directories(ws: Workspace) -> None:
+    """Entries sorted case-insensitively, directories with '/', dotfiles included."""
+    for name in ("b.txt", "A.txt", ".hidden"):
+        (ws.root / name).write_text("")
+    (ws.root / "src").mkdir()
+    assert await run_text(ws, "ls") == ".hidden\nA.txt\nb.txt\nsrc/"
+    assert await run_text(ws, "ls", path="src") == "(empty directory)"
+
+
+async def test_ls_limit_and_errors(ws: Workspace) -> None:
+    """A limit cuts the list with a note; missing paths and files are errors."""
+    for i in range(3):
+        (ws.root / f"f{i}").write_text("")
+    assert await run_text(ws, "ls", limit=2) == (
+        "f0\nf1\n\n[2 entries limit reached. Use limit=4 for more]"
+    )
+    with pytest.raises(CodingToolError, match=r"^Path not found: nope$"):
+        await call(ws, "ls", path="nope")
+    with pytest.raises(CodingToolError, match=r"^Not a directory: f0$"):
+        await call(ws, "ls", path="f0")
+
+
+@pytest.fixture
+def tree(ws: Workspace) -> Workspace:
+    (ws.root / "src").mkdir()
+    (ws.root / "src" / "a.py").write_text("def alpha():\n    return 1\n\ndef Beta():\n    pass\n")
+    (ws.root / "notes.md").write_text("alpha (a.b)\n")
+    (ws.root / ".git").mkdir()
+    (ws.root / ".git" / "config").write_text("def hidden\n")
+    (ws.root / "blob.bin").write_bytes(b"\0def binary")
+    return ws
+
+
+async def test_grep_finds_lines_with_numbers(tree: Workspace) -> None:
+    """Matches come as path:line: text; hidden directories and binaries are skipped."""
+    assert await run_text(tree, "grep", pattern=r"^def ") == (
+        "src/a.py:1: def alpha():\nsrc/a.py:4: def Beta():"
+    )
+
+
+async def test_grep_options(tree: Workspace) -> None:
+    """glob, ignoreCase, literal, context and path narrow or widen the search."""
+    assert await run_text(tree, "grep", pattern="alpha", glob="*.md") == "notes.md:1: alpha (a.b)"
+    assert (
+        await run_text(tree, "grep", pattern="beta", ignoreCase=True) == "src/a.py:4: def Beta():"
+    )
+    assert await run_text(tree, "grep", pattern="(a.b)", literal=True) == "notes.md:1: alpha (a.b)"
+    assert await run_text(tree, "grep", pattern="return", context=1) == (
+        "src/a.py-1- def alpha():\nsrc/a.py:2:     return 1\nsrc/a.py-3- "
+    )
+    assert await run_text(tree, "grep", pattern="pass", path="src/a.py") == "a.py:5:     pass"
+
+
+async def test_grep_limit_no_match_and_bad_regex(tree: Workspace) -> None:
+    """The match limit adds a note; no match and an invalid regex have clear texts."""
+    assert await run_text(tree, "grep", pattern="def", limit=1) == (
+        "src/a.py:1: def alpha():\n\n[1 matches limit reached. Use limit=2 for more, "
+        "or refine pattern]"
+    )
+    assert await run_text(tree, "grep", pattern="zzz") == "No matches found"
+    with pytest.raises(CodingToolError, match=r"^Invalid regular expression '\(': "):
+        await call(tree, "grep", pattern="(")
+
+
+# -- bash -----------------------------------------------------------------------------
+
+
+async def test_bash_runs_in_the_working_directory(ws: Workspace) -> None:
+    """stdout and stderr come back together; the command runs in the root."""
+    (ws.root / "here.txt").write_text("")
+    text = await run_text(ws, "bash", command="ls; echo oops >&2")
+    assert text == "here.txt\noops"
+    assert await run_text(ws, "bash", command="true") == "(no output)"
+
+
+async def test_bash_nonzero_exit_is_an_error(ws: Workspace) -> None:
+    """A failing command raises with its output and exit code."""
+    with pytest.raises(CodingToolError, match=r"^partial\n\nCommand exited with code 3$"):
+        await call(ws, "bash", command="echo partial; exit 3")
+
+
+async def test_bash_keeps_the_tail_of_long_output(ws: Workspace) -> None:
+    """Only the last 2000 lines are kept, with a note on which ones."""
+    text = await run_text(ws, "bash", command="seq 1 3000")
+    body, note = text.split("\n\n")
+    assert body.split("\n")[0] == "1001"
+    assert note == "[Showing lines 1001-3000 of 3000.]"
+
+
+def test_output_tail_counts_dropped_lines() -> None:
+    """Output beyond the kept window is dropped at line starts and still counted."""
+    tail = _OutputTail(keep=100)
+    for i in range(1, 101):
+        tail.add(f"{i:03d}\n".encode())
+    text = tail.format()
+    assert tail.dropped_lines == 75
+    assert text.split("\n")[0] == "076"
+    assert text.endswith("100\n\n[Showing lines 76-100 of 100.]")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead
+
+
+async def _wait_dead(pid: int) -> bool:
+    for _ in range(500):
+        if not _alive(pid):
+            return True
+        await trio.sleep(0.01)
+    return False
+
+
+async def _read_pid(path: Path) -> int:
+    pid_file = trio.Path(path)
+    while True:
+        if await pid_file.exists() and (text := await pid_file.read_text()).strip():
+            return int(text)
+        await trio.sleep(0.01)
+
+
+async def test_bash_timeout_kills_the_command(ws: Workspace) -> None:
+    """After the timeout the command and its children are killed and the output kept."""
+    with trio.fail_after(20), pytest.raises(CodingToolError) as info:
+        await call(ws, "bash", command="echo begun; sleep 30 & echo $! > pid; wait", timeout=0.5)
+    assert str(info.value) == "begun\n\nCommand timed out after 0.5 seconds"
+    assert await _wait_dead(int((ws.root / "pid").read_text()))
+
+
+async def test_bash_background_leftovers_do_not_hang(ws: Workspace) -> None:
+    """A command that leaves a child holding the output pipe still returns."""
+    with trio.fail_after(20):
+        text = await run_text(ws, "bash", command="sleep 30 & echo $! > pid; echo started")
+    assert text == "started"
+    assert await _wait_dead(int((ws.root / "pid").read_text()))
+
+
+async def test_abort_kills_the_running_command(ws: Workspace) -> None:
+    """Aborting the agent run cancels bash, kills its process group and settles."""
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(
+                ("c1", "bash", {"command": "sleep 30 & echo $! > pid; wait"})
+            ),
+            ScriptedResponse.text("unreachable"),
+        ]
+    )
+    agent = Agent(stream_fn=model, tools=ws.tools())
+    events: list[AgentEvent] = []
+    agent.subscribe(lambda event, signal: events.append(event))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.prompt, "go")
+            pid = await _read_pid(ws.root / "pid")
+            assert _alive(pid)
+            agent.abort()
+    ends = [e for e in events if isinstance(e, ToolExecutionEnd)]
+    assert len(ends) == 1
+    assert ends[0].is_error
+    assert text_of(ends[0].result) == "Operation aborted"
+    assert events[-1].type == "agent_end"
+    assert agent.state.messages[-1].stop_reason == "aborted"
+    assert await _wait_dead(pid)
