@@ -613,7 +613,7 @@ def _use_color(stream: TextIO, env: Mapping[str, str]) -> bool:
 class Transcript:
     """A listener that prints a readable transcript: streamed text, tool calls, results."""
 
-    __slots__ = ("_at_line_start", "_color", "_last_call", "_out", "_printed")
+    __slots__ = ("_at_line_start", "_color", "_last_call", "_out")
 
     MAX_RESULT_LINES = 8
     MAX_LINE_CHARS = 160
@@ -623,13 +623,11 @@ class Transcript:
         self._out = out
         self._color = color
         self._at_line_start = True
-        self._printed = False
         self._last_call: str | None = None
 
     def __call__(self, event: AgentEvent, signal: AbortSignal) -> None:
         if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
-            if self._printed:
-                self._line_break()
+            self._line_break()
         elif isinstance(event, MessageUpdate):
             update = event.assistant_message_event
             if isinstance(update, TextDeltaEvent):
@@ -694,7 +692,6 @@ class Transcript:
         if not text:
             return
         self._out.write(text)
-        self._printed = True
         self._at_line_start = text.endswith("\n")
 
     def _line_break(self) -> None:
