@@ -971,3 +971,25 @@ async def test_cancel_deferred() -> None:
 def test_supports_deferred() -> None:
     assert supports_deferred("openai-responses")
     assert not supports_deferred("anthropic-messages")
+
+
+# ======================================================================================
+# The benchmark harness (correctness only; no timing is asserted)
+
+
+async def test_benchmark_harness_runs() -> None:
+    from benchmarks.bench_provider_sse_responses import (  # test-only import
+        build_body,
+        build_events,
+        measure_decode,
+        measure_http,
+        measure_process,
+    )
+
+    events = build_events(3)
+    assert [e["type"] for e in events].count("response.output_text.delta") == 3
+    assert build_body(events).count(b"\n\n") == len(events)
+    # measure_http checks the streamed message and raises if it is wrong.
+    assert await measure_http(20, 1) > 0
+    assert measure_decode(20, 1) > 0
+    assert measure_process(20, 1) > 0
