@@ -49,7 +49,7 @@ import threading
 import unicodedata
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, final
+from typing import Any, Final, NoReturn, final
 
 import fastjsonschema
 
@@ -256,10 +256,7 @@ def _deep_equal(left: object, right: object) -> bool:
 def _is_array_index(key: str) -> bool:
     """Whether a property key is an array index (JavaScript orders those first)."""
     return (
-        key.isdigit()
-        and key.isascii()
-        and (key == "0" or key[0] != "0")
-        and int(key) < 4294967295
+        key.isdigit() and key.isascii() and (key == "0" or key[0] != "0") and int(key) < 4294967295
     )
 
 
@@ -455,10 +452,7 @@ def _needs_grapheme_scan(s: str) -> bool:
     for c in s:
         cp = ord(c)
         if cp >= 0x0300 and (
-            cp > 0xFFFF
-            or 0xD800 <= cp <= 0xDBFF
-            or _is_modifier(cp)
-            or cp == 0x200D
+            cp > 0xFFFF or 0xD800 <= cp <= 0xDBFF or _is_modifier(cp) or cp == 0x200D
         ):
             return True
     return False
@@ -591,19 +585,107 @@ _GC_ALIASES: Final = {
     "Unassigned": "Cn",
 }  # fmt: skip
 _KNOWN_BINARY_PROPERTIES: Final = frozenset(
-    "ASCII ASCII_Hex_Digit AHex Alphabetic Alpha Any Assigned Bidi_Control Bidi_C "
-    "Bidi_Mirrored Bidi_M Case_Ignorable CI Cased Changes_When_Casefolded CWCF "
-    "Changes_When_Casemapped CWCM Changes_When_Lowercased CWL Changes_When_NFKC_Casefolded "
-    "CWKCF Changes_When_Titlecased CWT Changes_When_Uppercased CWU Dash Default_Ignorable_Code_Point "
-    "DI Deprecated Dep Diacritic Dia Emoji Emoji_Component EComp Emoji_Modifier EMod "
-    "Emoji_Modifier_Base EBase Emoji_Presentation EPres Extended_Pictographic ExtPict Extender "
-    "Ext Grapheme_Base Gr_Base Grapheme_Extend Gr_Ext Hex_Digit Hex IDS_Binary_Operator IDSB "
-    "IDS_Trinary_Operator IDST ID_Continue IDC ID_Start IDS Ideographic Ideo Join_Control "
-    "Join_C Logical_Order_Exception LOE Lowercase Lower Math Noncharacter_Code_Point NChar "
-    "Pattern_Syntax Pat_Syn Pattern_White_Space Pat_WS Quotation_Mark QMark Radical Radical "
-    "Regional_Indicator RI Sentence_Terminal STerm Soft_Dotted SD Terminal_Punctuation Term "
-    "Unified_Ideograph UIdeo Uppercase Upper Variation_Selector VS White_Space space "
-    "XID_Continue XIDC XID_Start XIDS".split()
+    [
+        "ASCII",
+        "ASCII_Hex_Digit",
+        "AHex",
+        "Alphabetic",
+        "Alpha",
+        "Any",
+        "Assigned",
+        "Bidi_Control",
+        "Bidi_C",
+        "Bidi_Mirrored",
+        "Bidi_M",
+        "Case_Ignorable",
+        "CI",
+        "Cased",
+        "Changes_When_Casefolded",
+        "CWCF",
+        "Changes_When_Casemapped",
+        "CWCM",
+        "Changes_When_Lowercased",
+        "CWL",
+        "Changes_When_NFKC_Casefolded",
+        "CWKCF",
+        "Changes_When_Titlecased",
+        "CWT",
+        "Changes_When_Uppercased",
+        "CWU",
+        "Dash",
+        "Default_Ignorable_Code_Point",
+        "DI",
+        "Deprecated",
+        "Dep",
+        "Diacritic",
+        "Dia",
+        "Emoji",
+        "Emoji_Component",
+        "EComp",
+        "Emoji_Modifier",
+        "EMod",
+        "Emoji_Modifier_Base",
+        "EBase",
+        "Emoji_Presentation",
+        "EPres",
+        "Extended_Pictographic",
+        "ExtPict",
+        "Extender",
+        "Ext",
+        "Grapheme_Base",
+        "Gr_Base",
+        "Grapheme_Extend",
+        "Gr_Ext",
+        "Hex_Digit",
+        "Hex",
+        "IDS_Binary_Operator",
+        "IDSB",
+        "IDS_Trinary_Operator",
+        "IDST",
+        "ID_Continue",
+        "IDC",
+        "ID_Start",
+        "IDS",
+        "Ideographic",
+        "Ideo",
+        "Join_Control",
+        "Join_C",
+        "Logical_Order_Exception",
+        "LOE",
+        "Lowercase",
+        "Lower",
+        "Math",
+        "Noncharacter_Code_Point",
+        "NChar",
+        "Pattern_Syntax",
+        "Pat_Syn",
+        "Pattern_White_Space",
+        "Pat_WS",
+        "Quotation_Mark",
+        "QMark",
+        "Radical",
+        "Radical",
+        "Regional_Indicator",
+        "RI",
+        "Sentence_Terminal",
+        "STerm",
+        "Soft_Dotted",
+        "SD",
+        "Terminal_Punctuation",
+        "Term",
+        "Unified_Ideograph",
+        "UIdeo",
+        "Uppercase",
+        "Upper",
+        "Variation_Selector",
+        "VS",
+        "White_Space",
+        "space",
+        "XID_Continue",
+        "XIDC",
+        "XID_Start",
+        "XIDS",
+    ]
 )
 _category_ranges_cache: dict[str, tuple[tuple[int, int], ...]] = {}
 _category_lock = threading.Lock()
@@ -659,8 +741,7 @@ def _class_char(cp: int) -> str:
 
 def _ranges_to_class_body(ranges: tuple[tuple[int, int], ...]) -> str:
     return "".join(
-        _class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}"
-        for lo, hi in ranges
+        _class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}" for lo, hi in ranges
     )
 
 
@@ -692,15 +773,18 @@ class _RegexTranslator:
                     in_class = False
             elif c == "[":
                 in_class = True
-            elif c == "(" and (not s.startswith("(?", i) or s.startswith("(?<", i)) and not (
-                s.startswith("(?<=", i) or s.startswith("(?<!", i)
+            elif (
+                c == "("
+                and (not s.startswith("(?", i) or s.startswith("(?<", i))
+                and not (s.startswith("(?<=", i) or s.startswith("(?<!", i))
             ):
                 count += 1
             i += 1
         return count
 
-    def error(self, reason: str) -> _JSRegexError:
-        return _JSRegexError(reason)
+    @staticmethod
+    def fail(reason: str) -> NoReturn:
+        raise _JSRegexError(reason)
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -710,13 +794,13 @@ class _RegexTranslator:
         out = self.disjunction()
         if self.i < len(self.s):
             # Only a stray ')' stops a top-level disjunction.
-            raise self.error("Unmatched ')'")
+            self.fail("Unmatched ')'")
         for n in self.backrefs:
             if n > self.groups:
-                raise self.error("Invalid escape")
+                self.fail("Invalid escape")
         for name in self.named_refs:
             if name not in self.names:
-                raise self.error("Invalid named capture referenced")
+                self.fail("Invalid named capture referenced")
         return out
 
     def disjunction(self) -> str:
@@ -760,19 +844,19 @@ class _RegexTranslator:
         elif c == "\\":
             atom = self.atom_escape()
         elif c in ("*", "+", "?"):
-            raise self.error("Nothing to repeat")
+            self.fail("Nothing to repeat")
         elif c == "{":
             if self.u:
                 if self._quantifier_braces() is not None:
-                    raise self.error("Nothing to repeat")
-                raise self.error("Lone quantifier brackets")
+                    self.fail("Nothing to repeat")
+                self.fail("Lone quantifier brackets")
             if self._quantifier_braces() is not None:
-                raise self.error("Nothing to repeat")
+                self.fail("Nothing to repeat")
             self.i += 1
             atom = r"\{"
         elif c in ("}", "]"):
             if self.u:
-                raise self.error("Lone quantifier brackets")
+                self.fail("Lone quantifier brackets")
             self.i += 1
             atom = re.escape(c)
         else:
@@ -782,7 +866,7 @@ class _RegexTranslator:
         if quant is None:
             return atom
         if not quantifiable:
-            raise self.error("Invalid quantifier" if lookaround else "Nothing to repeat")
+            self.fail("Invalid quantifier" if lookaround else "Nothing to repeat")
         if lookaround:
             atom = f"(?:{atom})"
         return atom + quant
@@ -806,11 +890,11 @@ class _RegexTranslator:
             braces = self._quantifier_braces()
             if braces is None:
                 if self.u:
-                    raise self.error("Incomplete quantifier")
+                    self.fail("Incomplete quantifier")
                 return None
             lo, hi, end = braces
             if hi is not None and hi < lo:
-                raise self.error("numbers out of order in {} quantifier")
+                self.fail("numbers out of order in {} quantifier")
             self.i = end
             q = f"{{{lo}}}" if hi == lo else f"{{{lo},{'' if hi is None else hi}}}"
         else:
@@ -821,7 +905,7 @@ class _RegexTranslator:
         if self.peek() in ("*", "+", "?") or (
             self.peek() == "{" and self._quantifier_braces() is not None
         ):
-            raise self.error("Nothing to repeat")
+            self.fail("Nothing to repeat")
         return q
 
     def group(self) -> tuple[str, bool]:
@@ -839,23 +923,23 @@ class _RegexTranslator:
         elif s.startswith("(?<", start):
             m = re.compile(r"\(\?<([A-Za-z_$][A-Za-z0-9_$]*)>").match(s, start)
             if m is None:
-                raise self.error("Invalid capture group name")
+                self.fail("Invalid capture group name")
             name = m.group(1)
             if name in self.names:
-                raise self.error("Duplicate capture group name")
+                self.fail("Duplicate capture group name")
             self.names.append(name)
             self.groups += 1
             self.i = m.end()
             prefix, look = f"(?P<{self._py_name(name)}>", False
         elif s.startswith("(?", start):
-            raise self.error("Invalid group")
+            self.fail("Invalid group")
         else:
             self.i += 1
             self.groups += 1
             prefix, look = "(", False
         body = self.disjunction()
         if self.peek() != ")":
-            raise self.error("Unterminated group")
+            self.fail("Unterminated group")
         self.i += 1
         return prefix + body + ")", look
 
@@ -867,7 +951,7 @@ class _RegexTranslator:
         self.i += 1  # the backslash
         c = self.peek()
         if not c:
-            raise self.error("\\ at end of pattern")
+            self.fail("\\ at end of pattern")
         if c in "123456789":
             m = re.compile(r"[0-9]+").match(self.s, self.i)
             assert m is not None
@@ -881,7 +965,7 @@ class _RegexTranslator:
             if self.u or self._has_named_groups():
                 m = re.compile(r"k<([A-Za-z_$][A-Za-z0-9_$]*)>").match(self.s, self.i)
                 if m is None:
-                    raise self.error("Invalid named reference")
+                    self.fail("Invalid named reference")
                 self.i = m.end()
                 self.named_refs.append(m.group(1))
                 return f"(?P={self._py_name(m.group(1))})"
@@ -915,7 +999,7 @@ class _RegexTranslator:
         if c in ("p", "P") and self.u:
             m = re.compile(r"[pP]\{([A-Za-z_]+)(?:=([A-Za-z_0-9]+))?\}").match(self.s, self.i)
             if m is None:
-                raise self.error("Invalid property name")
+                self.fail("Invalid property name")
             self.i = m.end()
             ranges = self._property_ranges(m.group(1), m.group(2))
             return _complement(ranges) if c == "P" else ranges
@@ -928,7 +1012,7 @@ class _RegexTranslator:
             if name in ("Script", "sc", "Script_Extensions", "scx"):
                 msg = f"\\p{{{name}={value}}} (Unicode scripts)"
                 raise _UnsupportedRegex(msg)
-            raise self.error("Invalid property name")
+            self.fail("Invalid property name")
         if name in _GC_ALIASES:
             return _category_ranges(_GC_ALIASES[name])
         if name == "Any":
@@ -940,7 +1024,7 @@ class _RegexTranslator:
         if name in _KNOWN_BINARY_PROPERTIES:
             msg = f"\\p{{{name}}} (Unicode binary properties)"
             raise _UnsupportedRegex(msg)
-        raise self.error("Invalid property name")
+        self.fail("Invalid property name")
 
     def _char_escape(self, *, in_class: bool) -> int:
         """A CharacterEscape (backslash consumed); returns the code point."""
@@ -955,7 +1039,7 @@ class _RegexTranslator:
                 self.i += 2
                 return ord(n) % 32
             if self.u:
-                raise self.error("Invalid unicode escape")
+                self.fail("Invalid unicode escape")
             # Legacy: `\c` is a literal backslash followed by "c".
             return ord("\\")
         if c == "0" and not self.peek(1).isdigit():
@@ -963,7 +1047,7 @@ class _RegexTranslator:
             return 0
         if c == "0" or (c.isdigit() and in_class):
             if self.u:
-                raise self.error("Invalid class escape" if in_class else "Invalid decimal escape")
+                self.fail("Invalid class escape" if in_class else "Invalid decimal escape")
             m = re.compile(r"[0-3][0-7]{0,2}|[4-7][0-7]?").match(s, self.i)
             if m is None:
                 self.i += 1
@@ -976,7 +1060,7 @@ class _RegexTranslator:
                 self.i = m.end()
                 return int(m.group(1), 16)
             if self.u:
-                raise self.error("Invalid escape")
+                self.fail("Invalid escape")
             self.i += 1
             return ord("x")
         if c == "u":
@@ -985,7 +1069,7 @@ class _RegexTranslator:
             if c in _SYNTAX_CHARS or (in_class and c == "-"):
                 self.i += 1
                 return ord(c)
-            raise self.error("Invalid escape")
+            self.fail("Invalid escape")
         self.i += 1
         return ord(c)
 
@@ -996,13 +1080,13 @@ class _RegexTranslator:
             if m is not None:
                 cp = int(m.group(1), 16)
                 if cp > 0x10FFFF:
-                    raise self.error("Invalid Unicode escape")
+                    self.fail("Invalid Unicode escape")
                 self.i = m.end()
                 return cp
         m = re.compile(r"u([0-9a-fA-F]{4})").match(s, self.i)
         if m is None:
             if self.u:
-                raise self.error("Invalid Unicode escape")
+                self.fail("Invalid Unicode escape")
             self.i += 1
             return ord("u")
         self.i = m.end()
@@ -1023,7 +1107,7 @@ class _RegexTranslator:
         while True:
             c = self.peek()
             if not c:
-                raise self.error("Unterminated character class")
+                self.fail("Unterminated character class")
             if c == "]":
                 self.i += 1
                 break
@@ -1033,11 +1117,11 @@ class _RegexTranslator:
                 second = self._class_atom()
                 if isinstance(first, int) and isinstance(second, int):
                     if second < first:
-                        raise self.error("Range out of order in character class")
+                        self.fail("Range out of order in character class")
                     items.append((first, second))
                     continue
                 if self.u:
-                    raise self.error("Invalid character class")
+                    self.fail("Invalid character class")
                 # Legacy: a class escape next to '-' makes the '-' literal.
                 for atom in (first, ord("-"), second):
                     if isinstance(atom, int):
@@ -1061,7 +1145,7 @@ class _RegexTranslator:
         self.i += 1
         n = self.peek()
         if not n:
-            raise self.error("\\ at end of pattern")
+            self.fail("\\ at end of pattern")
         if n == "b":
             self.i += 1
             return 8
@@ -1072,7 +1156,7 @@ class _RegexTranslator:
         if ranges is not None:
             return ranges
         if self.u and n.isdigit() and n != "0":
-            raise self.error("Invalid class escape")
+            self.fail("Invalid class escape")
         if n == "k" and not self.u:
             self.i += 1
             return ord("k")
@@ -1283,7 +1367,7 @@ def _is_sub_delim(ch: int) -> bool:
     return ch in (33, 36, 38, 39, 40, 41, 42, 43, 44, 59, 61)
 
 
-def _fmt_uri(v: str) -> bool:  # noqa: C901 - a line-by-line port
+def _fmt_uri(v: str) -> bool:
     length = len(v)
     if length == 0 or not _is_alpha(ord(v[0])):
         return False
@@ -1353,9 +1437,7 @@ def _fmt_uri(v: str) -> bool:  # noqa: C901 - a line-by-line port
             if i + 2 >= length or not _is_hex(_cc(v, i + 1)) or not _is_hex(_cc(v, i + 2)):
                 return False
             i += 2
-        elif ch > 127:
-            return False
-        elif not (
+        elif ch > 127 or not (
             _is_unreserved(ch) or _is_sub_delim(ch) or ch in (58, 64) or ch in (47, 63, 35)
         ):
             return False
@@ -1402,7 +1484,7 @@ _RFC5892_DISALLOWED: Final = frozenset(
 )
 
 
-def _unicode_label(v: str) -> bool:  # noqa: C901 - a line-by-line port
+def _unicode_label(v: str) -> bool:
     cps = [ord(c) for c in v]
     n = len(cps)
     if not n or cps[0] == 0x2D or cps[-1] == 0x2D:
@@ -1764,20 +1846,66 @@ class _Node:
     """One schema object, its keywords read once (TypeBox's guards decide which count)."""
 
     __slots__ = (
-        "addl", "addl_fast", "addl_keys", "addl_patterns", "all_of", "any_of", "arr",
-        "const", "contains", "contains_valid", "deps", "dep_req", "dep_schemas", "else_",
-        "enum", "excl_max", "excl_min", "fixed", "fmt", "if_", "items", "items_sized",
-        "max_contains", "max_items", "max_len", "max_props", "maximum", "min_contains",
-        "min_items", "min_len", "min_props", "minimum", "multiple_of", "not_", "num", "obj",
-        "one_of", "pat_props", "pattern", "pattern_re", "prefix", "prop_names", "props",
-        "ref", "ref_base", "ref_target", "required", "required_set", "schema", "str_",
-        "then", "type_names", "type_param", "unique",
+        "addl",
+        "addl_fast",
+        "addl_keys",
+        "addl_patterns",
+        "all_of",
+        "any_of",
+        "arr",
+        "const",
+        "contains",
+        "contains_valid",
+        "dep_req",
+        "dep_schemas",
+        "deps",
+        "else_",
+        "enum",
+        "excl_max",
+        "excl_min",
+        "fixed",
+        "fmt",
+        "if_",
+        "items",
+        "items_sized",
+        "max_contains",
+        "max_items",
+        "max_len",
+        "max_props",
+        "maximum",
+        "min_contains",
+        "min_items",
+        "min_len",
+        "min_props",
+        "minimum",
+        "multiple_of",
+        "not_",
+        "num",
+        "obj",
+        "one_of",
+        "pat_props",
+        "pattern",
+        "pattern_re",
+        "prefix",
+        "prop_names",
+        "props",
+        "ref",
+        "ref_base",
+        "ref_target",
+        "required",
+        "required_set",
+        "schema",
+        "str_",
+        "then",
+        "type_names",
+        "type_param",
+        "unique",
     )  # fmt: skip
 
     fixed: bool | None  # a boolean schema
     schema: Any
 
-    def setup(self, comp: _Compiler, s: dict[str, Any], base: object) -> None:  # noqa: C901
+    def setup(self, comp: _Compiler, s: Any, base: object) -> None:
         self.fixed = None
         self.schema = s
         if not isinstance(s, dict):  # not a schema: TypeBox finds no keyword in it
@@ -1814,9 +1942,11 @@ class _Node:
             )
             if not self.addl_fast:
                 if pat_valid:
-                    combined = "|".join([*pat_props, *(_escape_js(k) for k in props)]) if (
-                        props_valid
-                    ) else "|".join(pat_props)
+                    combined = (
+                        "|".join([*pat_props, *(_escape_js(k) for k in props)])
+                        if (props_valid)
+                        else "|".join(pat_props)
+                    )
                     comp.regex(f"({combined})" if combined else "(?!)", unicode=False)
                     for p in pat_props:
                         compiled = comp.regex(p, unicode=False)
@@ -1829,8 +1959,7 @@ class _Node:
         self.deps: list[tuple[str, list[str] | _Node]] | None = None
         if isinstance(deps, dict) and all(_is_schema(v) or _str_list(v) for v in deps.values()):
             self.deps = [
-                (k, v if isinstance(v, list) else node(v, child_base))
-                for k, v in _js_items(deps)
+                (k, v if isinstance(v, list) else node(v, child_base)) for k, v in _js_items(deps)
             ]
         dep_req = s.get("dependentRequired", _UNDEF)
         self.dep_req: list[tuple[str, list[str]]] | None = None
@@ -1938,18 +2067,18 @@ class _Node:
             self.else_ = node(else_ if _is_schema(else_) else True, child_base)
         not_ = s.get("not", _UNDEF)
         self.not_ = node(not_, child_base) if _is_schema(not_) else None
-        self.all_of = [node(x, child_base) for x in s["allOf"]] if _all_schemas(
-            s.get("allOf")
-        ) else None
-        self.any_of = [node(x, child_base) for x in s["anyOf"]] if _all_schemas(
-            s.get("anyOf")
-        ) else None
-        self.one_of = [node(x, child_base) for x in s["oneOf"]] if _all_schemas(
-            s.get("oneOf")
-        ) else None
+        self.all_of = (
+            [node(x, child_base) for x in s["allOf"]] if _all_schemas(s.get("allOf")) else None
+        )
+        self.any_of = (
+            [node(x, child_base) for x in s["anyOf"]] if _all_schemas(s.get("anyOf")) else None
+        )
+        self.one_of = (
+            [node(x, child_base) for x in s["oneOf"]] if _all_schemas(s.get("oneOf")) else None
+        )
 
     # ------------------------------------------------------------------ Check
-    def check(self, v: Any) -> bool:  # noqa: C901 - mirrors TypeBox's BuildSchema
+    def check(self, v: Any) -> bool:
         if self.fixed is not None:
             return self.fixed
         if self.type_names is not None and not any(_type_ok(t, v) for t in self.type_names):
@@ -1969,7 +2098,8 @@ class _Node:
         if self.enum is not None and not any(_const_ok(o, v) for o in self.enum):
             return False
         if self.if_ is not None:
-            assert self.then is not None and self.else_ is not None
+            assert self.then is not None
+            assert self.else_ is not None
             branch = self.then if self.if_.check(v) else self.else_
             if not branch.check(v):
                 return False
@@ -1981,7 +2111,7 @@ class _Node:
             return False
         return self.one_of is None or sum(1 for n in self.one_of if n.check(v)) == 1
 
-    def _check_object(self, v: dict[str, Any]) -> bool:  # noqa: C901
+    def _check_object(self, v: dict[str, Any]) -> bool:
         if self.required is not None and not all(_has_key(v, k) for k in self.required):
             return False
         if self.addl_fast:
@@ -2031,7 +2161,7 @@ class _Node:
             return False
         return self.max_props is None or len(v) <= self.max_props
 
-    def _check_array(self, v: list[Any]) -> bool:  # noqa: C901
+    def _check_array(self, v: list[Any]) -> bool:
         addl_items = self.arr[0]
         if addl_items is not None:
             assert self.items_sized is not None
@@ -2087,7 +2217,7 @@ class _Node:
         return self.multiple_of is None or _is_multiple_of(v, self.multiple_of)
 
     # ------------------------------------------------------------------ Errors
-    def errors(self, v: Any, path: str, sink: _Sink) -> bool:  # noqa: C901
+    def errors(self, v: Any, path: str, sink: _Sink) -> bool:
         if self.fixed is not None:
             return self.fixed or sink.add_new("boolean", path, {})
         ok = True
@@ -2113,7 +2243,8 @@ class _Node:
         if self.enum is not None and not any(_const_ok(o, v) for o in self.enum):
             ok = sink.add_new("enum", path, {"allowedValues": self.enum})
         if self.if_ is not None:
-            assert self.then is not None and self.else_ is not None
+            assert self.then is not None
+            assert self.else_ is not None
             if self.if_.errors(v, path, _Sink()):
                 res = self.then.errors(v, path, _Sink()) or sink.add_new(
                     "if", path, {"failingKeyword": "then"}
@@ -2158,7 +2289,7 @@ class _Node:
         nested = _Sink()
         return None if node.errors(v, path, nested) else nested
 
-    def _errors_object(self, v: dict[str, Any], path: str, sink: _Sink) -> bool:  # noqa: C901
+    def _errors_object(self, v: dict[str, Any], path: str, sink: _Sink) -> bool:
         ok = True
         if self.required is not None:
             missing = [k for k in self.required if not _has_key(v, k)]
@@ -2221,7 +2352,7 @@ class _Node:
             ok = sink.add_new("maxProperties", path, {"limit": self.max_props})
         return ok
 
-    def _errors_array(self, v: list[Any], path: str, sink: _Sink) -> bool:  # noqa: C901
+    def _errors_array(self, v: list[Any], path: str, sink: _Sink) -> bool:
         ok = True
         addl_items = self.arr[0]
         if addl_items is not None:
@@ -2230,9 +2361,12 @@ class _Node:
                 if not addl_items.errors(v[i], f"{path}/{i}", sink):
                     ok = False
                     break  # Array.prototype.every
-        if self.contains is not None:
-            if self.contains_valid and not (v and any(self.contains.check(x) for x in v)):
-                ok = sink.add_new("contains", path, {"minContains": 1})
+        if (
+            self.contains is not None
+            and self.contains_valid
+            and not (v and any(self.contains.check(x) for x in v))
+        ):
+            ok = sink.add_new("contains", path, {"minContains": 1})
         if self.items_sized is not None:
             for i, n in enumerate(self.items_sized[: len(v)]):
                 ok = n.errors(v[i], f"{path}/{i}", sink) and ok
@@ -2282,14 +2416,14 @@ class _Node:
 
     def _errors_number(self, v: float, path: str, sink: _Sink) -> bool:
         ok = True
-        for keyword, limit, comparison, good in (
-            ("exclusiveMaximum", self.excl_max, "<", lambda a, b: a < b),
-            ("exclusiveMinimum", self.excl_min, ">", lambda a, b: a > b),
-            ("maximum", self.maximum, "<=", lambda a, b: a <= b),
-            ("minimum", self.minimum, ">=", lambda a, b: a >= b),
-        ):
-            if limit is not None and not good(v, limit):
-                ok = sink.add_new(keyword, path, {"comparison": comparison, "limit": limit})
+        if self.excl_max is not None and not v < self.excl_max:
+            ok = sink.add_new("exclusiveMaximum", path, {"comparison": "<", "limit": self.excl_max})
+        if self.excl_min is not None and not v > self.excl_min:
+            ok = sink.add_new("exclusiveMinimum", path, {"comparison": ">", "limit": self.excl_min})
+        if self.maximum is not None and not v <= self.maximum:
+            ok = sink.add_new("maximum", path, {"comparison": "<=", "limit": self.maximum})
+        if self.minimum is not None and not v >= self.minimum:
+            ok = sink.add_new("minimum", path, {"comparison": ">=", "limit": self.minimum})
         if self.multiple_of is not None and not _is_multiple_of(v, self.multiple_of):
             ok = sink.add_new("multipleOf", path, {"multipleOf": self.multiple_of})
         return ok
@@ -2432,9 +2566,25 @@ _FAST_NUMBER_KEYWORDS: Final = (
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
 )  # fmt: skip
 _FAST_UNSUPPORTED: Final = frozenset(
-    "prefixItems dependentRequired dependentSchemas unevaluatedItems unevaluatedProperties "
-    "$recursiveRef $dynamicRef $id $anchor $dynamicAnchor $recursiveAnchor minContains "
-    "maxContains patternProperties multipleOf ~kind ~refine".split()
+    [
+        "prefixItems",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "$recursiveRef",
+        "$dynamicRef",
+        "$id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$recursiveAnchor",
+        "minContains",
+        "maxContains",
+        "patternProperties",
+        "multipleOf",
+        "~kind",
+        "~refine",
+    ]
 )
 
 
@@ -2460,7 +2610,7 @@ class _FastRewriter:
                 raise _NotFast
         return out
 
-    def rewrite(self, s: object) -> Any:  # noqa: C901
+    def rewrite(self, s: object) -> Any:
         if isinstance(s, bool):
             return s
         if not isinstance(s, dict):
@@ -2512,7 +2662,7 @@ class _FastRewriter:
         for key in ("enum", "const"):
             if key not in s:
                 continue
-            values = s[key] if key == "const" else s[key]
+            values = s[key]
             if key == "enum" and not isinstance(values, list):
                 continue
             for value in values if key == "enum" else [values]:
@@ -2593,7 +2743,7 @@ def _compile_fast(schema: object) -> Callable[[Any], Any] | None:
     rewriter = _FastRewriter(schema)
     try:
         rewritten = rewriter.run()
-        return fastjsonschema.compile(  # type: ignore[no-any-return]
+        return fastjsonschema.compile(
             rewritten,
             formats=rewriter.formats,
             use_default=False,
@@ -2627,7 +2777,8 @@ def _clone(v: Any) -> Any:
     if t is list or t is tuple:
         return [_clone(x) for x in v]
     if t is _JSFunction:
-        raise _NotCloneable(f"{v.source} could not be cloned.")
+        msg = f"{v.source} could not be cloned."
+        raise _NotCloneable(msg)
     if isinstance(v, Mapping):
         return _clone(dict(v))
     return v
@@ -2660,13 +2811,13 @@ def _matches_json_type(v: object, t: str) -> bool:
     return False
 
 
-def _coerce_primitive(v: Any, t: str) -> Any:  # noqa: C901 - Pi's coercePrimitiveByType
+def _coerce_primitive(v: Any, t: str) -> Any:
     if t in ("number", "integer"):
         if v is None:
             return 0
         if isinstance(v, str) and v.strip(_JS_WHITESPACE):
             parsed = _js_string_to_number(v)
-            if (math.isfinite(parsed) if t == "number" else parsed.is_integer()):
+            if math.isfinite(parsed) if t == "number" else parsed.is_integer():
                 return _from_js_number(parsed)
         if isinstance(v, bool):
             return 1 if v else 0
@@ -2759,7 +2910,7 @@ class _Coercer:
                 self.normalize(x, prop_schema)
 
     # ---- coerceWithJsonSchema (in place for objects and arrays)
-    def coerce(self, v: Any, schema: Any) -> Any:  # noqa: C901
+    def coerce(self, v: Any, schema: Any) -> Any:
         if not isinstance(schema, dict):
             return v
         nxt = v
@@ -2834,18 +2985,245 @@ def _has_function(v: Any) -> bool:
     return False
 
 
-def _is_plain_json(v: Any) -> bool:
-    """A decoded JSON value with finite numbers only (what the fast path may judge)."""
+class _Odd(Exception):
+    """A value the fused preparer leaves to the exact, slower path (NaN, infinities,
+    tuples, non-JSON objects, ...)."""
+
+
+def _clone_fast(v: Any) -> Any:
+    """:func:`_clone` for plain decoded JSON; raises :class:`_Odd` for anything else."""
     t = type(v)
     if t is str or t is int or t is bool or v is None:
-        return True
-    if t is float:
-        return math.isfinite(v)
+        return v
     if t is dict:
-        return all(_is_plain_json(x) for x in v.values())
+        out = {k: _clone_fast(x) for k, x in v.items()}
+        for k in out:
+            if "0" <= k[:1] <= "9":
+                return {k: out[k] for k in _js_key_order(list(out))}
+        return out
     if t is list:
-        return all(_is_plain_json(x) for x in v)
-    return False
+        return [_clone_fast(x) for x in v]
+    if t is float and not v - v:
+        return v
+    raise _Odd
+
+
+_Prep = Callable[[Any], Any]
+
+
+class _Preparer:
+    """Compiles, per schema node, one function doing Pi's ``structuredClone``,
+    ``normalizeOptionalNulls`` and ``coerceWithJsonSchema`` in a single pass.
+
+    Normalization and coercion both only look at the sub-tree below a node, so doing
+    both node by node gives what Pi gets by normalizing the whole value first. A node
+    with ``allOf``/``anyOf``/``oneOf`` (whose coercion checks whole sub-values) is
+    handed to the interpreted :class:`_Coercer`. Values the fast functions do not
+    handle raise :class:`_Odd`.
+    """
+
+    def __init__(self, coercer: _Coercer) -> None:
+        self._coercer = coercer
+        self._memo: dict[tuple[int, bool, bool], _Prep | None] = {}
+        # The one Python type a node's function returns unchanged (a shortcut that
+        # saves a call per property in the common flat object schema).
+        self._keep: dict[tuple[int, bool, bool], type | None] = {}
+        self.dict_preps: dict[tuple[int, bool, bool], _Prep] = {}
+        self.may_insert_functions = False
+
+    def keep(self, s: Any, norm: bool, coerce: bool) -> type | None:
+        if not isinstance(s, dict) or not (norm or coerce):
+            return str
+        return self._keep.get((id(s), norm, coerce))
+
+    def get(self, s: Any, norm: bool, coerce: bool) -> _Prep:
+        if not isinstance(s, dict) or not (norm or coerce):
+            return _clone_fast
+        key = (id(s), norm, coerce)
+        if key in self._memo:
+            prep = self._memo[key]
+            return prep if prep is not None else self._interpreted(s, norm, coerce)
+        self._memo[key] = None  # a cycle gets the interpreted version
+        prep, keep = self._build(s, norm, coerce)
+        self._memo[key] = prep
+        self._keep[key] = keep
+        return prep
+
+    def _interpreted(self, s: dict[str, Any], norm: bool, coerce: bool) -> _Prep:
+        coercer = self._coercer
+
+        def prep(v: Any) -> Any:
+            c = _clone_fast(v)
+            if norm:
+                coercer.normalize(c, s)
+            return coercer.coerce(c, s) if coerce else c
+
+        return prep
+
+    def _build(self, s: dict[str, Any], norm: bool, coerce: bool) -> tuple[_Prep, type | None]:
+        if coerce and any(isinstance(s.get(k), list) for k in ("allOf", "anyOf", "oneOf")):
+            return self._interpreted(s, norm, coerce), None
+        types = _get_types(s) if coerce else ()
+        is_object = "object" in types
+        is_array = "array" in types
+        coerce_primitive = _primitive_coercion(types)
+        props = s.get("properties")
+        table: dict[str, tuple[_Prep, bool, type | None]] | None = None
+        inserts: list[tuple[str, Any]] = []
+        if isinstance(props, dict) and props and (norm or is_object):
+            required = s.get("required")
+            required_set = set(required) if isinstance(required, list | str) else set()
+            table = {}
+            for key, sub in props.items():
+                deletable = (
+                    norm
+                    and key not in required_set
+                    and not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str))
+                    and self._coercer.accepts_null(sub) is False
+                )
+                table[key] = (
+                    self.get(sub, norm, is_object),
+                    deletable,
+                    self.keep(sub, norm, is_object),
+                )
+                if is_object and key in _PROTO_VALUES:
+                    inserts.append((key, sub))
+            if inserts:
+                self.may_insert_functions = True
+        addl = s.get("additionalProperties")
+        addl_prep = self.get(addl, False, True) if is_object and isinstance(addl, dict) else None
+        items = s.get("items")
+        item_preps: list[_Prep | None] | None = None
+        item_prep: _Prep | None = None
+        if norm or is_array:
+            if isinstance(items, list):
+                item_preps = [self.get(x, norm, is_array) if x else None for x in items]
+            elif items and (isinstance(items, dict) or norm):
+                item_prep = self.get(items, norm, is_array and isinstance(items, dict))
+        coercer = self._coercer
+
+        lookup = (table or {}).get
+
+        def prep_dict(v: dict[str, Any]) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            reorder = False
+            for k, x in v.items():
+                if k < ":" and k >= "0":
+                    reorder = True
+                entry = lookup(k)
+                if entry is not None:
+                    if type(x) is entry[2]:
+                        out[k] = x
+                    elif x is None and entry[1]:
+                        continue
+                    else:
+                        out[k] = entry[0](x)
+                elif addl_prep is not None:
+                    out[k] = addl_prep(x)
+                else:
+                    out[k] = _clone_fast(x)
+            if reorder:
+                out = {k: out[k] for k in _js_key_order(list(out))}
+            for k, sub in inserts:
+                if k not in out:  # `k in value` is true through Object.prototype
+                    out[k] = coercer.coerce(_PROTO_VALUES[k], sub)
+            return out
+
+        def prep_list(v: list[Any]) -> list[Any]:
+            if item_prep is not None:
+                return [item_prep(x) for x in v]
+            if item_preps is not None:
+                n = len(item_preps)
+                return [
+                    (item_preps[i] or _clone_fast)(x) if i < n else _clone_fast(x)
+                    for i, x in enumerate(v)
+                ]
+            return [_clone_fast(x) for x in v]
+
+        has_dict = table is not None or addl_prep is not None
+        if has_dict:
+            self.dict_preps[(id(s), norm, coerce)] = prep_dict
+        has_list = item_prep is not None or item_preps is not None
+
+        def prep(v: Any) -> Any:
+            t = type(v)
+            if t is dict:
+                return prep_dict(v) if has_dict else _clone_fast(v)
+            if t is list:
+                return prep_list(v) if has_list else _clone_fast(v)
+            if coerce_primitive is not None:
+                if t is float and v - v:
+                    raise _Odd
+                if t is str or t is int or t is bool or t is float or v is None:
+                    return coerce_primitive(v)
+                raise _Odd
+            return _clone_fast(v)
+
+        keep: type | None = str
+        if coerce_primitive is not None:
+            keep = {
+                "string": str, "integer": int, "number": int, "boolean": bool, "object": str,
+                "array": str,
+            }.get(types[0]) if len(types) == 1 else None  # fmt: skip
+            if len(types) > 1:
+                keep = next(
+                    (
+                        py
+                        for name, py in (("string", str), ("integer", int), ("boolean", bool))
+                        if name in types
+                    ),
+                    None,
+                )
+        return prep, keep
+
+
+def _primitive_coercion(types: tuple[str, ...]) -> Callable[[Any], Any] | None:
+    """Pi's type step of ``coerceWithJsonSchema`` for a non-container value."""
+    if not types:
+        return None
+    if len(types) == 1:
+        only = types[0]
+        if only == "string":
+            return _to_string
+        if only == "number" or only == "integer":
+            return _to_integer if only == "integer" else _to_number
+        if only in ("object", "array"):
+            return _identity
+
+    def coerce(v: Any) -> Any:
+        if len(types) > 1 and any(_matches_json_type(v, t) for t in types):
+            return v
+        for t in types:
+            candidate = _coerce_primitive(v, t)
+            if candidate is not v:
+                return candidate
+        return v
+
+    return coerce
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+def _to_string(v: Any) -> Any:
+    t = type(v)
+    if t is str:
+        return v
+    return _coerce_primitive(v, "string")
+
+
+def _to_number(v: Any) -> Any:
+    t = type(v)
+    if t is int or t is float:
+        return v
+    return _coerce_primitive(v, "number")
+
+
+def _to_integer(v: Any) -> Any:
+    if type(v) is int:
+        return v
+    return _coerce_primitive(v, "integer")
 
 
 # ======================================================================================
@@ -2860,7 +3238,9 @@ class Validator:
     Thread-safe for concurrent :meth:`validate` calls once built.
     """
 
-    __slots__ = ("_coercer", "_engine", "_fast", "_plain_props", "_schema", "_schema_error")
+    __slots__ = (
+        "_coercer", "_engine", "_fast", "_prep", "_prep_dict", "_schema", "_schema_error", "_strip"
+    )  # fmt: skip
 
     def __init__(self, schema: Mapping[str, Any] | bool) -> None:
         self._schema: Any = schema if isinstance(schema, dict | bool) else _clone(schema)
@@ -2869,9 +3249,11 @@ class Validator:
         self._schema_error = engine.error or engine.unsupported
         self._fast = None if self._schema_error else _compile_fast(self._schema)
         self._coercer = _Coercer()
-        # Top-level properties that need neither null normalization nor coercion
-        # beyond a type check are handled inline (the common flat object schema).
-        self._plain_props = None
+        preparer = _Preparer(self._coercer)
+        self._prep = preparer.get(self._schema, True, True)
+        # For a dict, the top node's dict function directly (one call less).
+        self._prep_dict = preparer.dict_preps.get((id(self._schema), True, True), self._prep)
+        self._strip = preparer.may_insert_functions
 
     @property
     def schema(self) -> Any:
@@ -2884,17 +3266,18 @@ class Validator:
         return self._fast is not None
 
     def is_valid(self, value: JSONValue) -> bool:
-        """TypeBox's ``Check`` of an already coerced value."""
-        return self._check(value)
-
-    def _check(self, value: Any) -> bool:
+        """TypeBox's ``Check`` of an already coerced value (Pi's compiled validator)."""
         fast = self._fast
-        if fast is not None and _is_plain_json(value):
+        if fast is not None:
             try:
+                _clone_fast(value)  # only plain JSON with finite numbers
                 fast(value)
-            except fastjsonschema.JsonSchemaException:
+            except _Odd:
+                pass
+            except Exception:
                 return self._engine.check(value)
-            return True
+            else:
+                return True
         return self._engine.check(value)
 
     def errors(self, value: JSONValue) -> tuple[str, ...]:
@@ -2920,12 +3303,36 @@ class Validator:
         """
         if self._schema_error is not None:
             raise ToolSchemaError(self._schema_error)
+        if type(arguments) is dict:
+            try:
+                args = self._prep_dict(arguments)
+            except _Odd:
+                pass
+            except _NotCloneable as exc:
+                raise ToolSchemaError(str(exc)) from None
+            else:
+                fast = self._fast
+                if fast is not None:
+                    try:
+                        fast(args)
+                    except Exception:
+                        pass
+                    else:
+                        return args
+                return self._finish(tool_name, arguments, args)
+        return self._validate_exactly(tool_name, arguments)
+
+    def _finish(self, tool_name: str, arguments: JSONValue, args: Any) -> Any:
+        if self._engine.check(args):
+            return _strip_functions(args) if self._strip else args
+        raise ToolArgumentsError(tool_name, self.errors(args), arguments)
+
+    def _validate_exactly(self, tool_name: str, arguments: JSONValue) -> JSONValue:
+        """Pi's steps one after the other, for any value."""
         try:
             args = _clone(arguments)
-            coercer = self._coercer
-            schema = self._schema
-            coercer.normalize(args, schema)
-            coerced = coercer.coerce(args, schema)
+            self._coercer.normalize(args, self._schema)
+            coerced = self._coercer.coerce(args, self._schema)
         except _NotCloneable as exc:
             raise ToolSchemaError(str(exc)) from None
         if coerced is not args:
@@ -2933,10 +3340,10 @@ class Validator:
                 args = coerced
             else:
                 # Pi returns a coerced primitive without reporting errors either way.
-                return coerced if self._check(coerced) else args
-        if self._check(args):
+                return coerced if self.is_valid(coerced) else args
+        if self.is_valid(args):
             return _strip_functions(args) if _has_function(args) else args
-        raise ToolArgumentsError(tool_name, self.errors(args) or (), arguments)
+        raise ToolArgumentsError(tool_name, self.errors(args), arguments)
 
 
 _cache_lock = threading.Lock()
