@@ -62,10 +62,10 @@ from ._messages import (
 )
 from ._model import Context, Model, StreamFn
 from ._wire import unstructure
-from .testing import ScriptedModel, ScriptedResponse
 
 if TYPE_CHECKING:
     from ._signal import AbortSignal
+    from .testing import ScriptedModel, ScriptedResponse
 
 __all__ = ["DEMO_PROMPT", "main", "offline_model", "run"]
 
@@ -773,6 +773,9 @@ def offline_model() -> ScriptedModel:
     searches the directory (two tools in one batch), runs it with bash and then
     answers with what the command printed. It needs no network and no key.
     """
+    # Imported here: pitrio.testing pulls in trio.testing, which real-model runs never need.
+    from .testing import ScriptedModel, ScriptedResponse
+
     counter = 0
 
     def next_id() -> str:
@@ -843,6 +846,7 @@ def _say_and_call(
     options: dict[str, Any],
 ) -> ScriptedResponse:
     from ._messages import ToolCall
+    from .testing import ScriptedResponse
 
     return ScriptedResponse(
         content=(

@@ -27,7 +27,13 @@ from pitrio._cli import (
     run_once,
 )
 from pitrio._events import MessageUpdate, TextDeltaEvent, ToolCallEndEvent
-from pitrio._messages import AssistantMessage, TextContent, ToolCall, UserMessage
+from pitrio._messages import (
+    AssistantMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UserMessage,
+)
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 NO_KEYS: dict[str, str] = {}
@@ -133,6 +139,20 @@ def test_system_and_thinking_reach_the_agent(capsys: pytest.CaptureFixture[str])
     assert main(["-p", "hi", "--system", "Be brief."], stream_fn=model, env=NO_KEYS) == 0
     assert model.requests[0].system_prompt == "Be brief."
     assert capsys.readouterr().out == "ok\n"
+
+
+def test_thinking_is_shown_before_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    """Thinking is streamed on its own line, prefixed, before the answer text."""
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                content=(ThinkingContent(thinking="user wants hi"), TextContent(text="hi")),
+                chunk_size=4,
+            )
+        ]
+    )
+    assert main(["-p", "hi", "--thinking", "high"], stream_fn=model, env=NO_KEYS) == 0
+    assert capsys.readouterr().out == "thinking: user wants hi\nhi\n"
 
 
 def test_model_error_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
