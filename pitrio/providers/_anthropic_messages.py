@@ -1089,9 +1089,28 @@ class _StreamError(Exception):
     """A failure while reading the stream (its text becomes ``errorMessage``)."""
 
 
+def _reject_constant(name: str) -> JSONValue:
+    msg = f"Unexpected token '{name[0]}', \"{name}\" is not valid JSON"
+    raise ValueError(msg)
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+"""``JSON.parse`` without ``NaN``/``Infinity``, built once: ``json.loads`` with a keyword
+argument builds a decoder per call, a third of the parse time of a small event."""
+
+
+def _parse_data(text: str) -> JSONValue:
+    """pi-ai's ``parseJsonWithRepair``, with a fast path for valid JSON."""
+    try:
+        return _DECODER.decode(text)
+    except ValueError:
+        # The same parse again, then pi-ai's repair (and its error text).
+        return parse_json_with_repair(text)
+
+
 def _parse_event(name: str, sse_data: str, raw: Sequence[str]) -> JSONValue:
     try:
-        event = parse_json_with_repair(sse_data)
+        event = _parse_data(sse_data)
         if event is None:
             msg = "Cannot read properties of null (reading 'type')"
             raise ValueError(msg)
@@ -1275,7 +1294,9 @@ class _EventHandler:
         kind = delta.get("type")
         if kind == "text_delta":
             if isinstance(block, TextContent):
-                text = _js_string(delta.get("text"))
+                text = delta.get("text")
+                if type(text) is not str:
+                    text = _js_string(text)
                 output.content[index] = TextContent(
                     text=block.text + text, text_signature=block.text_signature
                 )
@@ -1284,8 +1305,14 @@ class _EventHandler:
                 )
         elif kind == "thinking_delta":
             if isinstance(block, ThinkingContent):
-                thinking = _js_string(delta.get("thinking"))
-                output.content[index] = attrs.evolve(block, thinking=block.thinking + thinking)
+                thinking = delta.get("thinking")
+                if type(thinking) is not str:
+                    thinking = _js_string(thinking)
+                output.content[index] = ThinkingContent(
+                    thinking=block.thinking + thinking,
+                    thinking_signature=block.thinking_signature,
+                    redacted=block.redacted,
+                )
                 self._stream.push(
                     ThinkingDeltaEvent(
                         content_index=index, delta=thinking, partial=output.snapshot()
