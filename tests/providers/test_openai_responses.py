@@ -855,6 +855,19 @@ async def test_fetch_polls_while_it_may_wait(autojump_clock: trio.testing.MockCl
     assert len(server.requests) == 4  # at 0, 1, 2 and 2.5 s
 
 
+async def test_fetch_abort_while_polling(autojump_clock: trio.testing.MockClock) -> None:
+    server = Server([as_json(background("queued")) for _ in range(10)])
+    async with server.client() as client:
+        stream = fetch_deferred(client, GPT, HANDLE, options(), wait_ms=60_000)
+        async with stream:
+            await trio.sleep(2.5)
+            stream.cancel()
+            message = await stream.result()
+    assert message.stop_reason == "aborted"
+    assert message.error_message == "Request aborted"
+    assert len(server.requests) == 3  # at 0, 1 and 2 s
+
+
 async def test_fetch_finished_streams_the_message_block_by_block() -> None:
     events, message = await fetch(Server([as_json(FINISHED)]))
     assert [e.type for e in events] == [
