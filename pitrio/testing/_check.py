@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._events import AgentEvent
+from .._events import AgentEnd, AgentEvent, MessageEnd, MessageStart, TurnEnd
 from .._messages import AssistantMessage, ToolCall, ToolResultMessage
 
 __all__ = ["check_trace"]
@@ -14,22 +14,65 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
     """Return the violated invariants of one run's events (empty when all hold).
 
     Checked: ``agent_start`` first and ``agent_end`` last, once each; turns balanced and
-    not nested; messages not nested, every ``message_update`` inside an assistant
-    message; each tool call started and ended once, updates between the two; tool
-    result messages of a turn in the assistant's source order, after the call ended;
-    ``agent_end.messages`` equal to the messages ended during the run.
+    not nested, message and tool events inside a turn; messages not nested, every
+    ``message_update`` inside an assistant message; each tool call started and ended
+    once, updates between the two; tool result messages of a turn in the assistant's
+    source order, after the call ended; ``agent_end.messages`` equal to the messages
+    ended during the run.
+
+    A run that failed (a stream function, hook or listener raised) ends, as in Pi's
+    ``handleRunFailure``, with ``message_start``/``message_end`` of an error (or aborted)
+    assistant message, a ``turn_end`` of it and an ``agent_end`` listing only it,
+    wherever the failure happened: such a trace is checked as a run cut off at that
+    point, followed by that tail.
     """
+    problems = _check(events, cut=False)
+    if problems and _is_failure_tail(events[-4:]):
+        failure = events[-1].messages[0]  # type: ignore[union-attr]  # an AgentEnd
+        prefix = events[:-4]
+        if not any(getattr(e, "message", None) is failure for e in prefix) and not _check(
+            prefix, cut=True
+        ):
+            return []
+    return problems
+
+
+def _is_failure_tail(tail: Sequence[AgentEvent]) -> bool:
+    if len(tail) != 4:
+        return False
+    start, end, turn_end, agent_end = tail
+    if not (
+        isinstance(start, MessageStart)
+        and isinstance(end, MessageEnd)
+        and isinstance(turn_end, TurnEnd)
+        and isinstance(agent_end, AgentEnd)
+    ):
+        return False
+    failure = end.message
+    return (
+        isinstance(failure, AssistantMessage)
+        and failure.stop_reason in ("error", "aborted")
+        and start.message is failure
+        and turn_end.message is failure
+        and turn_end.tool_results == ()
+        and tuple(agent_end.messages) == (failure,)
+    )
+
+
+def _check(events: Sequence[AgentEvent], *, cut: bool) -> list[str]:
+    """Check a whole run, or (``cut``) a run cut off by a failure: open turns, messages
+    and tool calls are then allowed at the end, and there is no ``agent_end``."""
     problems: list[str] = []
     if not events:
-        return ["no events"]
+        return [] if cut else ["no events"]
     kinds = [e.type for e in events]
     if kinds[0] != "agent_start":
         problems.append(f"first event is {kinds[0]!r}, not 'agent_start'")
-    if kinds[-1] != "agent_end":
+    if not cut and kinds[-1] != "agent_end":
         problems.append(f"last event is {kinds[-1]!r}, not 'agent_end'")
     if kinds.count("agent_start") != 1:
         problems.append(f"{kinds.count('agent_start')} agent_start events")
-    if kinds.count("agent_end") != 1:
+    if kinds.count("agent_end") != (0 if cut else 1):
         problems.append(f"{kinds.count('agent_end')} agent_end events")
 
     in_turn = False
@@ -42,6 +85,8 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
     for i, event in enumerate(events):
         kind = event.type
         where = f"event {i} ({kind})"
+        if kind not in ("agent_start", "agent_end", "turn_start") and not in_turn:
+            problems.append(f"{where}: outside a turn")
         if kind == "turn_start":
             if in_turn:
                 problems.append(f"{where}: turn_start inside an open turn")
@@ -54,7 +99,7 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
             message = event.message  # type: ignore[union-attr]  # a TurnEnd
             tool_results = event.tool_results  # type: ignore[union-attr]  # a TurnEnd
             ids = [r.tool_call_id for r in tool_results]
-            if ids != results_seen[: len(ids)] or len(ids) != len(results_seen):
+            if ids != results_seen:
                 problems.append(
                     f"{where}: tool_results {ids} differ from the result messages {results_seen}"
                 )
@@ -110,22 +155,14 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
         elif kind == "agent_end":
             if in_turn:
                 problems.append(f"{where}: agent_end inside an open turn")
-            messages = list(event.messages)  # type: ignore[union-attr]  # an AgentEnd
-            if not _same_tail(messages, ended_messages):
+            if list(event.messages) != ended_messages:  # type: ignore[union-attr]  # an AgentEnd
                 problems.append(
                     f"{where}: agent_end.messages differ from the messages ended in the run"
                 )
-    for call_id in started:
-        if call_id not in ended:
-            problems.append(f"tool call {call_id!r} never ended")
-    if open_message is not None:
-        problems.append("a message was never ended")
+    if not cut:
+        for call_id in started:
+            if call_id not in ended:
+                problems.append(f"tool call {call_id!r} never ended")
+        if open_message is not None:
+            problems.append("a message was never ended")
     return problems
-
-
-def _same_tail(messages: list[object], ended: list[object]) -> bool:
-    # agent_end lists the run's new messages: the ended messages, minus nothing, except
-    # that a failed run (Pi's handleRunFailure) lists only the failure message.
-    if messages == ended:
-        return True
-    return len(messages) == 1 and bool(ended) and ended[-1] is messages[0]
