@@ -235,13 +235,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(msg)
 
 
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def json_parse(text: str) -> JSONValue:
     """``JSON.parse(text)``: strict JSON (no ``NaN``/``Infinity``).
 
     Raises:
         ValueError: the text is not valid JSON (``json.JSONDecodeError`` included).
     """
-    return json.loads(text, parse_constant=_reject_constant)
+    return _DECODER.decode(text)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1164,7 +1164,12 @@ def stream_openai_completions(
         return AssistantMessageEventStream(setup_failed)
 
     async def produce(stream: AssistantMessageEventStream) -> None:
-        await _produce(stream, client, model, context, options, api_key, max_tokens, effort)
+        if options.signal is None:
+            await _produce(stream, client, model, context, options, api_key, max_tokens, effort)
+            return
+        # A caller that only flips the signal aborts too (as stream.cancel() does).
+        with options.signal.cancel_scope():
+            await _produce(stream, client, model, context, options, api_key, max_tokens, effort)
 
     return AssistantMessageEventStream(produce)
 

@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from pitrio import (
+    AbortSignal,
     AssistantMessage,
     Context,
     ImageContent,
@@ -763,3 +764,25 @@ def test_merge_headers_is_case_insensitive_and_none_removes() -> None:
 
 def test_short_hash_matches_pi_ai() -> None:
     assert short_hash("call_abc|fc_123") == "jp01dsxufnom"
+
+
+async def test_flipping_the_signal_alone_aborts() -> None:
+    signal = AbortSignal()
+    body = ScriptedBody(sse(chunk(content="Hi"))[:1], hang_after=1)
+    events = []
+    async with Recorder(httpx.Response(200, stream=body)).client() as client:
+        stream = stream_openai_completions(
+            client,
+            MODEL,
+            Context(messages=[UserMessage(content="go")]),
+            StreamOptions(api_key="k", signal=signal),
+        )
+        async with stream:
+            async for event in stream:
+                events.append(event)
+                if event.type == "text_delta":
+                    signal.abort()
+    assert [e.type for e in events][-2:] == ["text_end", "error"]
+    message = final(events)
+    assert (message.stop_reason, message.error_message) == ("aborted", "Request was aborted")
+    assert body.closed
