@@ -42,7 +42,6 @@ from ._coding_tools import Workspace
 from ._events import (
     AgentEnd,
     AgentEvent,
-    AssistantMessageEvent,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -89,7 +88,6 @@ _OFFLINE_MODEL = Model(
 _INJECTED_MODEL = Model(id="scripted", api="scripted", provider="scripted")
 _BASE_URL_KEY_ENV = "PITRIO_API_KEY"
 _THINKING_LEVELS: tuple[str, ...] = get_args(ThinkingLevel)
-_STREAM_EVENTS: tuple[type, ...] = get_args(AssistantMessageEvent)
 
 
 def run() -> NoReturn:
@@ -730,26 +728,9 @@ class _JsonLines:
 
 
 def event_to_wire(event: Any) -> dict[str, Any]:
-    """An agent event (or a provider stream event inside one) as Pi writes it.
-
-    ``{"type": "tool_execution_end", "toolCallId": ..., "isError": false, ...}``;
-    messages, blocks and tool results inside go through :func:`pitrio._wire.unstructure`.
-    """
-    out: dict[str, Any] = {"type": event.type}
-    for field in attrs.fields(type(event)):
-        value = getattr(event, field.name)
-        if value is None:
-            continue
-        if isinstance(value, _STREAM_EVENTS):
-            out[_camel(field.name)] = event_to_wire(value)
-            continue
-        out[_camel(field.name)] = unstructure(value)
-    return out
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+    """An agent event (or a provider stream event inside one) as Pi writes it."""
+    data: dict[str, Any] = unstructure(event)
+    return data
 
 
 # --------------------------------------------------------------------------------------

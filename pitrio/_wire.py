@@ -20,6 +20,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from . import _events
 from ._events import ToolResult
 from ._messages import (
     AgentMessage,
@@ -36,7 +37,13 @@ from ._messages import (
     UserMessage,
 )
 
-__all__ = ["converter", "register_message_role", "structure_message", "unstructure"]
+__all__ = [
+    "converter",
+    "register_message_role",
+    "structure_event",
+    "structure_message",
+    "unstructure",
+]
 
 T = TypeVar("T")
 
@@ -141,6 +148,60 @@ converter.register_structure_hook_func(lambda t: t is Any, lambda v, _: v)
 for _message_cls in (UserMessage, AssistantMessage, ToolResultMessage):
     _register_attrs(_message_cls, "role")
 _register_attrs(ToolResult)
+
+# Events: provider stream events and agent events, tagged with their ``type``.
+_EVENT_TYPES: dict[str, type[Any]] = {}
+
+
+def _structure_event(data: Mapping[str, Any], _: Any = None) -> Any:
+    kind = data.get("type")
+    cls = _EVENT_TYPES.get(kind)  # type: ignore[arg-type]  # a missing tag is reported below
+    if cls is None:
+        msg = f"unknown event type {kind!r}"
+        raise ValueError(msg)
+    # Messages are typed loosely (any role), so read them here, by their role.
+    data = dict(data)
+    if isinstance(data.get("message"), Mapping):
+        data["message"] = structure_message(data["message"])
+    if isinstance(data.get("messages"), list):
+        data["messages"] = tuple(structure_message(m) for m in data["messages"])
+    return converter.structure(data, cls)
+
+
+for _union in (_events.AssistantMessageEvent, _events.UpdateEvent, _events.AgentEvent):
+    converter.register_structure_hook(_union, _structure_event)
+
+for _event_cls in (
+    _events.StartEvent,
+    _events.TextStartEvent,
+    _events.TextDeltaEvent,
+    _events.TextEndEvent,
+    _events.ThinkingStartEvent,
+    _events.ThinkingDeltaEvent,
+    _events.ThinkingEndEvent,
+    _events.ToolCallStartEvent,
+    _events.ToolCallDeltaEvent,
+    _events.ToolCallEndEvent,
+    _events.DoneEvent,
+    _events.ErrorEvent,
+    _events.AgentStart,
+    _events.AgentEnd,
+    _events.TurnStart,
+    _events.TurnEnd,
+    _events.MessageStart,
+    _events.MessageUpdate,
+    _events.MessageEnd,
+    _events.ToolExecutionStart,
+    _events.ToolExecutionUpdate,
+    _events.ToolExecutionEnd,
+):
+    _register_attrs(_event_cls, "type")
+    _EVENT_TYPES[_event_cls.type] = _event_cls
+
+
+def structure_event(data: Mapping[str, Any]) -> Any:
+    """Turn one wire event (a dict with a ``type``) into a pitrio event."""
+    return _structure_event(data)
 
 
 def _unstructure_custom(message: CustomMessage) -> dict[str, Any]:

@@ -204,3 +204,39 @@ def test_bad_input_names_what_is_wrong() -> None:
         register_message_role(int)
     with pytest.raises(ValueError, match="'bashExecution' message: the field 'command' is missing"):
         wire.structure_message({"role": "bashExecution", "output": ""})
+
+
+async def test_every_event_of_a_run_round_trips_in_pis_wire_form() -> None:
+    """Agent events and the provider events inside them have Pi's JSON form and read back."""
+    from pitrio import AbortSignal, Agent, Model, Tool, text_result
+    from pitrio.testing import ScriptedModel, ScriptedResponse
+
+    async def echo(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> Any:
+        on_update(text_result("working"))
+        return text_result("done", details={"n": 1})
+
+    agent = Agent(
+        model=Model(id="m"),
+        tools=[Tool(name="echo", execute=echo)],
+        stream_fn=ScriptedModel(
+            [
+                ScriptedResponse(
+                    content=(ThinkingContent(thinking="hmm"), ToolCall(id="c", name="echo")),
+                    chunk_size=2,
+                ),
+                ScriptedResponse.text("bye", chunk_size=1),
+            ]
+        ),
+    )
+    events: list[Any] = []
+    agent.subscribe(lambda event, signal: events.append(event))
+    await agent.prompt("hi")
+    kinds = set()
+    for event in events:
+        data = json.loads(json.dumps(wire.unstructure(event)))
+        assert data["type"] == event.type
+        kinds.add(data["type"])
+        assert wire.structure_event(data) == event
+    assert {"message_update", "tool_execution_update", "turn_end", "agent_end"} <= kinds
+    update = next(wire.unstructure(e) for e in events if e.type == "message_update")
+    assert set(update) == {"type", "message", "assistantMessageEvent"}
