@@ -1074,14 +1074,24 @@ def _stop_reason(reason: str, details: JSONValue) -> tuple[str, str | None]:
     raise ValueError(msg)
 
 
+_UNDEFINED: Final = object()
+"""A missing JSON member (JavaScript's ``undefined``)."""
+
+
 def _js_string(value: object) -> str:
-    """``String(value)`` for what JSON may hold (an event name or a stop reason)."""
+    """JavaScript's ``String(value)`` of a decoded JSON value (what ``+=`` appends)."""
     if isinstance(value, str):
         return value
+    if value is _UNDEFINED:
+        return "undefined"
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join("" if item is None else _js_string(item) for item in value)
+    if isinstance(value, dict):
+        return "[object Object]"
     return json_stringify(value)
 
 
@@ -1271,11 +1281,13 @@ class _EventHandler:
             if self._is_oauth:
                 name = _from_claude_code_name(name, self._context_tools)
             tool_input = block.get("input")
+            if not isinstance(tool_input, dict):
+                tool_input = {}
             index = output.add_block(
                 ToolCall(
                     id=block.get("id"),  # type: ignore[arg-type]  # a string on the wire
                     name=name,
-                    arguments=tool_input if tool_input is not None else {},
+                    arguments=tool_input,
                 )
             )
             self._open.setdefault(wire_index, []).append(index)
@@ -1294,7 +1306,7 @@ class _EventHandler:
         kind = delta.get("type")
         if kind == "text_delta":
             if isinstance(block, TextContent):
-                text = delta.get("text")
+                text = delta.get("text", _UNDEFINED)
                 if type(text) is not str:
                     text = _js_string(text)
                 output.content[index] = TextContent(
@@ -1305,7 +1317,7 @@ class _EventHandler:
                 )
         elif kind == "thinking_delta":
             if isinstance(block, ThinkingContent):
-                thinking = delta.get("thinking")
+                thinking = delta.get("thinking", _UNDEFINED)
                 if type(thinking) is not str:
                     thinking = _js_string(thinking)
                 output.content[index] = ThinkingContent(
@@ -1320,15 +1332,13 @@ class _EventHandler:
                 )
         elif kind == "input_json_delta":
             if isinstance(block, ToolCall):
-                fragment = _js_string(delta.get("partial_json"))
+                fragment = _js_string(delta.get("partial_json", _UNDEFINED))
                 text = self._json.get(index, "") + fragment
                 self._json[index] = text
                 if text:
                     # Until some input JSON arrives, the arguments stay those given in
                     # content_block_start (pi-ai would reset them to {}).
-                    output.content[index] = attrs.evolve(
-                        block, arguments=parse_streaming_json(text)
-                    )
+                    output.content[index] = attrs.evolve(block, arguments=_arguments(text))
                 self._stream.push(
                     ToolCallDeltaEvent(
                         content_index=index, delta=fragment, partial=output.snapshot()
@@ -1338,7 +1348,7 @@ class _EventHandler:
             # The signature accumulates silently (no event), as in pi-ai.
             signature = block.thinking_signature or ""
             output.content[index] = attrs.evolve(
-                block, thinking_signature=signature + _js_string(delta.get("signature"))
+                block, thinking_signature=signature + _js_string(delta.get("signature", _UNDEFINED))
             )
 
     def _block_stop(self, event: dict[str, JSONValue]) -> None:
@@ -1362,7 +1372,7 @@ class _EventHandler:
         else:
             text = self._json.pop(index, "")
             if text:
-                block = attrs.evolve(block, arguments=parse_streaming_json(text))
+                block = attrs.evolve(block, arguments=_arguments(text))
                 output.content[index] = block
             self._stream.push(
                 ToolCallEndEvent(content_index=index, tool_call=block, partial=output.snapshot())
@@ -1403,6 +1413,13 @@ class _EventHandler:
             if changes:
                 output.usage = attrs.evolve(output.usage, **changes)
         self._recompute_cost()
+
+
+def _arguments(text: str) -> dict[str, JSONValue]:
+    """The partial-JSON parse of a tool call's input text, as an object: JSON that is
+    not an object (pi-ai would keep e.g. ``12`` or a list) gives ``{}``."""
+    arguments = parse_streaming_json(text)
+    return arguments if isinstance(arguments, dict) else {}
 
 
 def _model_cost(cost: Mapping[str, JSONValue]) -> ModelCost:

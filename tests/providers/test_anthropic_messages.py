@@ -1007,3 +1007,52 @@ async def test_abort_during_retry_sleep(autojump_clock: trio.testing.MockClock) 
     assert len(server.requests) == 1
     assert types(events) == ["error"]
     assert result.error_message == "Request aborted"
+
+
+async def test_non_string_delta_values_are_appended_as_javascript_strings() -> None:
+    """Missing, null or non-string delta members append what JavaScript's ``+=`` would
+    ('undefined', 'null', '1.5', ...): the final text is pi-ai's."""
+    server = Server(
+        ok(
+            [
+                message_start(),
+                block_start(0, {"type": "text", "text": "a"}),
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}},
+                delta(0, type="text_delta", text=None),
+                delta(0, type="text_delta", text=1.5),
+                delta(0, type="text_delta", text=[1, None, "x"]),
+                delta(0, type="text_delta", text={"k": 1}),
+                block_stop(0),
+                message_delta("end_turn"),
+                MESSAGE_STOP,
+            ]
+        )
+    )
+    events, result = await run(server)
+    assert result.text == "aundefinednull1.51,,x[object Object]"
+    assert [e.delta for e in events if e.type == "text_delta"] == [
+        "undefined",
+        "null",
+        "1.5",
+        "1,,x",
+        "[object Object]",
+    ]
+
+
+async def test_tool_input_that_is_not_an_object_gives_empty_arguments() -> None:
+    """``arguments`` stays a dict: JSON input that is a list or a number gives ``{}``."""
+    server = Server(
+        ok(
+            [
+                message_start(),
+                block_start(0, {"type": "tool_use", "id": "t", "name": "f", "input": "odd"}),
+                delta(0, type="input_json_delta", partial_json="[1, 2"),
+                block_stop(0),
+                message_delta("tool_use"),
+                MESSAGE_STOP,
+            ]
+        )
+    )
+    events, result = await run(server)
+    assert [e.partial.content[0].arguments for e in events if e.type == "toolcall_start"] == [{}]  # type: ignore[union-attr]
+    assert result.tool_calls[0].arguments == {}
