@@ -45,10 +45,9 @@ from pitrio import AssistantMessageEvent, Context, Model, StreamOptions, UserMes
 from pitrio._stream import AssistantMessageEventStream
 from pitrio.providers._anthropic_messages import (
     _EventHandler,
-    _parse_data,
     stream_anthropic_messages,
 )
-from pitrio.providers._common import PartialMessage
+from pitrio.providers._common import PartialMessage, parse_json_with_repair
 from pitrio.providers._sse import SSEDecoder
 
 DELTA = "word "
@@ -192,7 +191,7 @@ def measure_decode(n: int, runs: int) -> float:
         count = 0
         for chunk in chunks:
             for sse in decoder.feed(chunk):
-                _parse_data(sse.data)
+                parse_json_with_repair(sse.data)
                 count += 1
         rates.append(count / (time.perf_counter() - start))
     return statistics.median(rates)
