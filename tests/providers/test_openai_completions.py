@@ -786,3 +786,12 @@ async def test_flipping_the_signal_alone_aborts() -> None:
     message = final(events)
     assert (message.stop_reason, message.error_message) == ("aborted", "Request was aborted")
     assert body.closed
+
+
+async def test_throughput_benchmark_runs_and_checks_its_answer() -> None:
+    from benchmarks.bench_provider_sse import build_body, measure_decode, measure_http
+
+    # Correctness only: measure_http raises unless the answer is the N deltas.
+    assert await measure_http("openai-completions", 20, 1, 0) > 0
+    assert measure_decode("openai-completions", 20, 1, 64) > 0
+    assert build_body("openai-completions", 2).count(b"data: ") == 6
