@@ -15,7 +15,6 @@ active before it returns its promise)::
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias, final
 
@@ -38,6 +37,7 @@ from ._loop import (
     LoopConfig,
     TurnContext,
     _error_text,
+    _is_awaitable,
     _resolve_stream_fn,
     default_convert_to_llm,
     run_agent_loop,
@@ -499,7 +499,7 @@ class Agent:
         signal = run.signal
         for listener in self._listeners:
             result = listener(event, signal)
-            if inspect.isawaitable(result):
+            if result is not None and _is_awaitable(result):
                 await result
 
 

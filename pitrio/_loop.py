@@ -16,9 +16,9 @@ exactly (see ``docs/loop.md``). What Trio adds is structure:
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from types import CoroutineType
 from typing import Any, Literal, TypeAlias, final
 
 import attrs
@@ -174,8 +174,16 @@ def _resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
     return _default_stream_fn
 
 
+def _is_awaitable(value: object) -> bool:
+    # inspect.isawaitable() goes through an ABC check; this is the same test, cheaper,
+    # for the common answers (a coroutine, or a plain value).
+    if type(value) is CoroutineType:
+        return True
+    return value is not None and hasattr(type(value), "__await__")
+
+
 async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
+    if _is_awaitable(value):
         return await value
     return value
 
@@ -322,7 +330,7 @@ async def _poll(fn: Callable[[], MaybeAwaitable] | None) -> list[AgentMessage]:
     if fn is None:
         return []
     result = fn()
-    if inspect.isawaitable(result):
+    if _is_awaitable(result):
         result = await result
     return list(result) if result else []
 
@@ -430,11 +438,11 @@ async def _stream_assistant_response(
     api_key = None
     if config.get_api_key is not None:
         api_key = await _maybe_await(config.get_api_key(config.model.provider))
-    options = attrs.evolve(
+    options = _request_options(
         config.stream_options,
-        signal=signal,
-        api_key=api_key or config.api_key or config.stream_options.api_key,
-        reasoning=config.reasoning,
+        signal,
+        api_key or config.api_key or config.stream_options.api_key,
+        config.reasoning,
     )
     returned = stream_fn(config.model, llm_context, options)
     # Pi awaits the stream function, so an async one (returning the stream) is allowed.
@@ -448,6 +456,30 @@ async def _stream_assistant_response(
             return await _consume(response, context, emit)
     finally:
         remove()
+
+
+def _request_options(
+    template: StreamOptions, signal: AbortSignal, api_key: str | None, reasoning: str | None
+) -> StreamOptions:
+    """The template with this request's signal, key and reasoning (cached: a run makes
+    many requests with the same three)."""
+    cached = _last_options.get(id(template))
+    if (
+        cached is not None
+        and cached[0] is template
+        and cached[1].signal is signal
+        and cached[1].api_key == api_key
+        and cached[1].reasoning == reasoning
+    ):
+        return cached[1]
+    options = attrs.evolve(template, signal=signal, api_key=api_key, reasoning=reasoning)
+    if len(_last_options) > 64:
+        _last_options.clear()
+    _last_options[id(template)] = (template, options)
+    return options
+
+
+_last_options: dict[int, tuple[StreamOptions, StreamOptions]] = {}
 
 
 async def _consume(
@@ -626,7 +658,7 @@ class _Updates:
         if not self.accepting:
             return
         if self._send is None:
-            self._send, receive = trio.open_memory_channel[ToolExecutionUpdate](math.inf)
+            self._send, receive = trio.open_memory_channel(math.inf)
             self._done = trio.Event()
             self._nursery.start_soon(self._run, receive)
         call = self._call

@@ -169,8 +169,20 @@ async def _produce(
     stream.push(events[-1])
 
 
-def _events(r: ScriptedResponse, partial: AssistantMessage) -> Iterator[AssistantMessageEvent]:
+def _partial(template: AssistantMessage, blocks: list[AssistantContent]) -> AssistantMessage:
+    return AssistantMessage(
+        content=tuple(blocks),
+        api=template.api,
+        provider=template.provider,
+        model=template.model,
+        stop_reason="pending",
+        timestamp=template.timestamp,
+    )
+
+
+def _events(r: ScriptedResponse, template: AssistantMessage) -> Iterator[AssistantMessageEvent]:
     """The events of one response: start, each block's start/deltas/end, done or error."""
+    partial = template
     content = r.content
     stop = r.stop_reason or ("toolUse" if any(isinstance(b, ToolCall) for b in content) else "stop")
     yield StartEvent(partial=partial)
@@ -180,7 +192,7 @@ def _events(r: ScriptedResponse, partial: AssistantMessage) -> Iterator[Assistan
             is_text = isinstance(block, TextContent)
             full = block.text if isinstance(block, TextContent) else block.thinking
             blocks.append(_with_text(block, ""))
-            partial = attrs.evolve(partial, content=tuple(blocks))
+            partial = _partial(template, blocks)
             yield (
                 TextStartEvent(content_index=index, partial=partial)
                 if is_text
@@ -190,14 +202,14 @@ def _events(r: ScriptedResponse, partial: AssistantMessage) -> Iterator[Assistan
             for piece in _chunks(full, r.chunk_size):
                 text += piece
                 blocks[index] = _with_text(block, text)
-                partial = attrs.evolve(partial, content=tuple(blocks))
+                partial = _partial(template, blocks)
                 yield (
                     TextDeltaEvent(content_index=index, delta=piece, partial=partial)
                     if is_text
                     else ThinkingDeltaEvent(content_index=index, delta=piece, partial=partial)
                 )
             blocks[index] = block
-            partial = attrs.evolve(partial, content=tuple(blocks))
+            partial = _partial(template, blocks)
             yield (
                 TextEndEvent(content_index=index, content=full, partial=partial)
                 if is_text
@@ -206,14 +218,14 @@ def _events(r: ScriptedResponse, partial: AssistantMessage) -> Iterator[Assistan
         else:
             assert isinstance(block, ToolCall)
             blocks.append(ToolCall(id=block.id, name=block.name, arguments={}))
-            partial = attrs.evolve(partial, content=tuple(blocks))
+            partial = _partial(template, blocks)
             yield ToolCallStartEvent(content_index=index, partial=partial)
             if r.chunk_size is not None:
                 arguments = json.dumps(block.arguments, separators=(",", ":"))
                 for piece in _chunks(arguments, r.chunk_size):
                     yield ToolCallDeltaEvent(content_index=index, delta=piece, partial=partial)
             blocks[index] = block
-            partial = attrs.evolve(partial, content=tuple(blocks))
+            partial = _partial(template, blocks)
             yield ToolCallEndEvent(content_index=index, tool_call=block, partial=partial)
     final = attrs.evolve(
         partial,
