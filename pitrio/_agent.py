@@ -15,7 +15,7 @@ active before it returns its promise)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeAlias, final
 
 import attrs
@@ -27,9 +27,6 @@ from ._events import (
     AgentEvent,
     MessageEnd,
     MessageStart,
-    MessageUpdate,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     TurnEnd,
 )
 from ._loop import (
@@ -470,37 +467,66 @@ class Agent:
             error_message=_error_text(error),
             timestamp=_now_ms(),
         )
-        await self._process_event(MessageStart(message=message))
-        await self._process_event(MessageEnd(message=message))
-        await self._process_event(TurnEnd(message=message, tool_results=()))
-        await self._process_event(AgentEnd(messages=(message,)))
+        for event in (
+            MessageStart(message=message),
+            MessageEnd(message=message),
+            TurnEnd(message=message, tool_results=()),
+            AgentEnd(messages=(message,)),
+        ):
+            pending = self._process_event(event)
+            if pending is not None:
+                await pending
 
-    async def _process_event(self, event: AgentEvent) -> None:
+    def _process_event(self, event: AgentEvent) -> Awaitable[None] | None:
+        """Reduce the event into the state, then call the listeners in order.
+
+        Runs synchronously as far as it can: plain listeners are called right here. If a
+        listener returns an awaitable, the rest (awaiting it, then the later listeners)
+        is returned for the caller to await, as Pi's ``processEvents`` continues after
+        its first ``await``.
+        """
         state = self.state
-        if isinstance(event, MessageUpdate | MessageStart):
-            state.streaming_message = event.message
-        elif isinstance(event, MessageEnd):
+        kind = event.type
+        if kind == "message_update" or kind == "message_start":
+            state.streaming_message = event.message  # type: ignore[union-attr]
+        elif kind == "message_end":
             state.streaming_message = None
-            state._messages.append(event.message)
-        elif isinstance(event, ToolExecutionStart):
-            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}
-        elif isinstance(event, ToolExecutionEnd):
-            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}
-        elif isinstance(event, TurnEnd):
-            message = event.message
+            state._messages.append(event.message)  # type: ignore[union-attr]
+        elif kind == "tool_execution_start":
+            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
+        elif kind == "tool_execution_end":
+            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}  # type: ignore[union-attr]
+        elif kind == "turn_end":
+            message = event.message  # type: ignore[union-attr]
             if message.role == "assistant" and message.error_message:
                 state.error_message = message.error_message
-        elif isinstance(event, AgentEnd):
+        elif kind == "agent_end":
             state.streaming_message = None
         run = self._run
         if run is None:
             msg = "Agent listener invoked outside active run"
             raise RuntimeError(msg)
         signal = run.signal
-        for listener in self._listeners:
+        listeners = self._listeners
+        for index, listener in enumerate(listeners):
             result = listener(event, signal)
             if result is not None and _is_awaitable(result):
-                await result
+                return _finish_listeners(result, listeners, index + 1, event, signal)
+        return None
+
+
+async def _finish_listeners(
+    pending: Awaitable[object],
+    listeners: list[Listener],
+    start: int,
+    event: AgentEvent,
+    signal: AbortSignal,
+) -> None:
+    await pending
+    for listener in listeners[start:]:
+        result = listener(event, signal)
+        if result is not None and _is_awaitable(result):
+            await result
 
 
 def _check_mode(mode: str) -> QueueMode:

@@ -73,7 +73,27 @@ __all__ = [
     "set_default_stream_fn",
 ]
 
-Emit: TypeAlias = Callable[[AgentEvent], Awaitable[None]]
+EmitFn: TypeAlias = Callable[[AgentEvent], "Awaitable[None] | None"]
+"""What the loop reports events to: a plain or an async function. A plain function may
+return an awaitable for work that can wait (the Agent's listeners do this)."""
+
+
+@final
+class Emit:
+    """The loop's handle on ``emit``: awaited for most events, run at once for tool
+    updates (Pi emits those synchronously from ``on_update``)."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, fn: EmitFn) -> None:
+        self.now = fn
+
+    async def __call__(self, event: AgentEvent) -> None:
+        pending = self.now(event)
+        if pending is not None:
+            await pending
+
+
 MaybeAwaitable: TypeAlias = Any
 
 _TRUNCATED = (
@@ -205,7 +225,7 @@ async def run_agent_loop(
     prompts: Sequence[AgentMessage],
     context: AgentContext,
     config: LoopConfig,
-    emit: Emit,
+    emit: EmitFn,
     signal: AbortSignal | None = None,
     stream_fn: StreamFn | None = None,
 ) -> list[AgentMessage]:
@@ -220,13 +240,19 @@ async def run_agent_loop(
         messages=[*context.messages, *prompts],
         tools=context.tools,
     )
-    await emit(AgentStart())
-    await emit(TurnStart())
+    emitter = Emit(emit)
+    await emitter(AgentStart())
+    await emitter(TurnStart())
     for prompt in prompts:
-        await emit(MessageStart(message=prompt))
-        await emit(MessageEnd(message=prompt))
+        await emitter(MessageStart(message=prompt))
+        await emitter(MessageEnd(message=prompt))
     await _run_loop(
-        current, new_messages, config, signal or AbortSignal(), emit, _resolve_stream_fn(stream_fn)
+        current,
+        new_messages,
+        config,
+        signal or AbortSignal(),
+        emitter,
+        _resolve_stream_fn(stream_fn),
     )
     return new_messages
 
@@ -234,7 +260,7 @@ async def run_agent_loop(
 async def run_agent_loop_continue(
     context: AgentContext,
     config: LoopConfig,
-    emit: Emit,
+    emit: EmitFn,
     signal: AbortSignal | None = None,
     stream_fn: StreamFn | None = None,
 ) -> list[AgentMessage]:
@@ -251,10 +277,16 @@ async def run_agent_loop_continue(
     current = AgentContext(
         system_prompt=context.system_prompt, messages=context.messages, tools=context.tools
     )
-    await emit(AgentStart())
-    await emit(TurnStart())
+    emitter = Emit(emit)
+    await emitter(AgentStart())
+    await emitter(TurnStart())
     await _run_loop(
-        current, new_messages, config, signal or AbortSignal(), emit, _resolve_stream_fn(stream_fn)
+        current,
+        new_messages,
+        config,
+        signal or AbortSignal(),
+        emitter,
+        _resolve_stream_fn(stream_fn),
     )
     return new_messages
 
@@ -263,10 +295,10 @@ AgentEventStream: TypeAlias = EventStream[AgentEvent, list[AgentMessage]]
 
 
 def _agent_stream(
-    run: Callable[[Emit], Awaitable[list[AgentMessage]]],
+    run: Callable[[EmitFn], Awaitable[list[AgentMessage]]],
 ) -> AgentEventStream:
     async def producer(stream: AgentEventStream) -> None:
-        async def emit(event: AgentEvent) -> None:
+        def emit(event: AgentEvent) -> None:
             stream.push(event)
 
         messages = await run(emit)
@@ -636,47 +668,58 @@ def _error_text(exc: BaseException) -> str:
 
 @final
 class _Updates:
-    """A running tool's ``on_update``: emits ``tool_execution_update`` events in order.
+    """A running tool's ``on_update``: each call emits ``tool_execution_update`` at once.
 
-    The emitter task starts on the first update, in the batch's nursery, so a tool that
-    reports no progress costs no task. After the tool settled, updates are dropped, and
-    :meth:`close` waits until the ones already reported have been emitted (as Pi awaits
-    its collected update promises).
+    As in Pi, the emission starts synchronously inside ``on_update`` (so a listener sees
+    the update before the tool goes on); what it leaves to wait for (an async listener)
+    is awaited, in order, by a helper task in the batch's nursery, started on the first
+    such update. After the tool settled, updates are dropped; :meth:`close` waits for
+    the pending emissions. A listener that fails makes the call an error result, as the
+    rejected update promise does in Pi.
     """
 
-    __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting")
+    __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting", "failure")
 
     def __init__(self, call: ToolCall, emit: Emit, nursery: trio.Nursery) -> None:
         self._call = call
         self._emit = emit
         self._nursery = nursery
-        self._send: trio.MemorySendChannel[ToolExecutionUpdate] | None = None
+        self._send: trio.MemorySendChannel[Awaitable[None]] | None = None
         self._done: trio.Event | None = None
         self.accepting = True
+        self.failure: Exception | None = None
 
     def __call__(self, partial: ToolResult) -> None:
         if not self.accepting:
+            return
+        call = self._call
+        update = ToolExecutionUpdate(
+            tool_call_id=call.id, tool_name=call.name, args=call.arguments, partial_result=partial
+        )
+        try:
+            pending = self._emit.now(update)
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+            return
+        if pending is None:
             return
         if self._send is None:
             self._send, receive = trio.open_memory_channel(math.inf)
             self._done = trio.Event()
             self._nursery.start_soon(self._run, receive)
-        call = self._call
-        self._send.send_nowait(
-            ToolExecutionUpdate(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                args=call.arguments,
-                partial_result=partial,
-            )
-        )
+        self._send.send_nowait(pending)
 
-    async def _run(self, receive: trio.MemoryReceiveChannel[ToolExecutionUpdate]) -> None:
+    async def _run(self, receive: trio.MemoryReceiveChannel[Awaitable[None]]) -> None:
         assert self._done is not None
         try:
             async with receive:
-                async for update in receive:
-                    await self._emit(update)
+                async for pending in receive:
+                    try:
+                        await pending
+                    except Exception as exc:
+                        if self.failure is None:
+                            self.failure = exc
         finally:
             self._done.set()
 
@@ -707,6 +750,8 @@ async def _execute_prepared(
     finally:
         remove()
     await updates.close()
+    if updates.failure is not None:
+        return error_result(_error_text(updates.failure)), True
     if result is None:  # cancelled by the abort
         return error_result("Operation aborted"), True
     return result, is_error
@@ -847,9 +892,15 @@ async def _run_parallel(
             finalized = _Finalized(prepared.call, error_result("Operation aborted"), True)
         else:
             result, is_error = await _execute_prepared(prepared, signal, emit, nursery)
+            # Pi resumes each call after a microtask: calls that finish together proceed
+            # in lockstep (every execute() starts before any call ends, after-hooks of
+            # simultaneous calls come before their ends). One scheduling step per await.
+            await trio.lowlevel.checkpoint()
             finalized = await _finalize(
                 context, assistant, prepared, result, is_error, config, signal
             )
+            if config.after_tool_call is not None:
+                await trio.lowlevel.checkpoint()
         await _emit_end(finalized, emit)
         slots[index] = finalized
 
