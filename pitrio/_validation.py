@@ -2503,7 +2503,7 @@ def _from_value(schema: object, base: str, ref: str) -> object:
         found = _match(schema, base, ref)
         if found is not _UNDEF:
             return found
-        children: Iterator[object] = iter(list(schema.values()))
+        children: Iterator[object] = iter([schema[k] for k in _js_key_order(list(schema))])
     elif isinstance(schema, list):
         children = iter(schema)
     else:
@@ -2861,6 +2861,11 @@ class _Coercer:
         self._nullable: dict[int, bool | None] = {}
 
     def sub_check(self, schema: object, v: Any) -> bool | None:
+        """``getSubSchemaValidator(schema)?.Check(v)``: None when Pi has no validator,
+        which is the case for a schema that is not an object (its ``WeakMap`` cache
+        throws on a primitive key) or that does not compile."""
+        if not isinstance(schema, dict | list):
+            return None
         entry = self._sub.get(id(schema))
         if entry is None:
             comp = _Compiler(schema)
@@ -3068,7 +3073,8 @@ class _Preparer:
         is_array = "array" in types
         coerce_primitive = _primitive_coercion(types)
         props = s.get("properties")
-        table: dict[str, tuple[_Prep, bool, type | None]] | None = None
+        # key -> (function, the schema when a null value may be deleted, kept type)
+        table: dict[str, tuple[_Prep, Any, type | None]] | None = None
         inserts: list[tuple[str, Any]] = []
         if isinstance(props, dict) and props and (norm or is_object):
             required = s.get("required")
@@ -3079,11 +3085,10 @@ class _Preparer:
                     norm
                     and key not in required_set
                     and not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str))
-                    and self._coercer.accepts_null(sub) is False
                 )
                 table[key] = (
                     self.get(sub, norm, is_object),
-                    deletable,
+                    sub if deletable else _UNDEF,
                     self.keep(sub, norm, is_object),
                 )
                 if is_object and key in _PROTO_VALUES:
@@ -3114,7 +3119,11 @@ class _Preparer:
                 if entry is not None:
                     if type(x) is entry[2]:
                         out[k] = x
-                    elif x is None and entry[1]:
+                    elif (
+                        x is None
+                        and entry[1] is not _UNDEF
+                        and coercer.accepts_null(entry[1]) is False
+                    ):
                         continue
                     else:
                         out[k] = entry[0](x)
@@ -3299,8 +3308,17 @@ class Validator:
 
         Raises:
             ToolArgumentsError: The arguments do not satisfy the schema.
-            ToolSchemaError: The schema cannot be compiled (every call fails).
+            ToolSchemaError: The schema cannot be compiled, or Pi's call would throw
+                (V8's ``Maximum call stack size exceeded`` for a ``$ref`` cycle that
+                never consumes the value, ``DataCloneError`` texts, ...).
         """
+        try:
+            return self._validate(tool_name, arguments)
+        except RecursionError:
+            msg = "Maximum call stack size exceeded"  # V8's RangeError
+            raise ToolSchemaError(msg) from None
+
+    def _validate(self, tool_name: str, arguments: JSONValue) -> JSONValue:
         if self._schema_error is not None:
             raise ToolSchemaError(self._schema_error)
         if type(arguments) is dict:
@@ -3335,7 +3353,10 @@ class Validator:
             coerced = self._coercer.coerce(args, self._schema)
         except _NotCloneable as exc:
             raise ToolSchemaError(str(exc)) from None
-        if coerced is not args:
+        if coerced is not args and not (
+            # `coerced !== args` compares primitives by value
+            not isinstance(args, dict | list) and _strict_equal(coerced, args)
+        ):
             if isinstance(args, dict | list) and isinstance(coerced, dict | list):
                 args = coerced
             else:
