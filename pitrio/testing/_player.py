@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Literal, cast
 
 import attrs
@@ -1285,8 +1285,11 @@ class Player:
 
         agent._loop_config = instrumented  # type: ignore[method-assign,assignment]  # instrumentation
 
-        async def listener(event: AgentEvent, signal: AbortSignal) -> None:
-            await player.emit(normalize_event(event))
+        def listener(event: AgentEvent, signal: AbortSignal) -> None:
+            # The oracle's listener records synchronously, and the ops an action may run
+            # from a listener never block (prompt/continue fail at once while a run is
+            # active), so the recording coroutine is run to completion right here.
+            _run_to_completion(player.emit(normalize_event(event)))
 
         agent.subscribe(listener)
         return agent
@@ -1340,6 +1343,16 @@ class _ScriptedTool:
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any
     ) -> ToolResult:
         return await self.execute_fn(tool_call_id, params, signal, on_update)  # type: ignore[no-any-return]
+
+
+def _run_to_completion(coro: Coroutine[Any, Any, None]) -> None:
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    coro.close()
+    msg = "an action run from a listener tried to block; only non-blocking ops are allowed there"
+    raise RunProblem(msg)
 
 
 def _final_block(b: Record) -> Record:
