@@ -98,7 +98,7 @@ class StreamOptions:
     session_id: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
-    tool_choice: str | None = None
+    tool_choice: str | Mapping[str, JSONValue] | None = None
     headers: Mapping[str, str | None] | None = None
     max_retries: int | None = None
     max_retry_delay_ms: int | None = None

@@ -758,17 +758,18 @@ async def close_response(response: httpx.Response) -> None:
 
 @asynccontextmanager
 async def open_body(response: httpx.Response) -> AsyncIterator[AsyncIterator[bytes]]:
-    """The raw body chunks of a streamed response, closed properly however the
+    """The body chunks of a streamed response (decoded), closed properly however the
     iteration ends.
 
-    ``contextlib.aclosing(response.aiter_raw())`` is not enough under Trio: when the
+    ``contextlib.aclosing(response.aiter_bytes())`` is not enough under Trio: when the
     consumer stops between two chunks (a parse error, an ``error`` chunk), httpx's and
     httpcore's nested async generators are left suspended and Trio warns
     (``ResourceWarning``) when they are garbage collected. On exit this closes the
     response first and then runs the generator chain to its end (the closed connection
     makes it raise), so every generator finishes; it also closes the response.
     """
-    chunks = cast("AsyncGenerator[bytes, None]", response.aiter_raw())
+    # aiter_bytes(): content-encoding (gzip, deflate) decoded, as fetch() does for pi-ai.
+    chunks = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
     try:
         yield chunks
     finally:
