@@ -197,14 +197,9 @@ def canonical(value: Any) -> Any:
         return [canonical(v) for v in value]
     if not isinstance(value, dict):
         return value
-    keys = sorted(
-        (k for k in value if value[k] is not None or k in _NULLABLE),
-        key=lambda k: (_LEADING.index(k) if k in _LEADING else 99, k),
-    )
+    # A None here is JSON null (absent fields were left out when the record was built).
+    keys = sorted(value, key=lambda k: (_LEADING.index(k) if k in _LEADING else 99, k))
     return {k: canonical(value[k]) for k in keys}
-
-
-_NULLABLE = frozenset({"streamingMessage", "errorMessage", "returned"})
 
 
 def format_trace(records: Sequence[Record]) -> str:
