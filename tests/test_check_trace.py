@@ -404,7 +404,7 @@ def test_duplicating_any_structural_event_is_flagged(
 
 
 # --------------------------------------------------------------------------------------
-# Former gaps and false alarms (fixed; reported in /work/notes/bugs.md)
+# Former gaps and false alarms (fixed after /work/notes/bugs.md)
 
 
 @pytest.mark.parametrize(
@@ -418,7 +418,7 @@ def test_duplicating_any_structural_event_is_flagged(
         ),
     ],
 )
-def test_violations_check_trace_misses(events: list[AgentEvent]) -> None:
+def test_unbalanced_turns_and_a_lenient_agent_end_are_flagged(events: list[AgentEvent]) -> None:
     assert check_trace(events) != []
 
 
