@@ -86,8 +86,9 @@ class ToolArgumentsError(Exception):
 
     Attributes:
         tool_name: The tool's name.
-        errors: The ``"<path>: <message>"`` lines, in TypeBox's order (at most 8;
-            ``("Unknown validation error",)`` when TypeBox found none).
+        errors: The ``"<path>: <message>"`` lines, in TypeBox's order (at most 8).
+            Empty when TypeBox's error walk finds nothing although its compiled check
+            failed; the message then says ``Unknown validation error``, as Pi's does.
         arguments: The arguments as received (before normalization and coercion).
     """
 
@@ -694,30 +695,39 @@ _category_lock = threading.Lock()
 def _category_ranges(gc: str) -> tuple[tuple[int, int], ...]:
     """Code-point ranges of a Unicode general category (or group such as ``L``)."""
     with _category_lock:
+        if not _category_ranges_cache:
+            # One scan of all code points builds every category's ranges.
+            ranges: dict[str, list[list[int]]] = {}
+            category = unicodedata.category
+            previous = ""
+            for cp in range(sys.maxunicode + 1):
+                cat = category(chr(cp))
+                if cat == previous:
+                    ranges[cat][-1][1] = cp
+                else:
+                    ranges.setdefault(cat, []).append([cp, cp])
+                    previous = cat
+            for cat, spans in ranges.items():
+                _category_ranges_cache[cat] = tuple((lo, hi) for lo, hi in spans)
         cached = _category_ranges_cache.get(gc)
-        if cached is not None:
-            return cached
-        if gc == "LC":
-            wanted: Callable[[str], bool] = lambda cat: cat in ("Lu", "Ll", "Lt")  # noqa: E731
-        elif len(gc) == 1:
-            wanted = lambda cat: cat[0] == gc  # noqa: E731
-        else:
-            wanted = lambda cat: cat == gc  # noqa: E731
-        ranges: list[tuple[int, int]] = []
-        start = -1
-        category = unicodedata.category
-        for cp in range(sys.maxunicode + 1):
-            if wanted(category(chr(cp))):
-                if start < 0:
-                    start = cp
-            elif start >= 0:
-                ranges.append((start, cp - 1))
-                start = -1
-        if start >= 0:
-            ranges.append((start, sys.maxunicode))
-        result = tuple(ranges)
-        _category_ranges_cache[gc] = result
-        return result
+        if cached is None:
+            members = (
+                ("Lu", "Ll", "Lt")
+                if gc == "LC"
+                else tuple(
+                    cat for cat in list(_category_ranges_cache) if len(cat) == 2 and cat[0] == gc
+                )
+            )
+            merged = sorted(r for cat in members for r in _category_ranges_cache.get(cat, ()))
+            union: list[list[int]] = []
+            for lo, hi in merged:
+                if union and lo <= union[-1][1] + 1:
+                    union[-1][1] = max(union[-1][1], hi)
+                else:
+                    union.append([lo, hi])
+            cached = tuple((lo, hi) for lo, hi in union)
+            _category_ranges_cache[gc] = cached
+        return cached
 
 
 def _complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
@@ -1039,7 +1049,7 @@ class _RegexTranslator:
                 self.i += 2
                 return ord(n) % 32
             if self.u:
-                self.fail("Invalid unicode escape")
+                self.fail("Invalid Unicode escape")
             # Legacy: `\c` is a literal backslash followed by "c".
             return ord("\\")
         if c == "0" and not self.peek(1).isdigit():
@@ -1187,8 +1197,7 @@ def _js_regex(source: str, *, unicode: bool = True) -> re.Pattern[str]:
 
 
 def _v8_regex_message(source: str, flags: str, reason: str) -> str:
-    escaped = re.sub(r"(?<!\\)/", r"\/", source) if source else "(?:)"
-    return f"Invalid regular expression: /{escaped}/{flags}: {reason}"
+    return f"Invalid regular expression: /{source}/{flags}: {reason}"
 
 
 # ======================================================================================
@@ -2746,8 +2755,7 @@ def _compile_fast(schema: object) -> Callable[[Any], Any] | None:
         return fastjsonschema.compile(
             rewritten,
             formats=rewriter.formats,
-            use_default=False,
-            detailed_exceptions=False,
+            use_default=False,  # never write defaults into the arguments
         )
     except _NotFast:
         return None

@@ -217,10 +217,144 @@ GROUPS: list[tuple[str, Any, list[Any]]] = [
     ("top-level anyOf", {"anyOf": [obj({"a": {"type": "integer"}}, required=["a"]),
                                    obj({"b": {"type": "string"}}, required=["b"])]},
      [{"a": "1"}, {"b": 2}, {"c": 1}, {"a": "x", "b": 1}]),
+    # ---- one format per property, so every rejection shows (at most 8 errors per call)
+    *[
+        (f"format {name}", obj({"f": {"type": "string", "format": name}}), [{"f": v} for v in values])
+        for name, values in {
+            "date-time": ["2024-02-29T23:59:60Z", "2024-02-29 12:00:00Z", "2024-13-01T00:00:00Z",
+                          "2024-01-01T00:00:00", "2024-01-01T24:00:00Z", "2024-01-01T23:59:60+01:00"],
+            "date": ["2000-02-29", "1900-02-29", "2024-04-31", "24-01-01", "2024-1-01"],
+            "time": ["12:00:00z", "12:00:00.123+05:30", "12:00", "25:00:00Z", "12:60:00Z"],
+            "duration": ["P3W", "PT1H", "P1Y2W", "PT", "P1DT"],
+            "email": ["x@y", "x.y+z@a-b.c", "x@-y.c", ".x@y.c", "x y@z.c", "\u00e9@x.c"],
+            "hostname": ["localhost", "a.b", "a..b", "a_b.c", "xn--e1afmkfd.xn--p1ai",
+                         "xn--zz.com", "-a.com", "a" * 63 + ".b"],
+            "ipv4": ["0.0.0.0", "255.255.255.255", "1.2.3", "1.2.3.04", "1.2.3.4.5", " 1.2.3.4"],
+            "ipv6": ["::", "1::", "::ffff:1.2.3.4", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8:9",
+                     "1::2::3", "12345::", "fe80::1%eth0"],
+            "uri": ["urn:isbn:0451450523", "http://[::1]:80/", "http://a b", "http://x/%zz",
+                    "http://user@host:8080/p?q=1#f", "1http://x", "http://h\u00e9/"],
+            "uri-reference": ["", "#frag", "//host/path", "a:b", "\\x", "http://x/\u00e9"],
+            "uuid": ["00000000-0000-0000-0000-000000000000", "ABCDEF01-2345-6789-ABCD-EF0123456789",
+                     "0000000-0000-0000-0000-000000000000", "g0000000-0000-0000-0000-000000000000"],
+            "url": ["http://example.com", "http://localhost", "http://192.168.1.1",
+                    "https://8.8.8.8/x", "http://ex ample.com", "mailto:a@b.c",
+                    "http://\u00fcber.de/"],
+            "json-pointer": ["", "/", "/a~0b", "/a~2", "a/b"],
+            "relative-json-pointer": ["0", "0#", "1/a/b", "-1", "1#/a"],
+            "regex": ["[", "a{2,1}", "(?<n>x)\\k<n>", "\\", "a**", "", "(?=x)*"],
+            "uri-template": ["http://x/{a,b}", "{+path}/x", "{a", "x}", "{a:0}"],
+            "json-pointer-uri-fragment": ["#", "#/a%20b", "#/a b", "/a"],
+            "iri": ["http://\u00e9.com/\u00e9", "urn:x", "nope", "http://"],
+            "iri-reference": ["//a/b", "a b", "\u00e9", "http:x"],
+            "idn-email": ["\u00e9@\u00e9.com", "a@b", "a..b@c.d"],
+            "idn-hostname": ["\u00e9xample.com", "a\u3002b", "-x.com", "xn--bcher-kva.ch"],
+        }.items()
+    ],
+    # ---- invalid patterns: Pi's call fails with V8's SyntaxError text
+    *[
+        (f"invalid pattern {p!r}", obj({"p": {"type": "string", "pattern": p}}), [{"p": "x"}])
+        for p in ["a{", "{1}", "a{2,1}", "]", "}", "(", ")", "[", "[b-a]", "*", "a**", "a*+",
+                  "\\x", "\\u12", "\\u{110000}", "\\c1", "\\p{Foo}", "(?<a>x)(?<a>y)",
+                  "\\k<b>", "(?<1a>x)", "\\1", "[\\d-z]", "(?=a)*", "\\00", "a{,5}", "(?i:a)",
+                  "\\q", "[\\q]", "a/b\\", "\\b*"]
+    ],
+    ("valid pattern escapes", obj({"a": {"type": "string", "pattern": "^[\\-\\]\\[]+$"},
+        "b": {"type": "string", "pattern": "^\\/\\.\\*$"},
+        "c": {"type": "string", "pattern": "^\\cJ\\0\\x41\\u0042\\t$"},
+        "d": {"type": "string", "pattern": "^[^]$"}, "e": {"type": "string", "pattern": "^[]$"},
+        "f": {"type": "string", "pattern": "^\\P{L}+$"},
+        "g": {"type": "string", "pattern": "(?<=a)b"}}),
+     [{"a": "-][", "b": "/.*", "c": "\n\u0000AB\t", "d": "\n", "f": "12", "g": "ab"},
+      {"a": "x", "b": "/.x", "c": "x", "d": "", "e": "", "f": "a", "g": "cb"}]),
+    # ---- Pi throws outside validation: structuredClone of a function, deep recursion
+    ("clone of a prototype function", obj({"toString": {"anyOf": [{"type": "string"},
+        {"type": "number"}]}}), [{}, {"toString": 5}]),
+    ("self reference", obj({"a": {"$ref": "#/properties/a"}}), [{}, {"a": 1}]),
+    ("root self reference", {"type": "object", "$ref": "#"}, [{}]),
+    ("recursive but consuming", obj({"child": {"$ref": "#"}, "v": {"type": "integer"}}),
+     [{"child": {"child": {"v": "x"}}}, {"child": {"child": {"v": "3"}}}]),
+    # ---- top-level schemas that are not plain objects
+    ("top-level string", {"type": "string", "minLength": 5}, [{"a": 1}]),
+    ("top-level integer union", {"type": ["integer", "object"]}, [{"a": 1}, {}]),
+    ("boolean sub-schemas", obj({"t": True, "f": False, "u": {"anyOf": [True, {"type": "integer"}]}}),
+     [{"t": None, "f": None}, {"u": "5"}, {"u": "x"}, {"f": 1}]),
+    ("allOf coercion chain", obj({"a": {"allOf": [{"type": "string"}, {"type": "integer"}]},
+        "b": {"allOf": [{"type": "integer"}, {"minimum": 2}]}}),
+     [{"a": 5, "b": "1"}, {"a": True, "b": "3"}]),
+    ("anyOf picks the first coercible", obj({"a": {"anyOf": [{"type": "boolean"}, {"type": "integer"}]},
+        "b": {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+        "c": {"anyOf": [obj({"n": {"type": "integer"}}, required=["n"]), {"type": "string"}]}}),
+     [{"a": "1", "b": "2", "c": {"n": "3"}}, {"a": "0", "b": "2.5", "c": 7},
+      {"a": "x", "b": "x", "c": {"m": 1}}]),
+    ("unicode lengths", obj({"a": {"type": "string", "maxLength": 2},
+        "b": {"type": "string", "minLength": 3}}),
+     [{"a": "\U0001F468\u200d\U0001F469\u200d\U0001F467", "b": "\u0915\u094d\u0937"},
+      {"a": "\U0001F1FA\U0001F1F8\U0001F1EB", "b": "a\ufe0fb\ufe0f"},
+      {"a": "e\u0301\u0302x", "b": "\U0001F600\U0001F600"}]),
+    ("duplicate required (compiled check and error walk disagree)",
+     obj({"a": {}, "b": {}}, required=["a", "a"], additionalProperties=False),
+     [{"a": 1}, {"a": 1, "b": 2}]),
     ("invalid pattern", obj({"p": {"type": "string", "pattern": "\\-"}}), [{"p": "-"}]),
     ("invalid pattern unused", {"type": "object", "$defs": {"x": {"pattern": "("}}},
      [{"p": "-"}]),
 ]
+
+
+SHARED = pathlib.Path("/work/shared/oracle")
+
+
+def _prepared(tool: dict[str, Any], args: Any) -> Any:
+    """The oracle's prepareArguments (SCENARIOS.md section 4)."""
+    spec = tool.get("prepareArguments")
+    if spec is None or not isinstance(args, dict):
+        return args
+    out = dict(args)
+    for old, new in spec.get("rename", {}).items():
+        if old in out:
+            out[new] = out.pop(old)
+    for key, value in spec.get("defaults", {}).items():
+        out.setdefault(key, value)
+    return out
+
+
+def scenario_cases() -> list[dict[str, Any]]:
+    """The validation outcomes in the shared conformance scenarios 07, 08, 45 and 48."""
+    out = []
+    for number in ("07", "08", "45", "48"):
+        (scenario_path,) = SHARED.glob(f"scenarios/{number}-*.json")
+        (expected_path,) = SHARED.glob(f"expected/{number}-*.json")
+        scenario_doc = json.loads(scenario_path.read_text())
+        tools = {t["name"]: t for t in scenario_doc["tools"]}
+        calls = {
+            block["id"]: block
+            for response in scenario_doc["model"]["responses"]
+            for block in response.get("content", [])
+            if block.get("type") == "toolCall"
+        }
+        params: dict[str, Any] = {}
+        for record in json.loads(expected_path.read_text()):
+            if record["type"] == "tool_execute":
+                params[record["toolCallId"]] = record["params"]
+            elif record["type"] == "tool_execution_end":
+                call = calls[record["toolCallId"]]
+                tool = tools[call["name"]]
+                text = record["result"]["content"][0]["text"]
+                case: dict[str, Any] = {
+                    "id": f"s{number}_{call['id']}",
+                    "group": f"scenario {scenario_path.name}",
+                    "tool": tool["name"],
+                    "schema": tool["parameters"],
+                    "arguments": _prepared(tool, call["arguments"]),
+                }
+                if record["isError"]:
+                    case["error"] = text
+                else:
+                    case["params"] = params[record["toolCallId"]]
+                    if tool.get("default", {}).get("echoArgs"):
+                        case["echo"] = text
+                out.append(case)
+    return out
 
 
 def scenario(batch: list[tuple[int, Any, list[Any]]]) -> dict[str, Any]:
@@ -271,11 +405,13 @@ def run() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    cases = run()
+    cases = scenario_cases() + run()
     doc = {
         "note": "Generated by tests/data/validation/build_oracle_cases.py with the Pi oracle "
         "(/work/shared/oracle/run: pi-agent-core/pi-ai 0.85.0, typebox 1.3.7). 'echo' is the "
-        "tool's JSON.stringify(validated args); 'error' is the error tool result's text.",
+        "tool's JSON.stringify(validated args); 'error' is the error tool result's text; "
+        "cases s07_*, s08_*, s45_*, s48_* come from the shared conformance traces "
+        "(expected/07, 08, 45, 48; 'params' is the tool_execute record).",
         "cases": cases,
     }
     (HERE / "oracle_cases.json").write_text(
