@@ -111,6 +111,8 @@ Action: TypeAlias = tuple[float, Literal["steer", "follow_up", "abort"]]
 
 @attrs.frozen
 class Scenario:
+    """One run: the transcript before it, the script, and what happens from outside."""
+
     initial: tuple[Any, ...]
     turns: tuple[TurnPlan, ...]
     sequential: bool = False
@@ -222,7 +224,6 @@ class Outcome:
     abort_index: int | None = None  # len(events) when abort() was called during the run
     # events (by type), tool entries ("enter") and the abort ("abort"), in order
     journal: list[str] = attrs.field(factory=list)
-    abort_requested: bool = False
     abort_time: float | None = None
     enter_times: dict[str, float] = attrs.field(factory=dict)
     steered: list[UserMessage] = attrs.field(factory=list)
@@ -361,7 +362,6 @@ async def _play(scenario: Scenario) -> Outcome:
                     out.abort_index = len(events)
                     out.journal.append("abort")
                     out.abort_time = trio.current_time()
-                out.abort_requested = True
                 agent.abort()
 
     before = _all_tasks()
