@@ -887,6 +887,8 @@ async def _run_parallel(
         if signal.aborted:
             break
 
+    lockstep = len(queued) > 1
+
     async def run_one(index: int, prepared: _Prepared, nursery: trio.Nursery) -> None:
         if signal.aborted:
             finalized = _Finalized(prepared.call, error_result("Operation aborted"), True)
@@ -895,11 +897,12 @@ async def _run_parallel(
             # Pi resumes each call after a microtask: calls that finish together proceed
             # in lockstep (every execute() starts before any call ends, after-hooks of
             # simultaneous calls come before their ends). One scheduling step per await.
-            await trio.lowlevel.checkpoint()
+            if lockstep:
+                await trio.lowlevel.checkpoint()
             finalized = await _finalize(
                 context, assistant, prepared, result, is_error, config, signal
             )
-            if config.after_tool_call is not None:
+            if lockstep and config.after_tool_call is not None:
                 await trio.lowlevel.checkpoint()
         await _emit_end(finalized, emit)
         slots[index] = finalized
