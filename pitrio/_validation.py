@@ -29,17 +29,21 @@ to :mod:`re`; an invalid one fails every call with V8's message), the formats Ty
 registers, ``$ref`` resolution, and the ``in`` operator seeing ``Object.prototype``
 members (a property named ``toString`` or ``constructor`` is "present" in every object).
 
-Known approximations: integers beyond 2**53 are compared exactly (JavaScript would have
-rounded them when parsing); ``unevaluatedProperties``/``unevaluatedItems``,
-``$recursiveRef`` and ``$dynamicRef`` are ignored; the ``iri``/``iri-reference``/
-``idn-*`` formats approximate WHATWG URL parsing and Unicode scripts; ``\\p{Script=...}``
-in patterns is not supported (such a pattern fails every call with a pitrio message); a
-JavaScript function that Pi would hand to a tool (an ``Object.prototype`` member copied
-into the arguments by coercion) is dropped from the returned arguments.
+Known gaps (documented, not reproduced): ``unevaluatedProperties``/``unevaluatedItems``,
+``$recursiveRef`` and ``$dynamicRef`` are ignored (more lenient than TypeBox); TypeBox
+schemas carrying ``~kind`` (``Value.Convert``) are treated as plain JSON schemas;
+integers beyond 2**53 are compared exactly (JavaScript would have rounded them when
+parsing); the ``iri``/``iri-reference``/``idn-*`` formats approximate WHATWG URL parsing
+and Unicode scripts; ``\\p{Script=...}`` and binary Unicode properties in patterns are
+not supported (such a schema fails every call with a pitrio message); Python's recursion
+limit is lower than V8's stack; a JavaScript function that Pi would hand to a tool (an
+``Object.prototype`` member copied into the arguments by coercion) is dropped from the
+returned arguments.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -53,6 +57,7 @@ from typing import Any, Final, NoReturn, final
 
 import fastjsonschema
 
+from ._errors import PitrioError
 from ._messages import JSONValue
 
 __all__ = [
@@ -72,7 +77,7 @@ MAX_ERRORS: Final = 8
 # ======================================================================================
 
 
-class ToolArgumentsError(Exception):
+class ToolArgumentsError(PitrioError):
     """The arguments of a tool call do not satisfy the tool's schema.
 
     ``str(exc)`` is Pi's complete message, which the agent loop puts in the error
@@ -107,7 +112,7 @@ class ToolArgumentsError(Exception):
         )
 
 
-class ToolSchemaError(Exception):
+class ToolSchemaError(PitrioError):
     """The tool's schema cannot be compiled, so every call of the tool fails.
 
     ``str(exc)`` is the message Pi's call would fail with (for an invalid regular
@@ -1958,9 +1963,9 @@ class _Node:
                     )
                     comp.regex(f"({combined})" if combined else "(?!)", unicode=False)
                     for p in pat_props:
-                        compiled = comp.regex(p, unicode=False)
-                        if compiled is not None:
-                            self.addl_patterns.append(compiled)
+                        # A pattern that does not compile fails below, with the `u` flag.
+                        with contextlib.suppress(_JSRegexError, _UnsupportedRegex):
+                            self.addl_patterns.append(_js_regex(p, unicode=False))
                 self.addl = node(addl, child_base)
             if props_valid:
                 self.addl_keys = frozenset(props)
@@ -2772,12 +2777,21 @@ class _NotCloneable(Exception):
     """``structuredClone`` met a function (DataCloneError)."""
 
 
+def _js_key(k: object) -> str:
+    """The property key JavaScript makes of a Python dict key."""
+    if isinstance(k, str):
+        return k
+    if isinstance(k, bool) or _is_js_number(k):
+        return _js_to_string(k)
+    return "null" if k is None else str(k)
+
+
 def _clone(v: Any) -> Any:
     """``structuredClone`` of a decoded JSON value (tuples become lists, and object keys
     take JavaScript's order)."""
     t = type(v)
     if t is dict:
-        out = {k: _clone(x) for k, x in v.items()}
+        out = {_js_key(k): _clone(x) for k, x in v.items()}
         for k in out:
             if "0" <= k[:1] <= "9":
                 return {k: out[k] for k in _js_key_order(list(out))}
@@ -3332,7 +3346,7 @@ class Validator:
         if type(arguments) is dict:
             try:
                 args = self._prep_dict(arguments)
-            except _Odd:
+            except (_Odd, TypeError):  # TypeError: a key that is not a string
                 pass
             except _NotCloneable as exc:
                 raise ToolSchemaError(str(exc)) from None
@@ -3378,6 +3392,7 @@ class Validator:
 _cache_lock = threading.Lock()
 _cache_by_id: dict[int, tuple[Mapping[str, Any], Validator]] = {}
 _cache_by_text: dict[str, Validator] = {}
+_CACHE_LIMIT: Final = 2048
 
 
 def compile_validator(schema: Mapping[str, Any]) -> Validator:
@@ -3403,7 +3418,13 @@ def compile_validator(schema: Mapping[str, Any]) -> Validator:
         if validator is None:
             validator = Validator(schema)
             if text is not None:
+                if len(_cache_by_text) >= _CACHE_LIMIT:
+                    _cache_by_text.clear()
                 _cache_by_text[text] = validator
+        # Entries keep their schema alive (so its id stays unique); bound them for
+        # callers that build a new schema object per call.
+        if len(_cache_by_id) >= _CACHE_LIMIT:
+            _cache_by_id.clear()
         _cache_by_id[key] = (schema, validator)
         return validator
 
