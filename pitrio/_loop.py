@@ -674,8 +674,8 @@ class _Updates:
     the update before the tool goes on); what it leaves to wait for (an async listener)
     is awaited, in order, by a helper task in the batch's nursery, started on the first
     such update. After the tool settled, updates are dropped; :meth:`close` waits for
-    the pending emissions. A listener that fails makes the call an error result, as the
-    rejected update promise does in Pi.
+    the pending emissions and re-raises a listener's failure (which fails the run, as in
+    Pi).
     """
 
     __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting", "failure")
@@ -751,7 +751,9 @@ async def _execute_prepared(
         remove()
     await updates.close()
     if updates.failure is not None:
-        return error_result(_error_text(updates.failure)), True
+        # Pi awaits the update emissions again outside its try block: the failure of a
+        # listener fails the run, not just this call.
+        raise updates.failure
     if result is None:  # cancelled by the abort
         return error_result("Operation aborted"), True
     return result, is_error

@@ -757,8 +757,6 @@ def test_runs_that_fail_settle_too(scenario: Scenario, fail_at: int) -> None:
         return
     check_queues(out, failed=True)
     note_event(f"failed at {events[fail_at].type}")
-    if events[fail_at].type == "tool_execution_update":
-        return  # bug: the run goes on; see test_a_listener_failing_at_a_tool_update_fails_the_run
     # Pi's handleRunFailure: the failure message, its turn_end, an agent_end with only it.
     assert len(events) == fail_at + 5
     assert [e.type for e in events[-4:]] == [
@@ -791,7 +789,6 @@ def test_a_listener_failing_at_agent_end_appends_the_failure_tail() -> None:
     check_transcript(scenario, out)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: see /work/notes/bugs.md (listener fails at update)")
 def test_a_listener_failing_at_a_tool_update_fails_the_run() -> None:
     """Pi: the rejected update emission is awaited in executePreparedToolCall's catch block
     too, so it escapes and the run ends with the failure tail (no tool_execution_end)."""
