@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TypeAlias, cast, final
 
 import httpx
 
+from .._errors import UsageError
 from .._events import ErrorEvent
-from .._messages import JSONValue
+from .._messages import AssistantMessage, DeferredHandle, JSONValue
 from .._model import Context, Model, ModelCost, StreamFn, StreamOptions
 from .._stream import AssistantMessageEventStream
 from ._common import setup_error_message
@@ -73,9 +74,53 @@ class UnknownApiError(LookupError):
     """No implementation is registered (or importable) for an API name."""
 
 
-def register_api(api: str, stream: ApiStreamFn) -> None:
-    """Register (or replace) the implementation of the wire API ``api``."""
+FetchDeferredFn: TypeAlias = Callable[
+    [httpx.AsyncClient, Model, DeferredHandle, StreamOptions, int], AssistantMessageEventStream
+]
+"""``(client, model, handle, options, wait_ms) -> stream``: fetch a deferred response."""
+CancelDeferredFn: TypeAlias = Callable[
+    [httpx.AsyncClient, Model, DeferredHandle, StreamOptions], Awaitable[None]
+]
+"""``(client, model, handle, options)``: cancel a deferred response (best effort)."""
+
+_DEFERRED: dict[str, tuple[FetchDeferredFn, CancelDeferredFn]] = {}
+
+
+def register_api(
+    api: str,
+    stream: ApiStreamFn,
+    *,
+    fetch_deferred: FetchDeferredFn | None = None,
+    cancel_deferred: CancelDeferredFn | None = None,
+) -> None:
+    """Register (or replace) the implementation of the wire API ``api``.
+
+    An API that supports deferred responses (pi-ai's protocol: a final message with
+    stop reason ``deferred`` carrying a handle) also gives ``fetch_deferred`` and
+    ``cancel_deferred``; :meth:`Models.fetch_deferred` and
+    :meth:`Models.cancel_deferred` dispatch to them.
+    """
     _APIS[api] = stream
+    if (fetch_deferred is None) != (cancel_deferred is None):
+        msg = "give both fetch_deferred and cancel_deferred, or neither"
+        raise ValueError(msg)
+    if fetch_deferred is not None and cancel_deferred is not None:
+        _DEFERRED[api] = (fetch_deferred, cancel_deferred)
+    else:
+        _DEFERRED.pop(api, None)
+
+
+def _deferred_api(model: Model) -> tuple[FetchDeferredFn, CancelDeferredFn]:
+    found = _DEFERRED.get(model.api)
+    if found is None and model.api == "openai-responses":
+        from . import _deferred
+
+        found = (_deferred.fetch_deferred, _deferred.cancel_deferred)
+        _DEFERRED[model.api] = found
+    if found is None:
+        msg = f"Provider {model.provider} does not support deferred responses"
+        raise UsageError(msg)
+    return found
 
 
 def registered_apis() -> list[str]:
@@ -338,6 +383,56 @@ class Models:
     def stream_fn(self) -> StreamFn:
         """:meth:`stream_simple` as the agent's ``StreamFn``."""
         return self.stream_simple
+
+    # -- deferred responses ------------------------------------------------------------
+
+    def stream_deferred(
+        self,
+        model: Model,
+        handle: DeferredHandle,
+        options: StreamOptions | None = None,
+        *,
+        wait_ms: int = 0,
+    ) -> AssistantMessageEventStream:
+        """Fetch a deferred response (pi-ai's ``streamDeferred``): a stream that ends
+        with the final message, or again with stop reason ``deferred`` if the response
+        is still pending after ``wait_ms`` (0: one status check).
+
+        Raises:
+            UsageError: the model's API has no deferred responses.
+        """
+        fetch, _ = _deferred_api(model)
+        return fetch(self.client, model, handle, self._keyed(model, options), wait_ms)
+
+    async def fetch_deferred(
+        self,
+        model: Model,
+        handle: DeferredHandle,
+        options: StreamOptions | None = None,
+        *,
+        wait_ms: int = 0,
+    ) -> AssistantMessage:
+        """The deferred response's message (final, or still ``deferred``). Checkpoints."""
+        stream = self.stream_deferred(model, handle, options, wait_ms=wait_ms)
+        async with stream:
+            async for _ in stream:
+                pass
+        return await stream.result()
+
+    async def cancel_deferred(
+        self, model: Model, handle: DeferredHandle, options: StreamOptions | None = None
+    ) -> None:
+        """Cancel a deferred response (best effort; errors are the provider's)."""
+        _, cancel = _deferred_api(model)
+        await cancel(self.client, model, handle, self._keyed(model, options))
+
+    def _keyed(self, model: Model, options: StreamOptions | None) -> StreamOptions:
+        options = options if options is not None else StreamOptions()
+        if not options.api_key:
+            key = self.api_key_for(model.provider)
+            if key:
+                options = _with_api_key(options, key)
+        return options
 
 
 def _with_api_key(options: StreamOptions, key: str) -> StreamOptions:

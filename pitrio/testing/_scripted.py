@@ -57,6 +57,9 @@ class ScriptedResponse:
         checkpoint_each_event: yield to the scheduler before every event, as a network
             provider would (off by default: the fast path for benchmarks).
         deferred: end with stop reason ``deferred`` and this handle (pi-ai's protocol).
+        pending_fetches: when the request asks for a deferred response
+            (``options.deferred``), how many :meth:`ScriptedModel.fetch_deferred` calls
+            answer "still pending" before the response is delivered.
     """
 
     content: tuple[AssistantContent, ...] = ()
@@ -67,6 +70,7 @@ class ScriptedResponse:
     delay: float = 0
     checkpoint_each_event: bool = False
     deferred: DeferredHandle | None = None
+    pending_fetches: int = 0
 
     @classmethod
     def text(cls, text: str, **kwargs: Any) -> ScriptedResponse:
@@ -101,6 +105,8 @@ class ScriptedModel:
         self._index = 0
         self.record_requests = record_requests
         self.requests: list[Context] = []
+        self.cancelled_deferred: list[DeferredHandle] = []
+        self._deferred: dict[str, _DeferredEntry] = {}
 
     @property
     def calls(self) -> int:
@@ -129,6 +135,8 @@ class ScriptedModel:
         template = AssistantMessage(
             api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
         )
+        if options.deferred:
+            return self._defer(model, response, template)
         signal = options.signal
         if signal is not None and signal.aborted:
             # A request made after an abort: answered at once, no response consumed.
@@ -151,6 +159,103 @@ class ScriptedModel:
         for event in _events(response, template):
             stream.push(event)
         return stream
+
+    # -- deferred responses (pi-ai's faux provider protocol) ---------------------------
+
+    def _defer(
+        self, model: Model, response: ScriptedResponse, template: AssistantMessage
+    ) -> AssistantMessageEventStream:
+        handle = DeferredHandle(
+            provider=model.provider,
+            model_id=model.id,
+            api=model.api,
+            id=f"deferred-{self._index}",
+        )
+        self._deferred[handle.id] = _DeferredEntry(response, response.pending_fetches)
+        return _deferred_stream(template, handle)
+
+    def fetch_deferred(
+        self,
+        model: Model,
+        handle: DeferredHandle,
+        options: StreamOptions | None = None,
+        wait_ms: int = 0,
+    ) -> AssistantMessageEventStream:
+        """The deferred response: ``deferred`` again while it is pending, then the
+        scripted response itself. Unknown or cancelled handles end with an error."""
+        template = AssistantMessage(
+            api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
+        )
+        entry = self._deferred.get(handle.id)
+        if entry is None or (handle.provider, handle.model_id, handle.api) != (
+            model.provider,
+            model.id,
+            model.api,
+        ):
+            return _error_stream(template, f"Unknown scripted deferred response: {handle.id}")
+        if entry.cancelled:
+            return _error_stream(template, f"Scripted deferred response was cancelled: {handle.id}")
+        if entry.pending_fetches > 0:
+            entry.pending_fetches -= 1
+            return _deferred_stream(template, handle)
+        stream = AssistantMessageEventStream(template=template)
+        for event in _events(entry.response, template):
+            stream.push(event)
+        return stream
+
+    async def cancel_deferred(
+        self, model: Model, handle: DeferredHandle, options: StreamOptions | None = None
+    ) -> None:
+        """Mark a deferred response cancelled (later fetches fail). Checkpoints."""
+        await trio.lowlevel.checkpoint()
+        self.cancelled_deferred.append(handle)
+        entry = self._deferred.get(handle.id)
+        if entry is not None:
+            entry.cancelled = True
+
+    def register(self, api: str = "scripted") -> None:
+        """Register this model as the implementation of ``api`` in
+        :mod:`pitrio.providers`, deferred responses included, so that
+        :class:`pitrio.providers.Models` can stream, fetch and cancel through it."""
+        from ..providers import register_api
+
+        register_api(
+            api,
+            lambda client, model, context, options: self(model, context, options),
+            fetch_deferred=lambda client, model, handle, options, wait_ms: self.fetch_deferred(
+                model, handle, options, wait_ms
+            ),
+            cancel_deferred=lambda client, model, handle, options: self.cancel_deferred(
+                model, handle, options
+            ),
+        )
+
+
+@attrs.define(eq=False)
+class _DeferredEntry:
+    response: ScriptedResponse
+    pending_fetches: int
+    cancelled: bool = False
+
+
+def _deferred_stream(
+    template: AssistantMessage, handle: DeferredHandle
+) -> AssistantMessageEventStream:
+    message = attrs.evolve(template, stop_reason="deferred", deferred=handle)
+    stream = AssistantMessageEventStream(template=template)
+    stream.push(StartEvent(partial=template))
+    stream.push(DoneEvent(reason="deferred", message=message))
+    return stream
+
+
+def _error_stream(template: AssistantMessage, text: str) -> AssistantMessageEventStream:
+    stream = AssistantMessageEventStream(template=template)
+    stream.push(
+        ErrorEvent(
+            reason="error", error=attrs.evolve(template, stop_reason="error", error_message=text)
+        )
+    )
+    return stream
 
 
 async def _produce(
