@@ -72,7 +72,9 @@ async def test_apis_without_deferred_responses_say_so() -> None:
     handle = (await _deferred_handle()).deferred
     assert handle is not None
     async with Models(builtin=False) as models:
-        with pytest.raises(UsageError, match="^Provider vllm does not support deferred responses$"):
+        with pytest.raises(
+            UsageError, match=r"^Provider vllm does not support deferred responses$"
+        ):
             await models.fetch_deferred(plain, handle)
         with pytest.raises(UsageError, match="does not support deferred responses"):
             await models.cancel_deferred(plain, handle)
