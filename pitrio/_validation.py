@@ -844,7 +844,9 @@ class _RegexTranslator:
             atom, quantifiable = r"(?!(?s:.))", False
         elif c == "\\" and self.peek(1) in ("b", "B"):
             self.i += 2
-            atom, quantifiable = "\\" + self.s[self.i - 1], False
+            # Python's \B never matches in an empty string; JavaScript's does.
+            atom = r"\b" if self.s[self.i - 1] == "b" else r"(?:\B|\A\Z)"
+            quantifiable = False
         elif c == "(":
             atom, lookaround = self.group()
             if lookaround:
@@ -877,11 +879,20 @@ class _RegexTranslator:
         else:
             self.i += 1
             atom = re.escape(c)
+        if lookaround and not quantifiable:
+            # V8 parses the quantifier (and its errors) before rejecting it.
+            if self.quantifier() is not None:
+                self.fail("Invalid quantifier")
+            return atom
+        if not quantifiable:  # ^ $ \b \B: a '{' after them is not a quantifier
+            if self.peek() in ("*", "+", "?") or (
+                self.peek() == "{" and self._quantifier_braces() is not None
+            ):
+                self.fail("Nothing to repeat")
+            return atom
         quant = self.quantifier()
         if quant is None:
             return atom
-        if not quantifiable:
-            self.fail("Invalid quantifier" if lookaround else "Nothing to repeat")
         if lookaround:
             atom = f"(?:{atom})"
         return atom + quant
@@ -971,9 +982,10 @@ class _RegexTranslator:
             m = re.compile(r"[0-9]+").match(self.s, self.i)
             assert m is not None
             n = int(m.group(0))
-            if self.u or n <= self.total_groups:
+            if self.u and n > self.total_groups:
+                self.fail("Invalid escape")
+            if n <= self.total_groups:
                 self.i = m.end()
-                self.backrefs.append(n) if self.u else None
                 return f"(?:\\{n})" if n <= 99 else "(?!)"
             return self._legacy_octal()
         if c == "k":
