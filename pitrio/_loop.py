@@ -528,7 +528,7 @@ async def _consume(
             added_partial = True
             await emit(MessageStart(message=event.partial))  # type: ignore[union-attr]  # as above
         elif kind == "done" or kind == "error":
-            final = await response.result()
+            final = response.result_nowait()  # a done/error event carries it
             if added_partial:
                 msgs[-1] = final
             else:
