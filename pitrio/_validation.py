@@ -1966,7 +1966,9 @@ class _Node:
                 and addl is False
                 and len(props) == len(self.required)
             )
-            if not self.addl_fast:
+            if self.addl_fast:
+                self.addl = node(addl, child_base)
+            else:
                 if pat_valid:
                     combined = (
                         "|".join([*pat_props, *(_escape_js(k) for k in props)])
@@ -2104,20 +2106,23 @@ class _Node:
         )
 
     # ------------------------------------------------------------------ Check
-    def check(self, v: Any) -> bool:
+    def check(self, v: Any, jit: bool = True) -> bool:
+        """TypeBox's check: the compiled one (``jit``, what ``validator.Check`` runs) or
+        the interpreted one that ``Errors()`` uses inside ``not`` and ``contains``; they
+        differ in the compiled shortcut for ``additionalProperties: false``."""
         if self.fixed is not None:
             return self.fixed
         if self.type_names is not None and not any(_type_ok(t, v) for t in self.type_names):
             return False
-        if self.obj and isinstance(v, dict) and not self._check_object(v):
+        if self.obj and isinstance(v, dict) and not self._check_object(v, jit):
             return False
-        if self.arr and isinstance(v, list) and not self._check_array(v):
+        if self.arr and isinstance(v, list) and not self._check_array(v, jit):
             return False
         if self.str_ and isinstance(v, str) and not self._check_string(v):
             return False
         if self.num and _is_number(v) and not self._check_number(v):
             return False
-        if self.ref is not None and (self.ref_target is None or not self.ref_target.check(v)):
+        if self.ref is not None and (self.ref_target is None or not self.ref_target.check(v, jit)):
             return False
         if self.const is not None and not _const_ok(self.const[0], v):
             return False
@@ -2126,21 +2131,21 @@ class _Node:
         if self.if_ is not None:
             assert self.then is not None
             assert self.else_ is not None
-            branch = self.then if self.if_.check(v) else self.else_
-            if not branch.check(v):
+            branch = self.then if self.if_.check(v, jit) else self.else_
+            if not branch.check(v, jit):
                 return False
-        if self.not_ is not None and self.not_.check(v):
+        if self.not_ is not None and self.not_.check(v, jit):
             return False
-        if self.all_of is not None and not all(n.check(v) for n in self.all_of):
+        if self.all_of is not None and not all(n.check(v, jit) for n in self.all_of):
             return False
-        if self.any_of is not None and not any(n.check(v) for n in self.any_of):
+        if self.any_of is not None and not any(n.check(v, jit) for n in self.any_of):
             return False
-        return self.one_of is None or sum(1 for n in self.one_of if n.check(v)) == 1
+        return self.one_of is None or sum(1 for n in self.one_of if n.check(v, jit)) == 1
 
-    def _check_object(self, v: dict[str, Any]) -> bool:
+    def _check_object(self, v: dict[str, Any], jit: bool) -> bool:
         if self.required is not None and not all(_has_key(v, k) for k in self.required):
             return False
-        if self.addl_fast:
+        if self.addl_fast and jit:
             assert self.required is not None
             if len(v) != len(self.required):
                 return False
@@ -2148,12 +2153,12 @@ class _Node:
             for k, x in v.items():
                 if k in self.addl_keys or any(p.search(k) for p in self.addl_patterns):
                     continue
-                if not self.addl.check(x):
+                if not self.addl.check(x, jit):
                     return False
         if self.deps is not None and v:
             for k, dep in self.deps:
                 if _has_key(v, k) and not (
-                    all(_has_key(v, d) for d in dep) if isinstance(dep, list) else dep.check(v)
+                    all(_has_key(v, d) for d in dep) if isinstance(dep, list) else dep.check(v, jit)
                 ):
                     return False
         if self.dep_req is not None and v:
@@ -2162,53 +2167,53 @@ class _Node:
                     return False
         if self.dep_schemas is not None and v:
             for k, n in self.dep_schemas:
-                if _has_key(v, k) and not n.check(v):
+                if _has_key(v, k) and not n.check(v, jit):
                     return False
         if self.pat_props is not None:
             for _, regex, n in self.pat_props:
                 for k, x in v.items():
-                    if regex is not None and regex.search(k) and not n.check(x):
+                    if regex is not None and regex.search(k) and not n.check(x, jit):
                         return False
         if self.props is not None:
             required = self.required_set
             for k, n in self.props:
                 if k in required:
-                    if not n.check(_js_get(v, k)):
+                    if not n.check(_js_get(v, k), jit):
                         return False
                     continue
                 x = _js_get(v, k)
                 if x is _UNDEF or not _has_key(v, k):
                     continue
-                if not n.check(x):
+                if not n.check(x, jit):
                     return False
-        if self.prop_names is not None and not all(self.prop_names.check(k) for k in v):
+        if self.prop_names is not None and not all(self.prop_names.check(k, jit) for k in v):
             return False
         if self.min_props is not None and not len(v) >= self.min_props:
             return False
         return self.max_props is None or len(v) <= self.max_props
 
-    def _check_array(self, v: list[Any]) -> bool:
+    def _check_array(self, v: list[Any], jit: bool) -> bool:
         addl_items = self.arr[0]
         if addl_items is not None:
             assert self.items_sized is not None
             start = len(self.items_sized)
-            if not all(addl_items.check(x) for x in v[start:]):
+            if not all(addl_items.check(x, jit) for x in v[start:]):
                 return False
         if self.contains is not None:
-            if self.contains_valid and not (v and any(self.contains.check(x) for x in v)):
+            if self.contains_valid and not (v and any(self.contains.check(x, jit) for x in v)):
                 return False
             if self.max_contains is not None or self.min_contains is not None:
-                count = sum(1 for x in v if self.contains.check(x))
+                count = sum(1 for x in v if self.contains.check(x, jit))
                 if self.max_contains is not None and not count <= self.max_contains:
                     return False
                 if self.min_contains is not None and not count >= self.min_contains:
                     return False
         if self.items_sized is not None:
-            if not all(n.check(x) for n, x in zip(self.items_sized, v, strict=False)):
+            if not all(n.check(x, jit) for n, x in zip(self.items_sized, v, strict=False)):
                 return False
         elif self.items is not None:
             offset = len(self.prefix) if self.prefix is not None else 0
-            if not all(self.items.check(x) for x in v[offset:]):
+            if not all(self.items.check(x, jit) for x in v[offset:]):
                 return False
         if self.max_items is not None and not len(v) <= self.max_items:
             return False
@@ -2217,7 +2222,7 @@ class _Node:
         if (
             self.prefix is not None
             and v
-            and not all(n.check(x) for n, x in zip(self.prefix, v, strict=False))
+            and not all(n.check(x, jit) for n, x in zip(self.prefix, v, strict=False))
         ):
             return False
         return not self.unique or not _duplicates(v)
@@ -2280,7 +2285,7 @@ class _Node:
                     "if", path, {"failingKeyword": "else"}
                 )
             ok = res and ok
-        if self.not_ is not None and self.not_.check(v):
+        if self.not_ is not None and self.not_.check(v, jit=False):
             ok = sink.add_new("not", path, {})
         if self.all_of is not None:
             failed = [s for s in (self._member_errors(n, v, path) for n in self.all_of) if s]
@@ -2321,12 +2326,12 @@ class _Node:
             missing = [k for k in self.required if not _has_key(v, k)]
             if missing:
                 ok = sink.add_new("required", path, {"requiredProperties": missing})
-        if self.addl is not None or self.addl_fast:
+        if self.addl is not None:
             extra: list[str] = []
             for k, x in v.items():
                 if k in self.addl_keys or any(p.search(k) for p in self.addl_patterns):
                     continue
-                if self.addl is None or not self.addl.errors(x, f"{path}/{k}", _Sink()):
+                if not self.addl.errors(x, f"{path}/{k}", _Sink()):
                     extra.append(k)
             if extra:
                 ok = sink.add_new("additionalProperties", path, {"additionalProperties": extra})
@@ -2390,7 +2395,7 @@ class _Node:
         if (
             self.contains is not None
             and self.contains_valid
-            and not (v and any(self.contains.check(x) for x in v))
+            and not (v and any(self.contains.check(x, jit=False) for x in v))
         ):
             ok = sink.add_new("contains", path, {"minContains": 1})
         if self.items_sized is not None:
@@ -2401,7 +2406,7 @@ class _Node:
             for i in range(offset, len(v)):
                 ok = self.items.errors(v[i], f"{path}/{i}", sink) and ok
         if self.contains is not None and self.max_contains is not None:
-            count = sum(1 for x in v if self.contains.check(x))
+            count = sum(1 for x in v if self.contains.check(x, jit=False))
             if not count <= self.max_contains:
                 min_contains = self.min_contains if self.min_contains is not None else 1
                 ok = sink.add_new(
@@ -2412,7 +2417,7 @@ class _Node:
         if self.max_items is not None and not len(v) <= self.max_items:
             ok = sink.add_new("maxItems", path, {"limit": self.max_items})
         if self.contains is not None and self.min_contains is not None:
-            count = sum(1 for x in v if self.contains.check(x))
+            count = sum(1 for x in v if self.contains.check(x, jit=False))
             if not count >= self.min_contains:
                 ok = sink.add_new("contains", path, {"minContains": self.min_contains})
         if self.min_items is not None and not len(v) >= self.min_items:

@@ -747,6 +747,21 @@ GROUPS: list[tuple[str, Any, list[Any]]] = [
         obj({"a": {}, "b": {}}, required=["a", "a"], additionalProperties=False),
         [{"a": 1}, {"a": 1, "b": 2}],
     ),
+    (
+        "not/contains use the interpreted check (no additionalProperties shortcut)",
+        obj(
+            {
+                "c": {"not": obj({"b": False}, required=["toString"], additionalProperties=False)},
+                "d": {
+                    "type": "array",
+                    "contains": obj(
+                        {"a": {}, "b": {}}, required=["a", "a"], additionalProperties=False
+                    ),
+                },
+            }
+        ),
+        [{"c": {}}, {"c": {"x": 1}}, {"d": [{"a": 1}]}, {"d": [{"a": 1, "b": 2}]}],
+    ),
     ("invalid pattern", obj({"p": {"type": "string", "pattern": "\\-"}}), [{"p": "-"}]),
     ("invalid pattern unused", {"type": "object", "$defs": {"x": {"pattern": "("}}}, [{"p": "-"}]),
 ]
