@@ -220,7 +220,7 @@ from ._tools import (
 from ._tools import (
     text_result as text_result,
 )
-from ._validation import ToolArgumentsError as ToolArgumentsError
+from ._validation import ToolArgumentsError as ToolArgumentsError, ToolSchemaError as ToolSchemaError
 from ._wire import register_message_role as register_message_role
 
 __version__ = "0.1.0"
@@ -285,6 +285,7 @@ __all__ = [
     "ToolExecutionUpdate",
     "ToolResult",
     "ToolResultMessage",
+    "ToolSchemaError",
     "TurnContext",
     "TurnEnd",
     "TurnStart",

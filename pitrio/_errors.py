@@ -2,9 +2,13 @@
 
 ```
 PitrioError
-└── UsageError                 the caller misused the API
-    └── AgentBusyError         prompt(), resume() or reset() while a run is active
+├── UsageError                 the caller misused the API
+│   └── AgentBusyError         prompt(), resume() or reset() while a run is active
+├── ToolArgumentsError         a tool call's arguments fail its schema (Pi's message)
+└── ToolSchemaError            a tool's schema cannot be used (Pi's thrown text)
 ```
+
+(The last two live in :mod:`pitrio._validation`; the loop turns both into error results.)
 
 Failures *inside* a run are not exceptions: a provider failure ends as an assistant
 message with ``stop_reason="error"``, a tool failure as an error tool result, an abort
