@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 import trio
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pitrio import (
     AbortSignal,

@@ -20,9 +20,7 @@ from typing import Any, Literal, TypeAlias, assert_never
 import attrs
 import pytest
 import trio
-from hypothesis import event as note_event
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import event as note_event, given, strategies as st
 
 from pitrio import (
     AbortSignal,

@@ -21,9 +21,12 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import pytest
 import trio
-from hypothesis import currently_in_test_context, settings
-from hypothesis import event as hypothesis_event
-from hypothesis import strategies as st
+from hypothesis import (
+    currently_in_test_context,
+    event as hypothesis_event,
+    settings,
+    strategies as st,
+)
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pitrio import (

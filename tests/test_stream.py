@@ -249,7 +249,11 @@ async def test_a_generic_producer_error_reaches_the_consumer_unwrapped() -> None
         raise KeyError("lost")
 
     stream: EventStream[int, str] = EventStream(lambda n: n < 0, str, producer)
-    with pytest.raises(KeyError, match="lost"):
+
+    async def consume() -> None:
         async with stream:
             async for _ in stream:
                 pass
+
+    with pytest.raises(KeyError, match="lost"):
+        await consume()

@@ -17,8 +17,7 @@ from typing import Any
 
 import fastjsonschema
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pitrio._validation import (
     ToolArgumentsError,

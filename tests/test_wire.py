@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 import attrs
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pitrio import (
     AssistantMessage,

@@ -55,6 +55,7 @@ import trio
 from .._messages import (
     AssistantContent,
     AssistantMessage,
+    Cost as Cost,
     ImageContent,
     JSONValue,
     LlmMessage,
@@ -66,7 +67,6 @@ from .._messages import (
     UserContent,
     UserMessage,
 )
-from .._messages import Cost as Cost
 from .._model import Context, Model, ToolSpec
 
 __all__ = [

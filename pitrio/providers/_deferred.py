@@ -49,8 +49,6 @@ from .._stream import AssistantMessageEventStream
 from ._common import PartialMessage, close_response, json_parse, require_api_key
 from ._openai_responses import (
     API as OPENAI_RESPONSES_API,
-)
-from ._openai_responses import (
     JSONObject,
     ProviderFailure,
     ResponsesCompat,

@@ -10,8 +10,7 @@
 from __future__ import annotations
 
 from ._check import check_trace as check_trace
-from ._scripted import ScriptedModel as ScriptedModel
-from ._scripted import ScriptedResponse as ScriptedResponse
+from ._scripted import ScriptedModel as ScriptedModel, ScriptedResponse as ScriptedResponse
 from ._virtual import run_virtual as run_virtual
 
 __all__ = ["ScriptedModel", "ScriptedResponse", "check_trace", "run_virtual"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from pitrio.providers._sse import ServerSentEvent, SSEDecoder, iter_sse
 
