@@ -72,12 +72,14 @@ from ._common import (
     clamp_max_tokens_to_context,
     close_response,
     json_stringify,
+    make_strict_json_schema,
     now_ms,
     parse_json_with_repair,
     parse_streaming_json,
     pi_user_agent,
     require_api_key,
     resolve_cache_retention,
+    resolve_json_schema_strict,
     sanitize_surrogates,
     send_streaming,
     send_with_retries,
@@ -546,152 +548,11 @@ def _insert_thinking_level_messages(
     return out
 
 
-# -- strict tool schemas (constrained-sampling.js) ---------------------------------------
-
-_UNSUPPORTED_STRICT_SCHEMA_KEYS: Final = (
-    "$ref",
-    "$defs",
-    "definitions",
-    "allOf",
-    "oneOf",
-    "patternProperties",
-    "dependentSchemas",
-    "dependencies",
-    "unevaluatedProperties",
-    "propertyNames",
-    "contains",
-    "prefixItems",
-    "not",
-    "if",
-    "then",
-    "else",
-)
-
-
-class _UnsupportedStrictSchemaError(Exception):
-    pass
-
-
-def _is_structured_schema(schema: object) -> bool:
-    if not isinstance(schema, dict):
-        return False
-    kind = schema.get("type")
-    types = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
-    return (
-        "object" in types
-        or "array" in types
-        or schema.get("properties") is not None
-        or schema.get("items") is not None
-    )
-
-
-def _schema_allows_null(schema: object) -> bool:
-    if not isinstance(schema, dict):
-        return False
-    kind = schema.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
-        return True
-    if ("const" in schema and schema["const"] is None) or (
-        isinstance(schema.get("enum"), list) and None in schema["enum"]
-    ):
-        return True
-    any_of = schema.get("anyOf")
-    return isinstance(any_of, list) and any(_schema_allows_null(v) for v in any_of)
-
-
-def _make_strict_node(schema: object) -> None:
-    if not isinstance(schema, dict):
-        msg = "boolean schemas are unsupported"
-        raise _UnsupportedStrictSchemaError(msg)
-    for key in _UNSUPPORTED_STRICT_SCHEMA_KEYS:
-        if schema.get(key) is not None:
-            msg = f"{key} schemas are unsupported"
-            raise _UnsupportedStrictSchemaError(msg)
-    if schema.get("anyOf") is not None:
-        any_of = schema["anyOf"]
-        if not isinstance(any_of, list) or not any_of:
-            msg = "anyOf must contain at least one schema"
-            raise _UnsupportedStrictSchemaError(msg)
-        for variant in any_of:
-            if _is_structured_schema(variant):
-                msg = "object and array unions are unsupported"
-                raise _UnsupportedStrictSchemaError(msg)
-            _make_strict_node(variant)
-    if schema.get("items") is not None:
-        if isinstance(schema["items"], list):
-            msg = "tuple schemas are unsupported"
-            raise _UnsupportedStrictSchemaError(msg)
-        _make_strict_node(schema["items"])
-    is_object = schema.get("type") == "object"
-    if schema.get("properties") is not None and not is_object:
-        msg = "properties require type object"
-        raise _UnsupportedStrictSchemaError(msg)
-    if not is_object:
-        return
-    additional = schema.get("additionalProperties")
-    if additional is not None and additional is not False:
-        msg = "schema-valued or true additionalProperties is unsupported"
-        raise _UnsupportedStrictSchemaError(msg)
-    if schema.get("properties") is not None and not isinstance(schema["properties"], dict):
-        msg = "object properties must be a schema map"
-        raise _UnsupportedStrictSchemaError(msg)
-    required_value = schema.get("required")
-    if required_value is not None and (
-        not isinstance(required_value, list) or any(not isinstance(k, str) for k in required_value)
-    ):
-        msg = "object required must be a string array"
-        raise _UnsupportedStrictSchemaError(msg)
-    properties: dict[str, JSONValue] = schema.get("properties") or {}
-    names = list(properties)
-    required = set(required_value if isinstance(required_value, list) else [])
-    if any(key not in names for key in required):
-        msg = "required contains an unknown property"
-        raise _UnsupportedStrictSchemaError(msg)
-    for key, prop in list(properties.items()):
-        _make_strict_node(prop)
-        if key not in required and not _schema_allows_null(prop):
-            properties[key] = {"anyOf": [prop, {"type": "null"}]}
-    schema["required"] = names
-    schema["additionalProperties"] = False
-
-
-def _make_strict_json_schema(schema: object) -> dict[str, JSONValue]:
-    cloned = json.loads(json.dumps(schema))
-    if not isinstance(cloned, dict):
-        msg = "root schema must have type object"
-        raise _UnsupportedStrictSchemaError(msg)
-    _make_strict_node(cloned)
-    if cloned.get("type") != "object":
-        msg = "root schema must have type object"
-        raise _UnsupportedStrictSchemaError(msg)
-    return cloned
-
-
-def _constrained_sampling(tool: ToolSpec) -> Mapping[str, JSONValue] | None:
-    config = getattr(tool, "constrained_sampling", None)
-    return config if isinstance(config, Mapping) else None
+# -- strict tool schemas: pi-ai's constrained-sampling.js, shared in _common ------------
 
 
 def _resolve_strict(tool: ToolSpec, supports_strict: bool) -> bool:
-    config = _constrained_sampling(tool)
-    if config is None or config.get("type") != "json_schema":
-        return False
-    if supports_strict:
-        try:
-            _make_strict_json_schema(dict(tool.parameters))
-        except _UnsupportedStrictSchemaError as exc:
-            if config.get("strict") != "require":
-                return False
-            msg = f'Tool "{tool.name}" requires JSON-schema constrained sampling, but {exc}.'
-            raise ValueError(msg) from None
-        return True
-    if config.get("strict") == "require":
-        msg = (
-            f'Tool "{tool.name}" requires JSON-schema constrained sampling, but strict tools '
-            "are unsupported."
-        )
-        raise ValueError(msg)
-    return False
+    return resolve_json_schema_strict(tool, supports_strict) is True
 
 
 def _convert_tools(
@@ -706,7 +567,7 @@ def _convert_tools(
     for position, tool in enumerate(tools):
         strict = _resolve_strict(tool, compat.supports_strict_tools)
         parameters: Mapping[str, JSONValue] = (
-            _make_strict_json_schema(dict(tool.parameters)) if strict else tool.parameters
+            make_strict_json_schema(tool.parameters) if strict else tool.parameters
         )
         properties = parameters.get("properties")
         required = parameters.get("required")
