@@ -24,8 +24,16 @@ memory     N=1000 idle agents, each after one run (T=1, K=1: a          tracemal
 Usage::
 
     python -m benchmarks.bench_loop [turn|tool|concurrent|batch|stream|memory|all] [--json]
+                                    [--model scripted|minimal]
 
 With ``--json`` each metric prints one ``{"metric": ...}`` line, as the peer scripts do.
+
+``--model scripted`` (the default) plays the script through
+:class:`pitrio.testing.ScriptedModel`, which streams every content block as a provider
+would (``toolcall_start``/``toolcall_end`` per call, so ``2K`` more ``message_update``
+events per turn than the peers see). ``--model minimal`` is the peers' own stream
+function on pitrio's public API: a stream holding just ``start`` and ``done``, filled
+before it is returned. The ``stream`` metric always uses ``ScriptedModel``.
 Timings use the real clock (``time.perf_counter``); nothing here belongs in a test
 assertion (``tests/test_benchmarks_smoke.py`` checks correctness only).
 """
@@ -52,10 +60,17 @@ from pitrio import (
     AbortSignal,
     Agent,
     AgentEvent,
+    AssistantMessage,
+    AssistantMessageEventStream,
     Context,
+    DoneEvent,
     MessageUpdate,
     Model,
+    StartEvent,
+    StreamOptions,
+    TextContent,
     Tool,
+    ToolCall,
     ToolResult,
     text_result,
 )
@@ -127,6 +142,7 @@ class Workload:
     k: int = 1
     sleep: float = 0.0
     deltas: int = 0
+    model: str = "scripted"
     calls: int = 0
     tool: Tool = attrs.field(init=False)
 
@@ -162,13 +178,46 @@ class Workload:
             )
         return ScriptedResponse.text("done")
 
+    def minimal_stream(
+        self, model: Model, context: Context, options: StreamOptions
+    ) -> AssistantMessageEventStream:
+        """The peers' stream function: the whole response as ``start`` + ``done``."""
+        turn = sum(1 for m in context.messages if m.role == "assistant")
+        if turn < self.turns:
+            message = AssistantMessage(
+                content=tuple(
+                    ToolCall(id=f"c{turn}_{j}", name="noop", arguments={"i": j})
+                    for j in range(self.k)
+                ),
+                api=model.api,
+                provider=model.provider,
+                model=model.id,
+                stop_reason="toolUse",
+            )
+        else:
+            message = AssistantMessage(
+                content=(TextContent(text="done"),),
+                api=model.api,
+                provider=model.provider,
+                model=model.id,
+                stop_reason="stop",
+            )
+        stream = AssistantMessageEventStream(template=message)
+        stream.push(StartEvent(partial=message))
+        stream.push(DoneEvent(reason="toolUse" if turn < self.turns else "stop", message=message))
+        return stream
+
     def agent(self) -> Agent:
         """A fresh agent on this workload."""
         return Agent(
             system_prompt="bench",
             model=MODEL,
             tools=[self.tool],
-            stream_fn=ScriptedModel(self.script, record_requests=False),
+            stream_fn=(
+                self.minimal_stream
+                if self.model == "minimal" and not self.deltas
+                else ScriptedModel(self.script, record_requests=False)
+            ),
         )
 
 
@@ -253,10 +302,10 @@ async def _timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
 
 
 async def measure_turn(
-    *, turns: int = 20, k: int = 4, reps: int = 15, warmups: int = 3
+    *, turns: int = 20, k: int = 4, reps: int = 15, warmups: int = 3, model: str = "scripted"
 ) -> dict[str, Any]:
     """Per-turn cost: median wall of one T-turn run, divided by T+1."""
-    w = Workload(turns=turns, k=k)
+    w = Workload(turns=turns, k=k, model=model)
     for _ in range(warmups):
         await run_once(w)
     walls = [(await _timed(lambda: run_once(w)))[0] for _ in range(reps)]
@@ -272,9 +321,11 @@ async def measure_turn(
     }
 
 
-async def measure_tool(*, turns: int = 20, reps: int = 15, warmups: int = 3) -> dict[str, Any]:
+async def measure_tool(
+    *, turns: int = 20, reps: int = 15, warmups: int = 3, model: str = "scripted"
+) -> dict[str, Any]:
     """Per-tool-call cost: (median(K=8) - median(K=1)) / (T*7)."""
-    w1, w8 = Workload(turns=turns, k=1), Workload(turns=turns, k=8)
+    w1, w8 = Workload(turns=turns, k=1, model=model), Workload(turns=turns, k=8, model=model)
     for _ in range(warmups):
         await run_once(w1)
         await run_once(w8)
@@ -296,10 +347,10 @@ async def measure_tool(*, turns: int = 20, reps: int = 15, warmups: int = 3) -> 
 
 
 async def measure_concurrent(
-    *, runs: int = 1000, turns: int = 5, k: int = 4, reps: int = 3
+    *, runs: int = 1000, turns: int = 5, k: int = 4, reps: int = 3, model: str = "scripted"
 ) -> dict[str, Any]:
     """Throughput: ``runs`` runs started at once; runs per second (median of ``reps``)."""
-    w = Workload(turns=turns, k=k)
+    w = Workload(turns=turns, k=k, model=model)
     await run_many(w, min(20, runs))  # warm-up
     walls: list[float] = []
     res: dict[str, Any] = {}
@@ -321,9 +372,11 @@ async def measure_concurrent(
     return res
 
 
-async def measure_batch(*, k: int = 8, sleep: float = 0.1, reps: int = 5) -> dict[str, Any]:
+async def measure_batch(
+    *, k: int = 8, sleep: float = 0.1, reps: int = 5, model: str = "scripted"
+) -> dict[str, Any]:
     """Parallel tools: one turn of ``k`` tools sleeping ``sleep`` s each; median wall."""
-    w = Workload(turns=1, k=k, sleep=sleep)
+    w = Workload(turns=1, k=k, sleep=sleep, model=model)
     await run_once(w)  # warm-up
     walls = [(await _timed(lambda: run_once(w)))[0] for _ in range(reps)]
     return {
@@ -355,14 +408,14 @@ async def measure_stream(*, deltas: int = 10_000, reps: int = 5) -> dict[str, An
     return res
 
 
-async def measure_memory(*, agents: int = 1000) -> dict[str, Any]:
+async def measure_memory(*, agents: int = 1000, model: str = "scripted") -> dict[str, Any]:
     """Memory per idle agent (tracemalloc), after one small run, and freshly built.
 
     Each agent keeps a 4-message transcript (user, assistant with one tool call, tool
     result, final assistant). The model, tool and stream function's script are shared,
     as in an application that serves many sessions.
     """
-    w = Workload(turns=1, k=1)
+    w = Workload(turns=1, k=1, model=model)
     await run_once(w)  # warm-up: lazy imports and caches are not per-agent costs
     started = not tracemalloc.is_tracing()
     if started:
@@ -404,19 +457,28 @@ def _maxrss_mb() -> float:
 async def measure(metric: str, a: argparse.Namespace) -> dict[str, Any]:
     """Run one metric with the CLI's settings; returns its result record."""
     reps: int = a.reps
-    res: dict[str, Any] = {"peer": f"pitrio {pitrio.__version__}", "metric": metric}
+    model: str = a.model
+    res: dict[str, Any] = {
+        "peer": f"pitrio {pitrio.__version__}",
+        "metric": metric,
+        "model": "scripted" if metric == "stream" else model,
+    }
     if metric == "turn":
-        res.update(await measure_turn(turns=a.turns, k=a.k, reps=reps or 15))
+        res.update(await measure_turn(turns=a.turns, k=a.k, reps=reps or 15, model=model))
     elif metric == "tool":
-        res.update(await measure_tool(turns=a.turns, reps=reps or 15))
+        res.update(await measure_tool(turns=a.turns, reps=reps or 15, model=model))
     elif metric == "concurrent":
-        res.update(await measure_concurrent(runs=a.runs, turns=a.conc_turns, k=a.k, reps=reps or 3))
+        res.update(
+            await measure_concurrent(
+                runs=a.runs, turns=a.conc_turns, k=a.k, reps=reps or 3, model=model
+            )
+        )
     elif metric == "batch":
-        res.update(await measure_batch(k=a.batch_k, sleep=a.sleep, reps=reps or 5))
+        res.update(await measure_batch(k=a.batch_k, sleep=a.sleep, reps=reps or 5, model=model))
     elif metric == "stream":
         res.update(await measure_stream(deltas=a.deltas, reps=reps or 5))
     elif metric == "memory":
-        res.update(await measure_memory(agents=a.agents))
+        res.update(await measure_memory(agents=a.agents, model=model))
     else:  # pragma: no cover  # argparse checks the choices
         raise ValueError(metric)
     res["maxrss_mb_self"] = round(_maxrss_mb(), 1)
@@ -446,6 +508,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("metric", nargs="?", default="all", choices=[*METRICS, "all"])
     p.add_argument("--json", action="store_true", help="one JSON line per metric")
+    p.add_argument(
+        "--model",
+        choices=["scripted", "minimal"],
+        default="scripted",
+        help="ScriptedModel (default) or the peers' start+done stream function",
+    )
     p.add_argument("--turns", type=int, default=DEFAULTS["turns"])
     p.add_argument("--k", type=int, default=DEFAULTS["k"])
     p.add_argument("--runs", type=int, default=DEFAULTS["runs"])

@@ -42,6 +42,20 @@ async def test_run_once_checks_answer_and_tool_calls() -> None:
     assert ids == [f"c{t}_{j}" for t in range(3) for j in range(2)]
 
 
+async def test_minimal_model_runs_the_same_script() -> None:
+    scripted = await run_once(Workload(turns=2, k=3))
+    minimal = await run_once(Workload(turns=2, k=3, model="minimal"))
+
+    def shape(agent: Agent) -> list[tuple[str, str]]:
+        return [
+            (m.role, m.tool_call_id if m.role == "toolResult" else m.stop_reason)
+            for m in agent.state.messages[1:]
+        ]
+
+    assert shape(minimal) == shape(scripted)
+    assert len(minimal.state.messages) == 1 + 2 * (1 + 3) + 1
+
+
 async def test_run_once_detects_a_wrong_tool_call_count() -> None:
     class Miscounting(Workload):
         def agent(self) -> Agent:
@@ -73,7 +87,7 @@ async def test_measure_turn_and_tool() -> None:
 
 
 async def test_measure_concurrent() -> None:
-    res = await measure_concurrent(runs=5, turns=2, k=2, reps=1)
+    res = await measure_concurrent(runs=5, turns=2, k=2, reps=1, model="minimal")
     assert "error" not in res
     assert res["runs"] == 5
     assert res["runs_per_s"] > 0
@@ -109,6 +123,14 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     res = json.loads(line)
     assert res["metric"] == "turn"
     assert res["tool_calls_per_run"] == 2
+
+
+def test_cli_minimal_model(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tool", "--json", "--model", "minimal", "--turns", "1", "--reps", "1"]
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["model"] == "minimal"
+    assert res["k8_ms"] > 0
 
 
 def test_cli_human(capsys: pytest.CaptureFixture[str]) -> None:
