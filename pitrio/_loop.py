@@ -17,7 +17,7 @@ exactly (see ``docs/loop.md``). What Trio adds is structure:
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from types import CoroutineType
 from typing import Any, Literal, TypeAlias, final
 
@@ -88,10 +88,24 @@ class Emit:
     def __init__(self, fn: EmitFn) -> None:
         self.now = fn
 
-    async def __call__(self, event: AgentEvent) -> None:
+    def __call__(self, event: AgentEvent) -> Awaitable[None]:
         pending = self.now(event)
-        if pending is not None:
-            await pending
+        # Most emissions finish synchronously: hand back a ready awaitable instead of
+        # building a coroutine for every event.
+        return _READY if pending is None else pending
+
+
+@final
+class _Ready:
+    """An awaitable that is already done (awaiting it does not yield)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]  # an empty iterator is a finished generator
+
+
+_READY = _Ready()
 
 
 MaybeAwaitable: TypeAlias = Any
@@ -798,8 +812,8 @@ async def _finalize(
     return _Finalized(prepared.call, result, is_error)
 
 
-async def _emit_end(finalized: _Finalized, emit: Emit) -> None:
-    await emit(
+def _emit_end(finalized: _Finalized, emit: Emit) -> Awaitable[None]:
+    return emit(
         ToolExecutionEnd(
             tool_call_id=finalized.call.id,
             tool_name=finalized.call.name,
@@ -912,11 +926,11 @@ async def _run_parallel(
     if queued:
         # The batch is a child nursery: every call (and its update emitter) lives in it.
         async with trio.open_nursery() as nursery:
-            if len(queued) == 1:
-                await run_one(*queued[0], nursery)
-            else:
-                for index, prepared in queued:
-                    nursery.start_soon(run_one, index, prepared, nursery)
+            # The others are queued first, then the first call runs right here: calls
+            # still start in source order, and one task per batch is saved.
+            for index, prepared in queued[1:]:
+                nursery.start_soon(run_one, index, prepared, nursery)
+            await run_one(*queued[0], nursery)
 
     finalized_calls = [f for f in slots if f is not None]
     assert len(finalized_calls) == len(slots)
