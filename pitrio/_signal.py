@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import final
 
 import trio
@@ -58,11 +59,7 @@ class AbortSignal:
         key = self._next_key
         self._next_key = key + 1
         self._callbacks[key] = callback
-
-        def remove() -> None:
-            self._callbacks.pop(key, None)
-
-        return remove
+        return partial(self._callbacks.pop, key, None)  # type: ignore[return-value]  # returns the popped callback; callers ignore it
 
     @contextmanager
     def cancel_scope(self) -> Iterator[trio.CancelScope]:
