@@ -1,0 +1,101 @@
+"""Extra adversarial scenarios, checked against traces recorded from the Pi 0.85.0 oracle.
+
+The scenarios in ``tests/data/oracle-extra/scenarios`` probe behaviours the corpus covers
+thinly (every op in both modes, hooks with every rule kind, aborts at every kind of
+record, queue modes, validation corners, stream shapes...). Each one was run twice
+through the oracle (at two time scales) with identical traces; ``expected/`` holds
+the oracle's trace. The scenarios where pitrio currently differs are marked
+``xfail(strict=True)``; ``/work/notes/conformance-diffs.md`` explains each difference
+(remove the mark when fixing it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pitrio.testing._compare import trace_difference
+from pitrio.testing.conformance import format_trace, play
+
+DATA = Path(__file__).parent / "data" / "oracle-extra"
+SCENARIOS = sorted((DATA / "scenarios").glob("*.json"))
+
+# Scenario stem -> the difference it shows (section of conformance-diffs.md).
+DIFFERS: dict[str, str] = {
+    "a01-calls-empty-behaviour": "player: an empty behaviour {} in `calls` is skipped",
+    "a02-empty-error-message": "player: errorMessage '' replaced by the default",
+    "a03-empty-throw-texts": "an Error with an empty message becomes 'Exception'",
+    "a04-loop-run-abort-on-update": "async emit: tool updates are not emitted synchronously",
+    "a05-null-in-custom-message": "null-valued fields of custom messages are dropped",
+    "a08-custom-content-null-touser": "custom message with null content",
+    "a09-float-literals-in-arguments": "player: JSON numbers not written as JavaScript does",
+    "a11-rename-onto-existing-key": "player: prepareArguments rename moves an existing key",
+    "a12-loop-run-update-order-parallel": "async emit: tool updates are not emitted synchronously",
+    "e10-float-formatting": "player: JSON numbers not written as JavaScript does",
+    "e11-float-literals-formatting": "player: JSON numbers not written as JavaScript does",
+    "g02-parallel-no-delay-updates": "a call that sent updates ends one microtask later",
+    "g12-parallel-no-delay-one-update": "a call that sent updates ends one microtask later",
+    "g13-loop-run-parallel-no-delay-updates": "async emit + update microtask",
+    "g15-parallel-same-delay": "parallel calls with equal delays (Node timer order)",
+    "h01-extra-keys-in-content-blocks": "unknown keys of content blocks are dropped",
+    "h01b-extra-keys-in-tool-content": "unknown keys of content blocks are dropped",
+    "h01c-extra-keys-in-assistant-spec": "unknown keys of content blocks are dropped",
+    "h07-unknown-block-type": "an unknown content block type crashes the player",
+    "h08-non-object-arguments": "tool-call arguments that are not objects",
+    "j01-stream-consumer-lag-followup-on-turn-end": "agentLoop consumer lags less in Pi",
+    "k02-failing-prompt-action-in-parallel-tool": "failing prompt() action: microtasks in Pi",
+    "k04-loop-run-failing-prompt-n-a": "a call that sent updates ends one microtask later",
+    "k05-failing-prompt-on-update-parallel": "failing prompt() action: microtasks in Pi",
+    "n02-composite-abort-and-retry": "abort reactions: the aborting tool is one tick behind",
+    "n04-abort-several-respecting-tools": "abort reactions: the aborting tool is one tick behind",
+    "n06-abort-ticker-throws-at-once": "abort reactions: the aborting tool is one tick behind",
+    "n10-abort-on-update-two-tools": "abort reactions: the aborting tool is one tick behind",
+}
+
+# Differ from Pi on some runs only: pitrio's order for tools whose sleeps end at the same
+# virtual instant follows trio's deadline heap, whose tie-break is id(cancel scope).
+FLAKY: dict[str, str] = {
+    "g16-parallel-same-delay-no-hooks": "parallel calls with equal delays (Node timer order)",
+}
+
+
+def _param(path: Path) -> Any:
+    flaky = FLAKY.get(path.stem)
+    if flaky is not None:
+        return pytest.param(
+            path,
+            id=path.stem,
+            marks=pytest.mark.xfail(strict=False, reason=f"differs from Pi on some runs ({flaky})"),
+        )
+    reason = DIFFERS.get(path.stem)
+    if reason is None:
+        return pytest.param(path, id=path.stem)
+    return pytest.param(
+        path,
+        id=path.stem,
+        marks=pytest.mark.xfail(strict=True, reason=f"differs from Pi: see notes ({reason})"),
+    )
+
+
+def test_extra_corpus_is_present() -> None:
+    """Every scenario has the oracle's trace, and every marked scenario exists."""
+    assert len(SCENARIOS) >= 60
+    for path in SCENARIOS:
+        assert (DATA / "expected" / path.name).exists(), path.name
+    stems = {p.stem for p in SCENARIOS}
+    assert set(DIFFERS) | set(FLAKY) <= stems
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in SCENARIOS])
+def test_extra_scenario_matches_oracle(path: Path) -> None:
+    """pitrio's trace equals Pi's, record for record (oracle comparison rules)."""
+    scenario = json.loads(path.read_text(encoding="utf-8"))
+    expected = json.loads((DATA / "expected" / path.name).read_text(encoding="utf-8"))
+    records, problems = play(scenario)
+    assert problems == []
+    actual = json.loads(format_trace(records))
+    difference = trace_difference(expected, actual)
+    assert difference is None, difference
