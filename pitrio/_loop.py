@@ -674,10 +674,11 @@ async def _prepare(
 
 
 def _error_text(exc: BaseException) -> str:
+    """Pi's ``error instanceof Error ? error.message : String(error)``: the message,
+    even when it is empty."""
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _error_text(exc.exceptions[0])
-    text = str(exc)
-    return text if text or not isinstance(exc, Exception) else exc.__class__.__name__
+    return str(exc)
 
 
 @final

@@ -68,6 +68,7 @@ from .._model import Context, Model, StreamOptions
 from .._signal import AbortSignal
 from .._stream import AssistantMessageEventStream
 from .._tools import AfterToolCallResult, BeforeToolCallResult
+from .._validation import js_json_dumps
 from .._wire import converter, unstructure
 from ._virtual import fifo_scheduling
 
@@ -115,6 +116,9 @@ def _norm_obj(wire: Any) -> Any:
 
 def normalize_message(message: AgentMessage) -> Record:
     """A message as the oracle writes it (no timestamps, zero usage or provider ids)."""
+    if isinstance(message, CustomMessage):
+        # Every field of a custom message is the application's: a None is JSON null.
+        return {k: v for k, v in unstructure(message).items() if k != "timestamp"}
     out: Record = _norm_obj(unstructure(message))
     if out.get("role") == "assistant":
         for key in _ASSISTANT_DROPPED:
@@ -431,7 +435,7 @@ class Player:
         if tool_call_id in by_id:
             return by_id[tool_call_id]  # type: ignore[no-any-return]
         calls = t.get("calls") or []
-        if n - 1 < len(calls) and calls[n - 1]:
+        if n - 1 < len(calls) and calls[n - 1] is not None:  # {} is truthy in JS
             return calls[n - 1]  # type: ignore[no-any-return]
         default: Record = t.get("default") or {}
         return default
@@ -469,9 +473,9 @@ class Player:
             changed = False
             for src, dst in (pa.get("rename") or {}).items():
                 if src in out:
-                    value = out.pop(src)
-                    out.pop(dst, None)
-                    out[dst] = value
+                    # out[to] = out[from]; delete out[from]: an existing key keeps its place
+                    out[dst] = out[src]
+                    del out[src]
                     changed = True
             for key, value in (pa.get("defaults") or {}).items():
                 if key not in out:
@@ -554,7 +558,7 @@ class Player:
             content = copy.deepcopy(b["content"])
         else:
             if b.get("echoArgs"):
-                text = json.dumps(params, separators=(",", ":"), ensure_ascii=False)
+                text = js_json_dumps(params)
             else:
                 text = b.get("text", "ok")
             content = _text_blocks(text)
@@ -680,9 +684,7 @@ class Player:
                             }
                         )
                         stream.push(ToolCallStartEvent(content_index=i, partial=snap()))
-                        args_json = json.dumps(
-                            fb["arguments"], separators=(",", ":"), ensure_ascii=False
-                        )
+                        args_json = js_json_dumps(fb["arguments"])
                         for c in _chunk(args_json, size, b.get("chunks")):
                             await trio.testing.wait_all_tasks_blocked()
                             stream.push(
@@ -719,8 +721,9 @@ class Player:
             content=_blocks(copy.deepcopy(final_content)),
             usage=converter.structure(_merge_usage(r.get("usage")), _Usage),
             stop_reason=stop_reason,
-            error_message=r.get("errorMessage")
-            or (
+            error_message=r["errorMessage"]
+            if "errorMessage" in r
+            else (
                 "An unknown error occurred"
                 if stop_reason == "error"
                 else "Request was aborted"
@@ -906,14 +909,19 @@ class Player:
                 out.append(m)
             elif cv and m.role in (cv.get("toUser") or []):
                 fields = m.fields if isinstance(m, CustomMessage) else attrs.asdict(m)
-                raw = fields["content"] if "content" in fields else fields.get("text", "")
+                # m.content !== undefined ? m.content : (m.text ?? "")
+                raw = fields["content"] if "content" in fields else fields.get("text")
+                if raw is None and "content" not in fields:
+                    raw = ""
                 if isinstance(raw, str):
                     content: Any = tuple(
                         converter.structure(b, _USER_UNION)
                         for b in _text_blocks(cv.get("prefix", "") + raw)
                     )
-                else:
+                elif isinstance(raw, list):
                     content = tuple(converter.structure(b, _USER_UNION) for b in raw)
+                else:
+                    content = copy.deepcopy(raw)  # passed through as the oracle does
                 out.append(UserMessage(content=content, timestamp=fields.get("timestamp", 0) or 0))
         return out
 
