@@ -693,7 +693,7 @@ class _Updates:
     Pi).
     """
 
-    __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting", "failure")
+    __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting", "failure", "sent")
 
     def __init__(self, call: ToolCall, emit: Emit, nursery: trio.Nursery) -> None:
         self._call = call
@@ -703,10 +703,12 @@ class _Updates:
         self._done: trio.Event | None = None
         self.accepting = True
         self.failure: Exception | None = None
+        self.sent = False
 
     def __call__(self, partial: ToolResult) -> None:
         if not self.accepting:
             return
+        self.sent = True
         call = self._call
         update = ToolExecutionUpdate(
             tool_call_id=call.id, tool_name=call.name, args=call.arguments, partial_result=partial
@@ -744,6 +746,10 @@ class _Updates:
             assert self._done is not None
             self._send.close()
             await self._done.wait()
+        elif self.sent:
+            # Pi's Promise.all() over the update emissions takes one more tick when
+            # there were any; calls that finish together keep Pi's relative order.
+            await trio.lowlevel.checkpoint()
 
 
 async def _execute_prepared(

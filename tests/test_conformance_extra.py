@@ -25,33 +25,19 @@ SCENARIOS = sorted((DATA / "scenarios").glob("*.json"))
 
 # Scenario stem -> the difference it shows (section of conformance-diffs.md).
 DIFFERS: dict[str, str] = {
-    "a04-loop-run-abort-on-update": "async emit: tool updates are not emitted synchronously",
     "a08-custom-content-null-touser": "custom message with null content",
-    "a12-loop-run-update-order-parallel": "async emit: tool updates are not emitted synchronously",
-    "g02-parallel-no-delay-updates": "a call that sent updates ends one microtask later",
-    "g12-parallel-no-delay-one-update": "a call that sent updates ends one microtask later",
-    "g13-loop-run-parallel-no-delay-updates": "async emit + update microtask",
-    "g15-parallel-same-delay": "parallel calls with equal delays (Node timer order)",
     "h01-extra-keys-in-content-blocks": "unknown keys of content blocks are dropped",
     "h01b-extra-keys-in-tool-content": "unknown keys of content blocks are dropped",
     "h01c-extra-keys-in-assistant-spec": "unknown keys of content blocks are dropped",
     "h07-unknown-block-type": "an unknown content block type crashes the player",
     "h08-non-object-arguments": "tool-call arguments that are not objects",
     "j01-stream-consumer-lag-followup-on-turn-end": "agentLoop consumer lags less in Pi",
-    "k02-failing-prompt-action-in-parallel-tool": "failing prompt() action: microtasks in Pi",
-    "k04-loop-run-failing-prompt-n-a": "a call that sent updates ends one microtask later",
     "k05-failing-prompt-on-update-parallel": "failing prompt() action: microtasks in Pi",
-    "n02-composite-abort-and-retry": "abort reactions: the aborting tool is one tick behind",
-    "n04-abort-several-respecting-tools": "abort reactions: the aborting tool is one tick behind",
-    "n06-abort-ticker-throws-at-once": "abort reactions: the aborting tool is one tick behind",
-    "n10-abort-on-update-two-tools": "abort reactions: the aborting tool is one tick behind",
 }
 
 # Differ from Pi on some runs only: pitrio's order for tools whose sleeps end at the same
 # virtual instant follows trio's deadline heap, whose tie-break is id(cancel scope).
-FLAKY: dict[str, str] = {
-    "g16-parallel-same-delay-no-hooks": "parallel calls with equal delays (Node timer order)",
-}
+FLAKY: dict[str, str] = {}
 
 
 def _param(path: Path) -> Any:

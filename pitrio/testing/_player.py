@@ -381,6 +381,8 @@ class Player:
         self.responses_used = 0
         self.default_chunk: int = (scenario["model"].get("stream") or {}).get("chunkSize", 8)
         self.stop_calls = 0
+        self.timer_seq = 0
+        self.listener_depth = 0
         self.prepare_calls = 0
         self.agent: Agent | None = None
         self.loop_transcript: list[AgentMessage] = [
@@ -495,20 +497,26 @@ class Player:
 
     async def _abortable_sleep(self, ms: float, signal: AbortSignal | None) -> bool:
         """Sleep; returns True when cut short by the abort (the oracle's abortableSleep)."""
+        # Node fires timers of equal duration in creation order, each with its microtasks
+        # run to the end: a creation-ordered microsecond keeps equal deadlines apart.
+        self.timer_seq += 1
+        seconds = ms / 1000 + self.timer_seq * 1e-6
         if signal is None:
-            await trio.sleep(ms / 1000)
+            await trio.sleep(seconds)
             return False
         if signal.aborted:
+            await trio.lowlevel.checkpoint()  # `await Promise.resolve(true)`: one tick
             return True
         woke = trio.Event()
         remove = signal.add_callback(woke.set)
-        with trio.move_on_after(ms / 1000):
+        with trio.move_on_after(seconds):
             await woke.wait()
         remove()
         return woke.is_set()
 
     async def _wait_for_abort(self, signal: AbortSignal, what: str) -> bool:
         if signal.aborted:
+            await trio.lowlevel.checkpoint()
             return True
         woke = trio.Event()
         remove = signal.add_callback(woke.set)
@@ -557,10 +565,7 @@ class Player:
         if "content" in b:
             content = copy.deepcopy(b["content"])
         else:
-            if b.get("echoArgs"):
-                text = js_json_dumps(params)
-            else:
-                text = b.get("text", "ok")
+            text = js_json_dumps(params) if b.get("echoArgs") else b.get("text", "ok")
             content = _text_blocks(text)
         result: Record = {
             "content": content,
@@ -721,15 +726,7 @@ class Player:
             content=_blocks(copy.deepcopy(final_content)),
             usage=converter.structure(_merge_usage(r.get("usage")), _Usage),
             stop_reason=stop_reason,
-            error_message=r["errorMessage"]
-            if "errorMessage" in r
-            else (
-                "An unknown error occurred"
-                if stop_reason == "error"
-                else "Request was aborted"
-                if stop_reason == "aborted"
-                else None
-            ),
+            error_message=r.get("errorMessage", _DEFAULT_ERRORS.get(stop_reason)),
         )
         if st.get("terminal", True) is False:
             stream.end(final)
@@ -982,9 +979,26 @@ class Player:
             return [make_message(op["message"], self.base_model)]
         return [make_message(m, self.base_model) for m in op["messages"]]
 
+    def _record_now(self, rec: Record) -> None:
+        """Record from a synchronous observer (a listener, the loop's emit)."""
+        self.listener_depth += 1
+        try:
+            _run_to_completion(self.emit(rec))
+        finally:
+            self.listener_depth -= 1
+
     async def _emit_error(
         self, op_name: str, exc: BaseException, *, loop_side: bool = False
     ) -> None:
+        if (
+            op_name in ("prompt", "continue")
+            and self.listener_depth == 0
+            and self.agent is not None
+            and self.agent.is_running
+        ):
+            # The oracle's prompt()/continue() are async: their rejection is recorded a
+            # few microtasks later, while the run goes on.
+            await trio.lowlevel.checkpoint()
         await self.emit(
             {"type": "error", "op": op_name, "message": _error_text(exc)}, loop_side=loop_side
         )
@@ -1189,8 +1203,9 @@ class Player:
         try:
             if self.loop_api == "run":
 
-                async def emit(event: AgentEvent) -> None:
-                    await self.emit(normalize_event(event))
+                def emit(event: AgentEvent) -> None:
+                    # The oracle's emit records synchronously (tool updates included).
+                    self._record_now(normalize_event(event))
 
                 if name == "loop":
                     result = await run_agent_loop(
@@ -1292,7 +1307,7 @@ class Player:
             # The oracle's listener records synchronously, and the ops an action may run
             # from a listener never block (prompt/continue fail at once while a run is
             # active), so the recording coroutine is run to completion right here.
-            _run_to_completion(player.emit(normalize_event(event)))
+            player._record_now(normalize_event(event))
 
         agent.subscribe(listener)
         return agent
@@ -1356,6 +1371,9 @@ def _run_to_completion(coro: Coroutine[Any, Any, None]) -> None:
     coro.close()
     msg = "an action run from a listener tried to block; only non-blocking ops are allowed there"
     raise RunProblem(msg)
+
+
+_DEFAULT_ERRORS = {"error": "An unknown error occurred", "aborted": "Request was aborted"}
 
 
 def _final_block(b: Record) -> Record:
