@@ -25,14 +25,12 @@ SCENARIOS = sorted((DATA / "scenarios").glob("*.json"))
 
 # Scenario stem -> the difference it shows (section of conformance-diffs.md).
 DIFFERS: dict[str, str] = {
-    "a08-custom-content-null-touser": "custom message with null content",
     "h01-extra-keys-in-content-blocks": "unknown keys of content blocks are dropped",
     "h01b-extra-keys-in-tool-content": "unknown keys of content blocks are dropped",
     "h01c-extra-keys-in-assistant-spec": "unknown keys of content blocks are dropped",
     "h07-unknown-block-type": "an unknown content block type crashes the player",
     "h08-non-object-arguments": "tool-call arguments that are not objects",
     "j01-stream-consumer-lag-followup-on-turn-end": "agentLoop consumer lags less in Pi",
-    "k05-failing-prompt-on-update-parallel": "failing prompt() action: microtasks in Pi",
 }
 
 # Differ from Pi on some runs only: pitrio's order for tools whose sleeps end at the same

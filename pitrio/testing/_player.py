@@ -120,6 +120,8 @@ def normalize_message(message: AgentMessage) -> Record:
         # Every field of a custom message is the application's: a None is JSON null.
         return {k: v for k, v in unstructure(message).items() if k != "timestamp"}
     out: Record = _norm_obj(unstructure(message))
+    if isinstance(message, UserMessage) and message.content is None:
+        out["content"] = None  # a custom message's null content, mapped to a user message
     if out.get("role") == "assistant":
         for key in _ASSISTANT_DROPPED:
             out.pop(key, None)
@@ -979,13 +981,30 @@ class Player:
             return [make_message(op["message"], self.base_model)]
         return [make_message(m, self.base_model) for m in op["messages"]]
 
-    def _record_now(self, rec: Record) -> None:
-        """Record from a synchronous observer (a listener, the loop's emit)."""
+    def _record_now(self, rec: Record) -> Coroutine[Any, Any, None] | None:
+        """Record from a synchronous observer (a listener, the loop's emit).
+
+        The record and the synchronous ops it triggers happen now. A triggered
+        ``prompt``/``continue`` (which fails while a run is active) is recorded now, but
+        the failing call and the ops after it are returned as a coroutine, as the
+        oracle's observer returns the promise of its async op.
+        """
         self.listener_depth += 1
         try:
-            _run_to_completion(self.emit(rec))
+            ops = [(op, a.on) for a in self.push(rec) for op in a.do]
+            for index, (op, on) in enumerate(ops):
+                if op["op"] in ("prompt", "continue") and self.mode == "agent":
+                    _run_to_completion(self.emit(self._action_record(op, on)))
+                    return self._finish_ops(op, ops[index + 1 :])
+                _run_to_completion(self.run_op(op, on=on))
+            return None
         finally:
             self.listener_depth -= 1
+
+    async def _finish_ops(self, op: Record, rest: list[tuple[Record, Record]]) -> None:
+        await self._agent_op(op, False)
+        for later, on in rest:
+            await self.run_op(later, on=on)
 
     async def _emit_error(
         self, op_name: str, exc: BaseException, *, loop_side: bool = False
@@ -1003,9 +1022,7 @@ class Player:
             {"type": "error", "op": op_name, "message": _error_text(exc)}, loop_side=loop_side
         )
 
-    async def run_op(
-        self, op: Record, *, on: Record | None = None, loop_side: bool = False
-    ) -> None:
+    def _action_record(self, op: Record, on: Record | None) -> Record:
         name = op["op"]
         rec: Record = {"type": "action", "op": name}
         if on is not None:
@@ -1027,6 +1044,13 @@ class Player:
             rec["ms"] = op["ms"]
         if op.get("await") is False:
             rec["await"] = False
+        return rec
+
+    async def run_op(
+        self, op: Record, *, on: Record | None = None, loop_side: bool = False
+    ) -> None:
+        name = op["op"]
+        rec = self._action_record(op, on)
         if name == "waitForIdle":
             assert self.agent is not None
             await self.agent.wait_for_idle()
@@ -1203,9 +1227,9 @@ class Player:
         try:
             if self.loop_api == "run":
 
-                def emit(event: AgentEvent) -> None:
+                def emit(event: AgentEvent) -> Coroutine[Any, Any, None] | None:
                     # The oracle's emit records synchronously (tool updates included).
-                    self._record_now(normalize_event(event))
+                    return self._record_now(normalize_event(event))
 
                 if name == "loop":
                     result = await run_agent_loop(
@@ -1303,11 +1327,11 @@ class Player:
 
         agent._loop_config = instrumented  # type: ignore[method-assign,assignment]  # instrumentation
 
-        def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        def listener(event: AgentEvent, signal: AbortSignal) -> Coroutine[Any, Any, None] | None:
             # The oracle's listener records synchronously, and the ops an action may run
             # from a listener never block (prompt/continue fail at once while a run is
             # active), so the recording coroutine is run to completion right here.
-            player._record_now(normalize_event(event))
+            return player._record_now(normalize_event(event))
 
         agent.subscribe(listener)
         return agent
