@@ -120,7 +120,8 @@ def normalize_message(message: AgentMessage) -> Record:
         # Every field of a custom message is the application's: a None is JSON null.
         return {k: v for k, v in unstructure(message).items() if k != "timestamp"}
     out: Record = _norm_obj(unstructure(message))
-    if isinstance(message, UserMessage) and message.content is None:
+    content: object = getattr(message, "content", "")
+    if isinstance(message, UserMessage) and content is None:
         out["content"] = None  # a custom message's null content, mapped to a user message
     if out.get("role") == "assistant":
         for key in _ASSISTANT_DROPPED:
