@@ -360,6 +360,9 @@ def _chunks(text: str, size: int | None) -> list[str]:
 
 
 def _with_text(block: TextContent | ThinkingContent, text: str) -> AssistantContent:
-    if isinstance(block, TextContent):
-        return attrs.evolve(block, text=text)
-    return attrs.evolve(block, thinking=text)
+    if type(block) is TextContent:
+        return TextContent(text=text, text_signature=block.text_signature)
+    assert isinstance(block, ThinkingContent)
+    return ThinkingContent(
+        thinking=text, thinking_signature=block.thinking_signature, redacted=block.redacted
+    )
