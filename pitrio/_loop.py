@@ -248,27 +248,12 @@ async def run_agent_loop(
     Works on a copy of ``context`` (prompts appended). Returns the new messages (the
     prompts and everything added), the same list ``agent_end`` carries.
     """
-    new_messages: list[AgentMessage] = list(prompts)
     current = AgentContext(
         system_prompt=context.system_prompt,
         messages=[*context.messages, *prompts],
         tools=context.tools,
     )
-    emitter = Emit(emit)
-    await emitter(AgentStart())
-    await emitter(TurnStart())
-    for prompt in prompts:
-        await emitter(MessageStart(message=prompt))
-        await emitter(MessageEnd(message=prompt))
-    await _run_loop(
-        current,
-        new_messages,
-        config,
-        signal or AbortSignal(),
-        emitter,
-        _resolve_stream_fn(stream_fn),
-    )
-    return new_messages
+    return await _invoke(prompts, current, config, emit, signal, stream_fn)
 
 
 async def run_agent_loop_continue(
@@ -287,15 +272,30 @@ async def run_agent_loop_continue(
         ValueError: the context is empty or ends with an assistant message.
     """
     _check_continue(context)
-    new_messages: list[AgentMessage] = []
     current = AgentContext(
         system_prompt=context.system_prompt, messages=context.messages, tools=context.tools
     )
+    return await _invoke((), current, config, emit, signal, stream_fn)
+
+
+async def _invoke(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: LoopConfig,
+    emit: EmitFn,
+    signal: AbortSignal | None,
+    stream_fn: StreamFn | None,
+) -> list[AgentMessage]:
+    """One invocation: agent_start, turn_start, the prompts' events, then the loop."""
+    new_messages: list[AgentMessage] = list(prompts)
     emitter = Emit(emit)
     await emitter(AgentStart())
     await emitter(TurnStart())
+    for prompt in prompts:
+        await emitter(MessageStart(message=prompt))
+        await emitter(MessageEnd(message=prompt))
     await _run_loop(
-        current,
+        context,
         new_messages,
         config,
         signal or AbortSignal(),
