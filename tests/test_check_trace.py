@@ -403,7 +403,7 @@ def test_duplicating_any_structural_event_is_flagged(
 
 
 # --------------------------------------------------------------------------------------
-# Former gaps and false alarms (fixed after /work/notes/bugs.md)
+# Former gaps and false alarms of check_trace (fixed; kept as regression tests)
 
 
 @pytest.mark.parametrize(

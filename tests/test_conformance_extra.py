@@ -5,7 +5,7 @@ thinly (every op in both modes, hooks with every rule kind, aborts at every kind
 record, queue modes, validation corners, stream shapes...). Each one was run twice
 through the oracle (at two time scales) with identical traces; ``expected/`` holds
 the oracle's trace. The scenarios where pitrio currently differs are marked
-``xfail(strict=True)``; ``/work/notes/conformance-diffs.md`` explains each difference
+``xfail(strict=True)``; ``docs/deviations.md`` explains each difference
 (remove the mark when fixing it).
 """
 
@@ -23,7 +23,7 @@ from pitrio.testing.conformance import format_trace, play
 DATA = Path(__file__).parent / "data" / "oracle-extra"
 SCENARIOS = sorted((DATA / "scenarios").glob("*.json"))
 
-# Scenario stem -> the difference it shows (section of conformance-diffs.md).
+# Scenario stem -> the difference it shows (see docs/deviations.md).
 DIFFERS: dict[str, str] = {
     "h01-extra-keys-in-content-blocks": "unknown keys of content blocks are dropped",
     "h01b-extra-keys-in-tool-content": "unknown keys of content blocks are dropped",
@@ -52,7 +52,9 @@ def _param(path: Path) -> Any:
     return pytest.param(
         path,
         id=path.stem,
-        marks=pytest.mark.xfail(strict=True, reason=f"differs from Pi: see notes ({reason})"),
+        marks=pytest.mark.xfail(
+            strict=True, reason=f"differs from Pi, see docs/deviations.md ({reason})"
+        ),
     )
 
 
