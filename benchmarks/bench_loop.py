@@ -1,6 +1,6 @@
 """pitrio's loop benchmarks: the peer workloads, on pitrio's public API.
 
-The same synthetic workloads as the peer benchmarks (``/work/shared/peers-bench``), so
+The same synthetic workloads as the peer benchmarks ("peers-bench"), so
 the numbers can be set side by side: a scripted model (:class:`pitrio.testing.ScriptedModel`,
 no network, no work) and a trivial async tool ``noop(i: int) -> "ok"``. Every run
 checks its final answer and that exactly ``T x K`` tool calls ran.
@@ -33,7 +33,8 @@ With ``--json`` each metric prints one ``{"metric": ...}`` line, as the peer scr
 would (``toolcall_start``/``toolcall_end`` per call, so ``2K`` more ``message_update``
 events per turn than the peers see). ``--model minimal`` is the peers' own stream
 function on pitrio's public API: a stream holding just ``start`` and ``done``, filled
-before it is returned. The ``stream`` metric always uses ``ScriptedModel``.
+before it is returned (for ``stream``: the deltas, each carrying the final message, as
+the peers' live object does by the time their prefilled stream is read).
 Timings use the real clock (``time.perf_counter``); nothing here belongs in a test
 assertion (``tests/test_benchmarks_smoke.py`` checks correctness only).
 """
@@ -69,6 +70,9 @@ from pitrio import (
     StartEvent,
     StreamOptions,
     TextContent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
     Tool,
     ToolCall,
     ToolResult,
@@ -181,7 +185,15 @@ class Workload:
     def minimal_stream(
         self, model: Model, context: Context, options: StreamOptions
     ) -> AssistantMessageEventStream:
-        """The peers' stream function: the whole response as ``start`` + ``done``."""
+        """The peers' stream function: the whole response as ``start`` + ``done``.
+
+        With ``deltas`` it streams that many one-character text deltas, every event
+        carrying the one final message: the peers push their live message object with
+        each delta into a stream filled before it is returned, so by the time anyone
+        reads the events each of them shows the whole text too.
+        """
+        if self.deltas:
+            return self._minimal_deltas(model)
         turn = sum(1 for m in context.messages if m.role == "assistant")
         if turn < self.turns:
             message = AssistantMessage(
@@ -207,6 +219,25 @@ class Workload:
         stream.push(DoneEvent(reason="toolUse" if turn < self.turns else "stop", message=message))
         return stream
 
+    def _minimal_deltas(self, model: Model) -> AssistantMessageEventStream:
+        text = "x" * self.deltas
+        message = AssistantMessage(
+            content=(TextContent(text=text),),
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="stop",
+        )
+        stream = AssistantMessageEventStream(template=message)
+        push = stream.push
+        push(StartEvent(partial=message))
+        push(TextStartEvent(content_index=0, partial=message))
+        for _ in range(self.deltas):
+            push(TextDeltaEvent(content_index=0, delta="x", partial=message))
+        push(TextEndEvent(content_index=0, content=text, partial=message))
+        push(DoneEvent(reason="stop", message=message))
+        return stream
+
     def agent(self) -> Agent:
         """A fresh agent on this workload."""
         return Agent(
@@ -215,7 +246,7 @@ class Workload:
             tools=[self.tool],
             stream_fn=(
                 self.minimal_stream
-                if self.model == "minimal" and not self.deltas
+                if self.model == "minimal"
                 else ScriptedModel(self.script, record_requests=False)
             ),
         )
@@ -270,9 +301,9 @@ async def run_many(w: Workload, runs: int) -> int:
     return ok
 
 
-async def stream_once(deltas: int) -> int:
+async def stream_once(deltas: int, model: str = "scripted") -> int:
     """One run streaming ``deltas`` text deltas; returns the text deltas a subscriber saw."""
-    w = Workload(turns=0, k=0, deltas=deltas)
+    w = Workload(turns=0, k=0, deltas=deltas, model=model)
     agent = w.agent()
     seen = 0
 
@@ -387,13 +418,15 @@ async def measure_batch(
     }
 
 
-async def measure_stream(*, deltas: int = 10_000, reps: int = 5) -> dict[str, Any]:
+async def measure_stream(
+    *, deltas: int = 10_000, reps: int = 5, model: str = "scripted"
+) -> dict[str, Any]:
     """Streaming: text-delta events a subscriber sees per second."""
-    await stream_once(min(1000, deltas))  # warm-up
+    await stream_once(min(1000, deltas), model)  # warm-up
     walls: list[float] = []
     seen = 0
     for _ in range(reps):
-        wall, seen = await _timed(lambda: stream_once(deltas))
+        wall, seen = await _timed(lambda: stream_once(deltas, model))
         walls.append(wall)
     med = statistics.median(walls)
     res: dict[str, Any] = {
@@ -461,7 +494,7 @@ async def measure(metric: str, a: argparse.Namespace) -> dict[str, Any]:
     res: dict[str, Any] = {
         "peer": f"pitrio {pitrio.__version__}",
         "metric": metric,
-        "model": "scripted" if metric == "stream" else model,
+        "model": model,
     }
     if metric == "turn":
         res.update(await measure_turn(turns=a.turns, k=a.k, reps=reps or 15, model=model))
@@ -476,7 +509,7 @@ async def measure(metric: str, a: argparse.Namespace) -> dict[str, Any]:
     elif metric == "batch":
         res.update(await measure_batch(k=a.batch_k, sleep=a.sleep, reps=reps or 5, model=model))
     elif metric == "stream":
-        res.update(await measure_stream(deltas=a.deltas, reps=reps or 5))
+        res.update(await measure_stream(deltas=a.deltas, reps=reps or 5, model=model))
     elif metric == "memory":
         res.update(await measure_memory(agents=a.agents, model=model))
     else:  # pragma: no cover  # argparse checks the choices
