@@ -75,6 +75,7 @@ async def test_run_many_counts_every_run() -> None:
 
 async def test_stream_once_sees_every_delta() -> None:
     assert await stream_once(50) == 50
+    assert await stream_once(50, "minimal") == 50
 
 
 async def test_measure_turn_and_tool() -> None:
