@@ -56,6 +56,7 @@ from ._tools import (
     AgentTool,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    Tool,
     error_result,
 )
 from ._validation import ToolArgumentsError, compile_validator
@@ -762,15 +763,21 @@ async def _execute_prepared(
     is_error = False
     scope = trio.CancelScope()
     remove = signal.add_callback(scope.cancel)
+    tool = prepared.tool
+    # A Tool's execute() only forwards to its function: call that directly.
+    execute = tool.execute_fn if type(tool) is Tool else tool.execute
     try:
         with scope:
             try:
-                result = await prepared.tool.execute(call.id, prepared.args, signal, updates)
+                result = await execute(call.id, prepared.args, signal, updates)
             except Exception as exc:
                 result, is_error = error_result(_error_text(exc)), True
     finally:
         remove()
-    await updates.close()
+    if updates.sent:
+        await updates.close()
+    else:
+        updates.accepting = False
     if updates.failure is not None:
         # Pi awaits the update emissions again outside its try block: the failure of a
         # listener fails the run, not just this call.
@@ -922,11 +929,14 @@ async def _run_parallel(
             # simultaneous calls come before their ends). One scheduling step per await.
             if lockstep:
                 await trio.lowlevel.checkpoint()
-            finalized = await _finalize(
-                context, assistant, prepared, result, is_error, config, signal
-            )
-            if lockstep and config.after_tool_call is not None:
-                await trio.lowlevel.checkpoint()
+            if config.after_tool_call is None:
+                finalized = _Finalized(prepared.call, result, is_error)
+            else:
+                finalized = await _finalize(
+                    context, assistant, prepared, result, is_error, config, signal
+                )
+                if lockstep:
+                    await trio.lowlevel.checkpoint()
         await _emit_end(finalized, emit)
         slots[index] = finalized
 
