@@ -543,14 +543,7 @@ async def _consume(
             added_partial = True
             await emit(MessageStart(message=event.partial))  # type: ignore[union-attr]  # as above
         elif kind == "done" or kind == "error":
-            final = response.result_nowait()  # a done/error event carries it
-            if added_partial:
-                msgs[-1] = final
-            else:
-                msgs.append(final)
-                await emit(MessageStart(message=final))
-            await emit(MessageEnd(message=final))
-            return final
+            break  # the terminal event carries the final message: the stream's result
         elif added_partial:
             partial = event.partial  # type: ignore[union-attr]  # every update has one
             msgs[-1] = partial
