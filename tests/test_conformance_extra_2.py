@@ -39,6 +39,12 @@ DIFFERS: dict[str, str] = {
     "w05-details-null-update-and-result-agent": (
         "tool result / update details null is written as absent instead of null"
     ),
+    "w06-spec-toolresult-details-null": (
+        "a scripted toolResult message with details null loses its details"
+    ),
+    "w07-after-hook-details-null-over-null": (
+        "a tool result with details null loses its details (afterToolCall record)"
+    ),
 }
 
 
