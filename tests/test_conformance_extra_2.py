@@ -45,6 +45,10 @@ DIFFERS: dict[str, str] = {
     "w07-after-hook-details-null-over-null": (
         "a tool result with details null loses its details (afterToolCall record)"
     ),
+    "x02-after-hook-nulls": "player: an afterToolCall rule with content null crashes the hook",
+    "x06-assistant-spec-nulls": "an assistant message with errorMessage null loses it",
+    "x07-thinking-signature-null": "thinkingSignature / redacted null are dropped",
+    "x08-tool-text-null": "player: a tool behaviour with text null gives 'None', Pi 'ok'",
 }
 
 
