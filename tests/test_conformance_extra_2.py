@@ -29,10 +29,6 @@ SCENARIOS = sorted((DATA / "scenarios").glob("*.json"))
 
 # Scenario stem -> the difference it shows.
 DIFFERS: dict[str, str] = {
-    "q01-mix-6turns-loop-stream": (
-        "agentLoop consumer lags less in Pi: a state op at a consumer-side turn_end "
-        "sees the follow-up still queued"
-    ),
     "w03-tool-update-content-and-details-loop-run": (
         "a tool update with details null loses its details in the trace"
     ),
@@ -51,8 +47,24 @@ DIFFERS: dict[str, str] = {
     "x08-tool-text-null": "player: a tool behaviour with text null gives 'None', Pi 'ok'",
 }
 
+# Differ from Pi at the commit these were recorded against, while a fix is in progress:
+# not strict, so the test passes both before and after the fix lands.
+IN_FLUX: dict[str, str] = {
+    "q01-mix-6turns-loop-stream": (
+        "agentLoop consumer lags less in Pi: a state op at a consumer-side turn_end "
+        "sees the follow-up still queued"
+    ),
+}
+
 
 def _param(path: Path) -> Any:
+    in_flux = IN_FLUX.get(path.stem)
+    if in_flux is not None:
+        return pytest.param(
+            path,
+            id=path.stem,
+            marks=pytest.mark.xfail(strict=False, reason=f"differs from Pi at a7ad850: {in_flux}"),
+        )
     reason = DIFFERS.get(path.stem)
     if reason is None:
         return pytest.param(path, id=path.stem)
@@ -68,7 +80,7 @@ def test_extra_2_corpus_is_present() -> None:
     assert len(SCENARIOS) >= 40
     for path in SCENARIOS:
         assert (DATA / "expected" / path.name).exists(), path.name
-    assert set(DIFFERS) <= {p.stem for p in SCENARIOS}
+    assert set(DIFFERS) | set(IN_FLUX) <= {p.stem for p in SCENARIOS}
 
 
 @pytest.mark.parametrize("path", [_param(p) for p in SCENARIOS])
