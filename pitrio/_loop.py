@@ -313,8 +313,11 @@ def _agent_stream(
     run: Callable[[EmitFn], Awaitable[list[AgentMessage]]],
 ) -> AgentEventStream:
     async def producer(stream: AgentEventStream) -> None:
-        def emit(event: AgentEvent) -> None:
+        def emit(event: AgentEvent) -> Awaitable[None]:
             stream.push(event)
+            # Pi's loop does not wait for the consumer, but the consumer runs in the
+            # microtask gaps of the loop's awaits, so it lags only a little: let it run.
+            return trio.lowlevel.checkpoint()
 
         messages = await run(emit)
         stream.end(messages)

@@ -30,7 +30,6 @@ DIFFERS: dict[str, str] = {
     "h01c-extra-keys-in-assistant-spec": "unknown keys of content blocks are dropped",
     "h07-unknown-block-type": "an unknown content block type crashes the player",
     "h08-non-object-arguments": "tool-call arguments that are not objects",
-    "j01-stream-consumer-lag-followup-on-turn-end": "agentLoop consumer lags less in Pi",
 }
 
 # Differ from Pi on some runs only: pitrio's order for tools whose sleeps end at the same

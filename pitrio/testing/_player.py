@@ -108,7 +108,7 @@ def _norm_obj(wire: Any) -> Any:
     if not isinstance(wire, dict):
         return wire
     return {
-        k: v
+        k: (None if v is JS_NULL else v)
         for k, v in wire.items()
         if v is not None and k != "timestamp" and not (k == "usage" and _is_zero_usage(v))
     }
@@ -336,7 +336,9 @@ def make_message(spec: Record, model: Model) -> AgentMessage:
             tool_call_id=spec["toolCallId"],
             tool_name=spec["toolName"],
             content=tuple(converter.structure(b, _USER_UNION) for b in content),
-            details=copy.deepcopy(spec.get("details")),
+            details=JS_NULL
+            if "details" in spec and spec["details"] is None
+            else copy.deepcopy(spec.get("details")),
             is_error=spec.get("isError", False),
             timestamp=0,
         )
@@ -546,12 +548,12 @@ class Player:
         for u in b.get("updates") or []:
             if u.get("delayMs") and await self._abortable_sleep(u["delayMs"], sig):
                 raise Exception(abort_message)
-            content = u["content"] if "content" in u else _text_blocks(u.get("text", ""))
+            content = u["content"] if "content" in u else _text_blocks(_js_or(u.get("text"), ""))
             on_update(
                 converter.structure(
                     {
                         "content": copy.deepcopy(content),
-                        "details": copy.deepcopy(u.get("details", {})),
+                        "details": _details(u),
                     },
                     ToolResult,
                 )
@@ -568,11 +570,11 @@ class Player:
         if "content" in b:
             content = copy.deepcopy(b["content"])
         else:
-            text = js_json_dumps(params) if b.get("echoArgs") else b.get("text", "ok")
+            text = js_json_dumps(params) if b.get("echoArgs") else _js_or(b.get("text"), "ok")
             content = _text_blocks(text)
         result: Record = {
             "content": content,
-            "details": copy.deepcopy(b["details"]) if "details" in b else {},
+            "details": _details(b),
         }
         if "terminate" in b:
             result["terminate"] = b["terminate"]
@@ -812,7 +814,7 @@ class Player:
             return None
         return AfterToolCallResult(
             content=tuple(converter.structure(b, _USER_UNION) for b in returned["content"])
-            if "content" in returned
+            if returned.get("content") is not None
             else None,
             details=returned.get("details"),
             is_error=returned.get("isError"),
@@ -1396,6 +1398,32 @@ def _run_to_completion(coro: Coroutine[Any, Any, None]) -> None:
     coro.close()
     msg = "an action run from a listener tried to block; only non-blocking ops are allowed there"
     raise RunProblem(msg)
+
+
+class _JsNull:
+    """JSON ``null`` where pitrio's ``None`` would mean "absent" (JavaScript's
+    ``undefined``): a scripted ``details: null`` travels through the loop as this and is
+    written back as ``null`` in records."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "null"
+
+
+JS_NULL: Any = _JsNull()
+
+
+def _js_or(value: Any, default: Any) -> Any:
+    """JavaScript's ``value ?? default`` for a decoded JSON value."""
+    return default if value is None else value
+
+
+def _details(spec: Record) -> Any:
+    if "details" not in spec:
+        return {}
+    details = spec["details"]
+    return JS_NULL if details is None else copy.deepcopy(details)
 
 
 _DEFAULT_ERRORS = {"error": "An unknown error occurred", "aborted": "Request was aborted"}
