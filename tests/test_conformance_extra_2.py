@@ -9,7 +9,7 @@ in one script; ``continue()`` after aborted, failed and thrown runs; actions on 
 stream shapes (explicit chunks, ``chunkSize`` 1, no blocks, no terminal event) mixed with
 thinking and odd stop reasons. Each one was run through the oracle twice (time scales 1
 and 3) with byte-identical traces; ``expected/`` holds the oracle's trace. Scenarios where
-pitrio differs are marked ``xfail(strict=True)``; ``/work/notes/conformance-diffs-2.md``
+pitrio differs are marked ``xfail(strict=True)``; ``docs/deviations.md``
 explains each difference (remove the mark when fixing it).
 """
 
