@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal, cast
 
 import attrs
@@ -1175,30 +1175,32 @@ class Player:
         elif name == "sleep":
             await trio.sleep(op["ms"] / 1000)
 
-    def _loop_config(self) -> LoopConfig:
-        async def get_steering() -> list[AgentMessage]:
-            out = self._drain(self.steering_queue, self.steering_mode)
+    def _recorded_poll(
+        self, hook: str, poll: Callable[[], Any], *, loop_side: bool = False
+    ) -> Callable[[], Awaitable[list[AgentMessage]]]:
+        """A queue poll that records what it returned (a ``hook`` record), as the oracle's."""
+
+        async def recorded() -> list[AgentMessage]:
+            out = list(poll())
             await self.emit(
-                {
-                    "type": "hook",
-                    "hook": "getSteeringMessages",
-                    "returned": [normalize_message(m) for m in out],
-                },
-                loop_side=True,
+                {"type": "hook", "hook": hook, "returned": [normalize_message(m) for m in out]},
+                loop_side=loop_side,
             )
             return out
 
-        async def get_follow_up() -> list[AgentMessage]:
-            out = self._drain(self.follow_up_queue, self.follow_up_mode)
-            await self.emit(
-                {
-                    "type": "hook",
-                    "hook": "getFollowUpMessages",
-                    "returned": [normalize_message(m) for m in out],
-                },
-                loop_side=True,
-            )
-            return out
+        return recorded
+
+    def _loop_config(self) -> LoopConfig:
+        get_steering = self._recorded_poll(
+            "getSteeringMessages",
+            lambda: self._drain(self.steering_queue, self.steering_mode),
+            loop_side=True,
+        )
+        get_follow_up = self._recorded_poll(
+            "getFollowUpMessages",
+            lambda: self._drain(self.follow_up_queue, self.follow_up_mode),
+            loop_side=True,
+        )
 
         thinking = self.s.get("thinkingLevel")
         cfg = self.cfg
@@ -1302,27 +1304,8 @@ class Player:
             assert steering is not None
             assert follow_up is not None
 
-            async def get_steering() -> list[AgentMessage]:
-                out = list(steering())
-                await player.emit(
-                    {
-                        "type": "hook",
-                        "hook": "getSteeringMessages",
-                        "returned": [normalize_message(m) for m in out],
-                    }
-                )
-                return out
-
-            async def get_follow_up() -> list[AgentMessage]:
-                out = list(follow_up())
-                await player.emit(
-                    {
-                        "type": "hook",
-                        "hook": "getFollowUpMessages",
-                        "returned": [normalize_message(m) for m in out],
-                    }
-                )
-                return out
+            get_steering = player._recorded_poll("getSteeringMessages", steering)
+            get_follow_up = player._recorded_poll("getFollowUpMessages", follow_up)
 
             config.get_steering_messages = get_steering
             config.get_follow_up_messages = get_follow_up
