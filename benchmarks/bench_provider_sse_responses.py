@@ -29,7 +29,6 @@ Timings use the real clock; nothing here belongs in a test assertion.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
@@ -37,13 +36,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
 import trio
 
-from pitrio import AssistantMessageEvent, Context, Model, StreamOptions, UserMessage
+from pitrio import AssistantMessageEvent, Model
 from pitrio.providers._common import PartialMessage
-from pitrio.providers._openai_responses import ResponsesEventProcessor, stream_openai_responses
-from pitrio.providers._sse import SSEDecoder
+from pitrio.providers._openai_responses import ResponsesEventProcessor
 
 DELTA = "word "
 """Each delta: one short token, like a real stream."""
@@ -116,96 +113,18 @@ def build_body(events: Sequence[dict[str, Any]]) -> bytes:
     return b"".join(parts)
 
 
-def _chunked(body: bytes, size: int = 16384) -> list[bytes]:
-    out = []
-    for i in range(0, len(body), size):
-        piece = body[i : i + size]
-        out.append(b"%x\r\n%s\r\n" % (len(piece), piece))
-    out.append(b"0\r\n\r\n")
-    return out
-
-
-async def _serve(stream: trio.SocketStream, body_chunks: list[bytes]) -> None:
-    buffer = b""
-    try:
-        while True:
-            while b"\r\n\r\n" not in buffer:
-                data = await stream.receive_some(65536)
-                if not data:
-                    return
-                buffer += data
-            head, _, buffer = buffer.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            while len(buffer) < length:
-                buffer += await stream.receive_some(65536)
-            buffer = buffer[length:]
-            await stream.send_all(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                b"transfer-encoding: chunked\r\n\r\n"
-            )
-            for chunk in body_chunks:
-                await stream.send_all(chunk)
-    except trio.BrokenResourceError:
-        return
-
-
 async def measure_http(n: int, runs: int) -> float:
-    """Median provider events per second, request to ``done``, over loopback."""
-    body_chunks = _chunked(build_body(build_events(n)))
-    rates = []
-    async with trio.open_nursery() as nursery:
+    """End to end over loopback HTTP (the shared harness of ``bench_provider_sse``)."""
+    from benchmarks import bench_provider_sse
 
-        async def handler(stream: trio.SocketStream) -> None:
-            await _serve(stream, body_chunks)
-
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1")
-        )
-        port = listeners[0].socket.getsockname()[1]
-        model = Model(
-            id="gpt-bench",
-            api="openai-responses",
-            provider="openai",
-            base_url=f"http://127.0.0.1:{port}/v1",
-        )
-        context = Context(messages=[UserMessage(content="go")])
-        async with httpx.AsyncClient(timeout=None) as client:
-            for _ in range(runs + 1):  # the first run warms up the connection
-                start = time.perf_counter()
-                count = 0
-                stream = stream_openai_responses(client, model, context, StreamOptions(api_key="k"))
-                async with stream:
-                    async for _event in stream:
-                        count += 1
-                    message = await stream.result()
-                elapsed = time.perf_counter() - start
-                if message.text != DELTA * n or message.stop_reason != "stop":
-                    msg = f"wrong result: {message.stop_reason} {message.error_message}"
-                    raise RuntimeError(msg)
-                rates.append(count / elapsed)
-        nursery.cancel_scope.cancel()
-    return statistics.median(rates[1:])
+    return await bench_provider_sse.measure_http("openai-responses", n, runs, 16384)
 
 
 def measure_decode(n: int, runs: int) -> float:
-    body = build_body(build_events(n))
-    chunks = [body[i : i + 16384] for i in range(0, len(body), 16384)]
-    rates = []
-    parse = json.JSONDecoder().decode
-    for _ in range(runs):
-        start = time.perf_counter()
-        decoder = SSEDecoder()
-        count = 0
-        for chunk in chunks:
-            for sse in decoder.feed(chunk):
-                parse(sse.data)
-                count += 1
-        rates.append(count / (time.perf_counter() - start))
-    return statistics.median(rates)
+    """SSE decoder + JSON parse only (the shared harness of ``bench_provider_sse``)."""
+    from benchmarks import bench_provider_sse
+
+    return bench_provider_sse.measure_decode("openai-responses", n, runs, 16384)
 
 
 def measure_process(n: int, runs: int) -> float:
