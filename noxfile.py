@@ -17,16 +17,23 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def realserver(session: nox.Session) -> None:
+    """Only the real-server suite: llama.cpp's server with Gemma 3 270M on 127.0.0.1."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "tests/realserver", "-v", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff: lint rules from pyproject.toml."""
-    session.install("ruff>=0.6")
+    session.install("ruff==0.17.6")
     session.run("ruff", "check", "pitrio", "tests", "benchmarks", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package, the tests and the benchmarks."""
-    session.install("-e", ".[test]", "mypy>=1.10")
+    session.install("-e", ".[test]", "mypy==2.4.1")
     session.run("mypy", "--strict")
 
 
