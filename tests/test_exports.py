@@ -16,8 +16,8 @@ def test_all_lists_exactly_the_public_names() -> None:
     for name in pitrio.__all__:
         assert hasattr(pitrio, name), name
     public = {n for n in dir(pitrio) if not n.startswith("_")}
-    # Subpackages appear as attributes once imported (pitrio.testing, pitrio.providers).
-    assert public - set(pitrio.__all__) <= {"annotations", "testing", "providers"}
+    # Subpackages appear as attributes once imported (pitrio.testing, pitrio.harness, ...).
+    assert public - set(pitrio.__all__) <= {"annotations", "testing", "providers", "harness"}
 
 
 def test_testing_kit_exports() -> None:
@@ -31,6 +31,7 @@ def test_every_module_imports_and_private_ones_start_with_underscore() -> None:
     allowed_public = {
         "pitrio.testing.conformance",
         "pitrio.testing.provider_conformance",
+        "pitrio.harness",
         "pitrio.providers",
         "pitrio.testing",
     }

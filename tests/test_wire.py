@@ -105,7 +105,7 @@ tool_result_messages = st.builds(
 )
 custom_messages = st.builds(
     CustomMessage,
-    role=st.sampled_from(["note", "branchSummary", "compactionSummary"]),
+    role=st.sampled_from(["note", "appSummary", "appMarker"]),
     fields=json_objects.filter(lambda d: "role" not in d),
 )
 messages = user_messages | assistant_messages | tool_result_messages | custom_messages
@@ -156,7 +156,7 @@ def test_pi_transcripts_from_the_oracle_read_back_identically() -> None:
 class BashExecution:
     """A custom message role an application registers (like Pi's coding agent)."""
 
-    role: ClassVar[str] = "bashExecution"
+    role: ClassVar[str] = "shellRun"
     command: str
     output: str
     exit_code: int | None = None
@@ -168,7 +168,7 @@ def test_registered_custom_roles_are_typed_and_camel_cased() -> None:
     message = BashExecution(command="ls", output="a\nb", exit_code=0)
     data = wire.unstructure(message)
     assert data == {
-        "role": "bashExecution",
+        "role": "shellRun",
         "command": "ls",
         "output": "a\nb",
         "exitCode": 0,
@@ -179,7 +179,7 @@ def test_registered_custom_roles_are_typed_and_camel_cased() -> None:
 
 def test_unknown_roles_stay_lossless_custom_messages() -> None:
     """An unregistered role becomes CustomMessage with every field kept."""
-    data = {"role": "branchSummary", "summary": "did x", "fromId": "abc"}
+    data = {"role": "appSummary", "summary": "did x", "fromId": "abc"}
     message = wire.structure_message(data)
     assert isinstance(message, CustomMessage)
     assert message["summary"] == "did x"
@@ -201,8 +201,8 @@ def test_bad_input_names_what_is_wrong() -> None:
         register_message_role(Clash)
     with pytest.raises(TypeError, match="needs an attrs class"):
         register_message_role(int)
-    with pytest.raises(ValueError, match="'bashExecution' message: the field 'command' is missing"):
-        wire.structure_message({"role": "bashExecution", "output": ""})
+    with pytest.raises(ValueError, match="'shellRun' message: the field 'command' is missing"):
+        wire.structure_message({"role": "shellRun", "output": ""})
 
 
 async def test_every_event_of_a_run_round_trips_in_pis_wire_form() -> None:
