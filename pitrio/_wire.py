@@ -87,6 +87,8 @@ def _register_attrs(cls: type[Any], tag_key: str | None = None) -> None:
         converter.register_unstructure_hook(cls, unstructure_fn)
 
     def strip_tag(data: Mapping[str, Any], _: Any) -> Any:
+        if isinstance(data, cls):  # already read (an event's message, read by its role)
+            return data
         if tag_key is not None and tag_key in data:
             data = {k: v for k, v in data.items() if k != tag_key}
         return structure_fn(data, cls)

@@ -15,6 +15,12 @@ from ._messages import (
     bash_execution_to_text as bash_execution_to_text,
     convert_to_llm as convert_to_llm,
 )
+from ._replay import (
+    RecordingStreamFn as RecordingStreamFn,
+    ReplayFileError as ReplayFileError,
+    ReplayMismatchError as ReplayMismatchError,
+    ReplayStreamFn as ReplayStreamFn,
+)
 from ._session import (
     BranchSummaryEntry as BranchSummaryEntry,
     CompactionEntry as CompactionEntry,
@@ -47,6 +53,10 @@ __all__: list[str] = [
     "InMemorySessionStore",
     "MessageEntry",
     "ModelRef",
+    "RecordingStreamFn",
+    "ReplayFileError",
+    "ReplayMismatchError",
+    "ReplayStreamFn",
     "Session",
     "SessionClosedError",
     "SessionContext",

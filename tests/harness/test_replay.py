@@ -1,0 +1,272 @@
+"""Record a run's model stream to a file and replay it offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from pitrio import (
+    AbortSignal,
+    Agent,
+    AgentEvent,
+    Model,
+    StreamOptions,
+    TextContent,
+    Tool,
+    ToolResult,
+    text_result,
+    wire,
+)
+from pitrio.harness._replay import (
+    RecordingStreamFn,
+    ReplayFileError,
+    ReplayMismatchError,
+    ReplayStreamFn,
+)
+from pitrio.testing import ScriptedModel, ScriptedResponse, check_trace
+
+MODEL = Model(id="m", api="scripted", provider="scripted")
+
+
+Clock = trio.testing.MockClock  # every async test runs in virtual time (autojump_clock)
+
+
+def _tool() -> Tool:
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        await trio.sleep(len(params["path"]) + (params["path"] == "b.txt"))
+        return text_result(f"read {params['path']}")
+
+    return Tool(
+        name="read",
+        description="Read a file",
+        parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+        execute=execute,
+    )
+
+
+def _script() -> list[ScriptedResponse]:
+    return [
+        ScriptedResponse(
+            content=(
+                TextContent(text="Let me look at both files first."),
+                *ScriptedResponse.tool_calls(
+                    ("c1", "read", {"path": "a.txt"}), ("c2", "read", {"path": "b.txt"})
+                ).content,
+            ),
+            chunk_size=5,
+        ),
+        ScriptedResponse.text("Both files say hello, in different words.", chunk_size=7),
+    ]
+
+
+def _without_timestamps(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timestamps(v) for k, v in value.items() if k != "timestamp"}
+    if isinstance(value, list):
+        return [_without_timestamps(v) for v in value]
+    return value
+
+
+async def _run(agent: Agent, *prompts: str) -> list[Any]:
+    seen: list[AgentEvent] = []
+    agent.subscribe(lambda event, signal: seen.append(event))
+    for prompt in prompts:
+        await agent.prompt(prompt)
+    check_trace(seen)
+    return [_without_timestamps(wire.unstructure(e)) for e in seen]
+
+
+def _agent(stream_fn: Any, system_prompt: str = "Be brief.") -> Agent:
+    return Agent(
+        model=MODEL,
+        system_prompt=system_prompt,
+        tools=[_tool()],
+        stream_fn=stream_fn,
+        stream_options=StreamOptions(temperature=0.5, api_key="secret-key"),
+    )
+
+
+async def test_a_replayed_run_emits_the_recorded_events(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    path = tmp_path / "run.jsonl"
+    scripted = ScriptedModel(_script())
+    recorder = RecordingStreamFn(scripted, path)
+    recorded = await _run(_agent(recorder), "compare a and b")
+    assert recorder.requests == 2
+
+    replay = ReplayStreamFn(path)
+    replayed = await _run(_agent(replay), "compare a and b")
+    assert replayed == recorded
+    assert replay.remaining == 0
+    assert any(e["type"] == "message_update" for e in recorded)  # deltas, not just ends
+
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == {"kind": "pitrio-replay", "version": 1}
+    first = lines[1]
+    assert first["index"] == 0
+    assert first["request"]["systemPrompt"] == "Be brief."
+    assert first["request"]["options"] == {"temperature": 0.5}  # never the API key
+    assert "secret-key" not in path.read_text(encoding="utf-8")
+    assert first["request"]["tools"][0]["name"] == "read"
+    assert first["request"]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "compare a and b"}]}
+    ]
+    second = lines[2]["request"]["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "toolResult", "toolResult"]
+    assert second[2]["content"] == [{"type": "text", "text": "read a.txt"}]
+
+
+async def test_partial_messages_are_stored_as_patches(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    """A long streamed text costs a file linear in its length, not quadratic."""
+    path = tmp_path / "run.jsonl"
+    text = "x" * 20_000
+    recorder = RecordingStreamFn(ScriptedModel([ScriptedResponse.text(text, chunk_size=10)]), path)
+    events = await _run(_agent(recorder), "go")
+    size = path.stat().st_size
+    assert sum(e["type"] == "message_update" for e in events) > 2000
+    assert size < 10 * len(text) + 200_000  # a full partial per delta would be ~40 MB
+    assert await _run(_agent(ReplayStreamFn(path)), "go") == events
+
+
+async def test_a_changed_request_names_the_request_and_the_path(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    path = tmp_path / "run.jsonl"
+    await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+
+    replay = ReplayStreamFn(path)
+    agent = _agent(replay)
+    await agent.prompt("compare a and c")
+    last = agent.state.messages[-1]
+    assert last.stop_reason == "error"
+    assert last.error_message == (
+        "replay: request 0 differs from the recording at $.messages[0].content[0].text: "
+        'recorded "compare a and b", got "compare a and c" '
+        "(pass strict=False to replay responses regardless)"
+    )
+
+    replay = ReplayStreamFn(path)
+    with pytest.raises(ReplayMismatchError) as info:
+        replay(
+            MODEL,
+            _context("other system prompt", "compare a and b"),
+            StreamOptions(temperature=0.5),
+        )
+    assert info.value.index == 0
+    assert info.value.path == "$.systemPrompt"
+    assert (info.value.recorded, info.value.actual) == ("Be brief.", "other system prompt")
+
+
+def _context(system_prompt: str, text: str) -> Any:
+    from pitrio import Context, user_text
+
+    return Context(system_prompt=system_prompt, messages=[user_text(text)], tools=[_tool()])
+
+
+async def test_a_missing_option_or_extra_request_is_a_mismatch(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    path = tmp_path / "run.jsonl"
+    await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+    replay = ReplayStreamFn(path)
+    with pytest.raises(ReplayMismatchError, match=r"at \$\.options\.temperature: recorded 0\.5"):
+        replay(MODEL, _context("Be brief.", "compare a and b"), StreamOptions())
+    # Non-strict replays answer whatever is asked, in order, then run out.
+    loose = ReplayStreamFn(path, strict=False)
+    agent = _agent(loose, system_prompt="changed")
+    await agent.prompt("anything")
+    assert agent.state.messages[-1].content == (
+        TextContent(text="Both files say hello, in different words."),
+    )
+    await agent.prompt("one more")
+    assert agent.state.messages[-1].error_message == (
+        'replay: request 2 differs from the recording at $: recorded null, got "a request '
+        'beyond the 2 recorded" (pass strict=False to replay responses regardless)'
+    )
+
+
+async def test_an_aborted_request_replays_until_the_replay_is_aborted(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    path = tmp_path / "run.jsonl"
+    slow = ScriptedModel([ScriptedResponse.text("never finished", chunk_size=3, delay=10)])
+
+    async def run_and_abort(stream_fn: Any) -> list[Any]:
+        agent = _agent(stream_fn)
+        seen: list[AgentEvent] = []
+        agent.subscribe(lambda event, signal: seen.append(event))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(agent.prompt, "start")
+            await trio.sleep(5)
+            agent.abort()
+        check_trace(seen)
+        return [_without_timestamps(wire.unstructure(e)) for e in seen]
+
+    recorded = await run_and_abort(RecordingStreamFn(slow, path))
+    assert recorded[-1]["messages"][-1]["stopReason"] == "aborted"
+    record = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
+    assert record["interrupted"] is True
+    assert await run_and_abort(ReplayStreamFn(path)) == recorded
+
+
+async def test_a_stream_function_that_raised_raises_again(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    path = tmp_path / "run.jsonl"
+
+    def broken(model: Model, context: Any, options: StreamOptions) -> Any:
+        raise ConnectionError("no route to host")
+
+    agent = _agent(RecordingStreamFn(broken, path))
+    await agent.prompt("hi")
+    assert agent.state.messages[-1].error_message == "no route to host"
+    agent = _agent(ReplayStreamFn(path))
+    await agent.prompt("hi")
+    assert agent.state.messages[-1].error_message == "no route to host"
+
+
+def test_bad_files_give_clear_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.jsonl"
+    with pytest.raises(ReplayFileError, match="does not exist; record one with RecordingStreamFn"):
+        ReplayStreamFn(missing)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ReplayFileError, match="is empty"):
+        ReplayStreamFn(empty)
+    foreign = tmp_path / "session.jsonl"
+    foreign.write_text('{"type": "session", "version": 3}\n')
+    with pytest.raises(ReplayFileError, match="does not start with a pitrio-replay header"):
+        ReplayStreamFn(foreign)
+    future = tmp_path / "future.jsonl"
+    future.write_text('{"kind": "pitrio-replay", "version": 9}\n')
+    with pytest.raises(ReplayFileError, match="format version 9; this pitrio reads version 1"):
+        ReplayStreamFn(future)
+
+
+async def test_a_torn_file_is_reported(tmp_path: Path, autojump_clock: Clock) -> None:
+    path = tmp_path / "run.jsonl"
+    await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])
+    with pytest.raises(ReplayFileError, match="its last line is torn not valid JSON"):
+        ReplayStreamFn(path)
+    lines = data.decode().splitlines()
+    path.write_text("\n".join([lines[0], lines[2]]) + "\n")
+    with pytest.raises(ReplayFileError, match=r"missing the exchanges for requests \[0\]"):
+        ReplayStreamFn(path)
+
+
+async def test_a_new_recording_replaces_the_file(tmp_path: Path, autojump_clock: Clock) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text("old contents\n")
+    await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+    await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+    assert len(path.read_text().splitlines()) == 3  # header and two exchanges
+    assert ReplayStreamFn(path).remaining == 2
