@@ -1,0 +1,146 @@
+"""The harness's own events, emitted beside the Agent's.
+
+A harness listener sees every :data:`pitrio.AgentEvent` the Agent emits, in the Agent's
+order, and these events in between:
+
+* :class:`SavePoint` right after each ``turn_end``, once the session holds the turn
+  and has been flushed (a crash after it loses nothing of that turn);
+* :class:`AutoRetryStart` / :class:`AutoRetryEnd` around automatic retries (after the
+  failed run's ``agent_end``, before the retried run's ``agent_start``);
+* :class:`CompactionStart` / :class:`CompactionEnd` around a compaction;
+* :class:`Settled` last, after the final ``agent_end`` of a :meth:`Harness.prompt`
+  (retries and recoveries included), once the session is flushed and the harness is
+  idle again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, TypeAlias, final
+
+import attrs
+
+from pitrio import AgentEvent, AssistantMessage
+
+__all__ = [
+    "AutoRetryEnd",
+    "AutoRetryStart",
+    "CompactionEnd",
+    "CompactionReason",
+    "CompactionStart",
+    "HarnessEvent",
+    "SavePoint",
+    "Settled",
+]
+
+CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SavePoint:
+    """The turn that just ended is in the session, flushed.
+
+    Attributes:
+        entry_id: the session's leaf entry after the turn (``None`` without a session).
+    """
+
+    type: ClassVar[Literal["save_point"]] = "save_point"
+    entry_id: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Settled:
+    """The harness is idle: the prompt, its retries and recoveries are over.
+
+    Attributes:
+        message: the last assistant message of the prompt (``None`` if none was made).
+    """
+
+    type: ClassVar[Literal["settled"]] = "settled"
+    message: AssistantMessage | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class AutoRetryStart:
+    """A retryable error ended the run; the harness waits ``delay`` seconds, then retries.
+
+    Attributes:
+        attempt: 1 for the first retry.
+        max_attempts: the configured number of retries.
+        delay: seconds before the retry starts.
+        error_message: the failed request's error text.
+    """
+
+    type: ClassVar[Literal["auto_retry_start"]] = "auto_retry_start"
+    attempt: int
+    max_attempts: int
+    delay: float
+    error_message: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class AutoRetryEnd:
+    """Retrying is over.
+
+    Attributes:
+        success: a retried request succeeded.
+        attempt: the last retry made (0 if none was).
+        final_error: why retrying stopped without success (the last error, or
+            ``"Retry cancelled"`` after an abort during the back-off).
+    """
+
+    type: ClassVar[Literal["auto_retry_end"]] = "auto_retry_end"
+    success: bool
+    attempt: int
+    final_error: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CompactionStart:
+    """A compaction begins (``manual``, ``threshold`` or ``overflow``)."""
+
+    type: ClassVar[Literal["compaction_start"]] = "compaction_start"
+    reason: CompactionReason
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CompactionEnd:
+    """A compaction ended.
+
+    Attributes:
+        reason: as in :class:`CompactionStart`.
+        status: ``completed`` (an entry was written), ``declined`` (nothing to compact),
+            ``aborted`` or ``failed``.
+        entry_id: the compaction entry's id when completed.
+        summary: the summary written when completed.
+        tokens_before: the context's estimated size before compaction.
+        error_message: why it failed.
+        will_retry: the harness continues the run next (overflow recovery).
+    """
+
+    type: ClassVar[Literal["compaction_end"]] = "compaction_end"
+    reason: CompactionReason
+    status: Literal["completed", "declined", "aborted", "failed"]
+    entry_id: str | None = None
+    summary: str | None = None
+    tokens_before: int | None = None
+    error_message: str | None = None
+    will_retry: bool = False
+    details: Any = None
+
+
+HarnessEvent: TypeAlias = (
+    AgentEvent
+    | SavePoint
+    | Settled
+    | AutoRetryStart
+    | AutoRetryEnd
+    | CompactionStart
+    | CompactionEnd
+)
+"""Everything a harness listener may receive."""

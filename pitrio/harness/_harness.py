@@ -1,0 +1,1003 @@
+"""The Harness: an Agent with a session, hooks, per-turn state, retry and compaction.
+
+One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
+
+* before the first request of a prompt, and before every later request (the loop's
+  ``prepare_next_turn``), the harness rebuilds a :class:`TurnState`: the model, the
+  thinking level, the active tools bound to their :class:`ToolContext`, the resources,
+  and the system prompt (a string, or a function of the turn state called every turn).
+  A change made mid-run (:meth:`Harness.set_model`, :meth:`Harness.set_tools`, ...)
+  applies from the next request;
+* every ``message_end`` is appended to the session; after each ``turn_end`` the session
+  is flushed and :class:`SavePoint` emitted; after the prompt (retries included)
+  :class:`Settled`;
+* a run ending with a retryable provider error is retried with back-off
+  (:class:`RetrySettings`); a context overflow is compacted and continued once;
+  above the compaction threshold the session is compacted after a turn.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random as _random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast, final
+
+import attrs
+import trio
+
+from pitrio import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    Agent,
+    AgentBusyError,
+    AgentContext,
+    AgentMessage,
+    AgentTool,
+    AssistantMessage,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    EventStream,
+    ImageContent,
+    Model,
+    NextTurn,
+    StreamFn,
+    StreamOptions,
+    TextContent,
+    ThinkingLevel,
+    TurnContext,
+    UsageError,
+    UserMessage,
+)
+
+from ._events import (
+    AutoRetryEnd,
+    AutoRetryStart,
+    CompactionEnd,
+    CompactionReason,
+    CompactionStart,
+    HarnessEvent,
+    SavePoint,
+    Settled,
+)
+from ._hooks import (
+    HookError,
+    Hooks,
+    ProviderRequestEvent,
+    ProviderResponseEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
+
+if TYPE_CHECKING:
+    from pitrio import AbortSignal
+
+__all__ = [
+    "Harness",
+    "HarnessListener",
+    "Resources",
+    "SystemPromptFn",
+    "ToolContext",
+    "ToolFactory",
+    "TurnState",
+]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """What the harness binds tools to: the working directory and the data directory."""
+
+    cwd: str
+    data_dir: str | None = None
+
+
+ToolFactory: TypeAlias = Callable[[ToolContext], "AgentTool | Sequence[AgentTool]"]
+"""Builds tools for a :class:`ToolContext` (``lambda ctx: coding_tools(ctx.cwd)``)."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Resources:
+    """What the system prompt may list: skills, prompt templates, context files
+    (the values of :mod:`pitrio.harness`'s resource loaders, or your own)."""
+
+    skills: tuple[Any, ...] = ()
+    prompt_templates: tuple[Any, ...] = ()
+    context_files: tuple[Any, ...] = ()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TurnState:
+    """The state one model request is made with, rebuilt before each request.
+
+    Attributes:
+        session: the harness's session (``None`` without one).
+        model: the model requested.
+        thinking_level: the reasoning level requested.
+        tools: the active tools, bound to ``tool_context``.
+        resources: skills, templates and context files.
+        tool_context: what the tools are bound to.
+    """
+
+    session: Any
+    model: Model
+    thinking_level: ThinkingLevel
+    tools: tuple[AgentTool, ...]
+    resources: Resources
+    tool_context: ToolContext
+
+
+SystemPromptFn: TypeAlias = Callable[[TurnState], "str | Awaitable[str]"]
+"""Builds the system prompt for one request from the turn's state."""
+
+HarnessListener: TypeAlias = Callable[[HarnessEvent], "Awaitable[None] | None"]
+"""``(event)``; a plain or async function, awaited in order."""
+
+
+class _Session(Protocol):
+    """What the harness needs of a session (see :mod:`pitrio.harness`'s stores)."""
+
+    @property
+    def entries(self) -> Sequence[Any]: ...
+
+    @property
+    def leaf_id(self) -> str | None: ...
+
+    async def append_message(self, message: AgentMessage) -> str: ...
+
+    async def append_model_change(self, provider: str, model_id: str) -> Any: ...
+
+    async def append_thinking_level_change(self, level: Any) -> Any: ...
+
+    async def append_compaction(
+        self,
+        summary: str,
+        *,
+        tokens_before: int,
+        first_kept_entry_id: str | None = None,
+        details: Any = None,
+    ) -> str: ...
+
+    async def flush(self) -> None: ...
+
+    def build_context(self) -> Any: ...
+
+
+_ERROR_STOPS = ("error", "aborted")
+
+
+@final
+class Harness:
+    """An agent with a session, hooks, per-turn state, automatic retry and compaction.
+
+    ::
+
+        harness = Harness(model=model, stream_fn=stream_fn, session=session,
+                          system_prompt=lambda turn: f"You are using {turn.model.id}.")
+        harness.subscribe(print)
+        await harness.prompt("hello")
+
+    Args:
+        model: the model to request (change it with :meth:`set_model`).
+        stream_fn: the stream function (a provider's, a replay, a scripted model;
+            default: pitrio's default stream function).
+        session: where the transcript is kept; its context is loaded at once. Without
+            one, the transcript lives in memory and compaction is unavailable.
+        tools: tools, or :data:`ToolFactory` functions called with the
+            :class:`ToolContext` (tools then need not know the working directory).
+        active_tools: names of the tools offered to the model (``None``: all).
+        system_prompt: a string, or a :data:`SystemPromptFn` called before each request.
+        thinking_level: the reasoning level.
+        cwd: the tools' working directory (default: the process's).
+        data_dir: the tools' data directory.
+        resources: skills, prompt templates and context files for the system prompt.
+        retry: automatic retry settings.
+        compaction: compaction settings (``CompactionSettings`` of
+            :mod:`pitrio.harness`; default: Pi's). Compaction needs a session.
+        stream_options: the template of each request's options.
+        get_api_key: ``(provider) -> key``, called before each request.
+        convert_to_llm: default: the harness's converter (custom roles as Pi's).
+        tool_execution: ``"parallel"`` or ``"sequential"``.
+        random: the jitter source (``() -> float`` in ``[0, 1)``).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        stream_fn: StreamFn | None = None,
+        session: Any = None,
+        tools: Sequence[AgentTool | ToolFactory] = (),
+        active_tools: Sequence[str] | None = None,
+        system_prompt: str | SystemPromptFn = "",
+        thinking_level: ThinkingLevel = "off",
+        cwd: str | os.PathLike[str] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        resources: Resources | None = None,
+        retry: RetrySettings | None = None,
+        compaction: Any = None,
+        stream_options: StreamOptions | None = None,
+        get_api_key: Callable[[str], Any] | None = None,
+        convert_to_llm: Callable[[list[AgentMessage]], Any] | None = None,
+        tool_execution: Literal["parallel", "sequential"] = "parallel",
+        random: Callable[[], float] | None = None,
+    ) -> None:
+        _check_model(model)
+        self.hooks = Hooks()
+        """The hook registry (:meth:`Hooks.on`)."""
+        self._session: _Session | None = session
+        self._model = model
+        self._thinking_level: ThinkingLevel = thinking_level
+        self._tool_sources: tuple[AgentTool | ToolFactory, ...] = tuple(tools)
+        self._active_tools: tuple[str, ...] | None = (
+            None if active_tools is None else tuple(active_tools)
+        )
+        self._system_prompt = system_prompt
+        self._tool_context = ToolContext(
+            cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+            data_dir=os.fspath(data_dir) if data_dir is not None else None,
+        )
+        self._resources = resources if resources is not None else Resources()
+        self.retry = retry if retry is not None else RetrySettings()
+        """Automatic retry settings (may be replaced between prompts)."""
+        self.compaction = compaction
+        """Compaction settings (``None``: Pi's defaults); ``enabled=False`` turns automatic
+        compaction off."""
+        self._random = random if random is not None else _random.random
+        if convert_to_llm is None:
+            from ._messages import convert_to_llm as harness_convert
+
+            convert_to_llm = harness_convert
+        self._agent = Agent(
+            model=model,
+            thinking_level=thinking_level,
+            stream_fn=stream_fn,
+            convert_to_llm=convert_to_llm,
+            get_api_key=get_api_key,
+            should_stop_after_turn=self._after_turn,
+            prepare_next_turn=self._prepare_next_turn,
+            tool_execution=tool_execution,
+            stream_options=stream_options,
+        )
+        # The Agent resolved the stream function (pitrio's default when None); the
+        # harness wraps it for the provider hooks.
+        self._inner_stream_fn: StreamFn = self._agent.stream_fn
+        self._agent.stream_fn = self._stream
+        if session is not None:
+            self._agent.state.messages = list(session.build_context().messages)
+        self._agent.subscribe(self._on_agent_event)
+        self._listeners: list[HarnessListener] = []
+        self._bound: tuple[object, ToolContext, tuple[AgentTool, ...]] | None = None
+        self._busy = False
+        self._idle = trio.Event()
+        self._idle.set()
+        self._abort_requested = False
+        self._cancel_scope: trio.CancelScope | None = None
+        self._failure: BaseException | None = None
+        self._prompt_system_prompt: str | None = None
+        self._replaced_messages: list[AgentMessage] | None = None
+        self._last_assistant: AssistantMessage | None = None
+        self._retry_attempt = 0
+        self._turn: TurnState | None = None
+
+    # -- state --------------------------------------------------------------------------
+
+    @property
+    def agent(self) -> Agent:
+        """The Agent underneath (for its queues and state; drive it through the harness)."""
+        return self._agent
+
+    @property
+    def session(self) -> Any:
+        """The session, or ``None``."""
+        return self._session
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """The model's context as of now (the session's context plus the running turn)."""
+        return self._agent.state.messages
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    @property
+    def thinking_level(self) -> ThinkingLevel:
+        return self._thinking_level
+
+    @property
+    def tool_context(self) -> ToolContext:
+        return self._tool_context
+
+    @property
+    def resources(self) -> Resources:
+        return self._resources
+
+    @property
+    def turn(self) -> TurnState | None:
+        """The state of the latest request (``None`` before the first)."""
+        return self._turn
+
+    @property
+    def is_busy(self) -> bool:
+        """Whether a prompt (with its retries and recoveries) or a compaction is running."""
+        return self._busy
+
+    async def set_model(self, model: Model) -> None:
+        """Use ``model`` from the next request on; recorded in the session."""
+        self._model = model
+        self._agent.state.model = model
+        if self._session is not None:
+            await self._session.append_model_change(model.provider, model.id)
+
+    async def set_thinking_level(self, level: ThinkingLevel) -> None:
+        """Use ``level`` from the next request on; recorded in the session."""
+        self._thinking_level = level
+        self._agent.state.thinking_level = level
+        if self._session is not None:
+            await self._session.append_thinking_level_change(level)
+
+    def set_tools(self, tools: Sequence[AgentTool | ToolFactory]) -> None:
+        """Replace the tools from the next request on."""
+        self._tool_sources = tuple(tools)
+
+    def set_active_tools(self, names: Sequence[str] | None) -> None:
+        """Offer only the tools named (``None``: all) from the next request on."""
+        self._active_tools = None if names is None else tuple(names)
+
+    def set_resources(self, resources: Resources) -> None:
+        self._resources = resources
+
+    def set_system_prompt(self, system_prompt: str | SystemPromptFn) -> None:
+        self._system_prompt = system_prompt
+
+    def set_tool_context(self, *, cwd: str | None = None, data_dir: str | None = None) -> None:
+        """Rebind the tools from the next request on."""
+        self._tool_context = ToolContext(
+            cwd=cwd if cwd is not None else self._tool_context.cwd,
+            data_dir=data_dir if data_dir is not None else self._tool_context.data_dir,
+        )
+
+    # -- listeners and queues -------------------------------------------------------------
+
+    def subscribe(self, listener: HarnessListener) -> Callable[[], None]:
+        """Add a listener for Agent and harness events; returns a function removing it."""
+        self._listeners = [*self._listeners, listener]
+
+        def unsubscribe() -> None:
+            self._listeners = [x for x in self._listeners if x is not listener]
+
+        return unsubscribe
+
+    def steer(self, message: AgentMessage | str) -> None:
+        """Queue a message for after the current turn."""
+        self._agent.steer(message)
+
+    def follow_up(self, message: AgentMessage | str) -> None:
+        """Queue a message for when the agent would otherwise stop."""
+        self._agent.follow_up(message)
+
+    def abort(self) -> None:
+        """Abort the prompt: the running request and tools, a retry's back-off, or a
+        compaction. No-op when idle. Does not wait (see :meth:`wait_for_idle`)."""
+        if not self._busy:
+            return
+        self._abort_requested = True
+        self._agent.abort()
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def wait_for_idle(self) -> None:
+        """Wait until no prompt or compaction runs. Checkpoints."""
+        if self._idle.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        await self._idle.wait()
+
+    # -- running ------------------------------------------------------------------------
+
+    async def prompt(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run a prompt; returns once it has settled (retries and recoveries included).
+
+        With ``await nursery.start(harness.prompt, ...)`` the call returns once the
+        first run is active. Failures end the run as data (an error message), never as
+        an exception.
+
+        Raises:
+            AgentBusyError: a prompt or a compaction is running.
+        """
+        self._claim()
+        messages = _normalize_input(input, images)
+        await self._drive(messages, task_status)
+
+    async def resume(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Continue from the context as it is (Pi's ``continue()``).
+
+        Raises:
+            AgentBusyError: a prompt or a compaction is running.
+            UsageError: nothing to continue from.
+        """
+        if not self._agent.state.messages:
+            msg = "No messages to continue from"
+            raise UsageError(msg)
+        self._claim()
+        await self._drive(None, task_status)
+
+    async def compact(self, custom_instructions: str | None = None) -> CompactionEnd:
+        """Compact the session now (summarise the older part, keep the recent tail).
+
+        Returns the :class:`CompactionEnd` event (``declined`` when there is nothing to
+        compact).
+
+        Raises:
+            AgentBusyError: a prompt or a compaction is running.
+            UsageError: the harness has no session.
+        """
+        if self._session is None:
+            msg = "compact() needs a session: pass session= to Harness"
+            raise UsageError(msg)
+        self._claim()
+        try:
+            return await self._compact("manual", custom_instructions=custom_instructions)
+        finally:
+            self._release()
+
+    def _claim(self) -> None:
+        if self._busy:
+            msg = (
+                "Harness is busy (a prompt or compaction is running). Use steer() or "
+                "follow_up() to queue messages, or wait_for_idle()."
+            )
+            raise AgentBusyError(msg)
+        self._busy = True
+        self._idle = trio.Event()
+        self._abort_requested = False
+        self._failure = None
+
+    def _release(self) -> None:
+        self._busy = False
+        self._cancel_scope = None
+        self._prompt_system_prompt = None
+        self._idle.set()
+
+    async def _drive(
+        self, prompts: list[AgentMessage] | None, task_status: trio.TaskStatus[None]
+    ) -> None:
+        self._last_assistant = None
+        self._retry_attempt = 0
+        overflow_attempted = False
+        try:
+            if prompts is not None:
+                prompts = await self._start_prompt(prompts)
+            await self._apply_turn_state()
+            if prompts is not None:
+                await self._agent.prompt(prompts, task_status=task_status)
+            else:
+                await self._agent.resume(task_status=task_status)
+            while not self._abort_requested:
+                message = self._last()
+                if message is None or message.stop_reason != "error" or self._failure:
+                    break
+                window = self._model.context_window
+                if is_context_overflow(message, window):
+                    if overflow_attempted or not self._can_compact(message):
+                        break
+                    overflow_attempted = True
+                    self._drop_failed(message)
+                    end = await self._compact("overflow", will_retry=True)
+                    if end.status != "completed" or self._abort_requested:
+                        break
+                    await self._continue()
+                    continue
+                if not self.retry.enabled or not is_retryable(message, window):
+                    break
+                if not await self._back_off(message):
+                    break
+                await self._continue()
+            await self._finish_retry()
+            last = self._last()
+            if (
+                not self._abort_requested
+                and last is not None
+                and last.stop_reason not in _ERROR_STOPS
+                and self._threshold_reached(self._agent.state.messages)
+            ):
+                await self._compact("threshold")
+        finally:
+            with trio.CancelScope(shield=True):
+                try:
+                    if self._session is not None:
+                        await self._session.flush()
+                finally:
+                    self._release()
+            await self._emit(Settled(message=self._last_assistant))
+
+    def _last(self) -> AssistantMessage | None:
+        """The last assistant message of the prompt so far (set by the listener)."""
+        return self._last_assistant
+
+    async def _start_prompt(self, prompts: list[AgentMessage]) -> list[AgentMessage]:
+        """Run ``before_agent_start``; a failure is kept and ends the run as an error."""
+        if not self.hooks.has("before_agent_start"):
+            return prompts
+        try:
+            turn = await self._turn_state()
+            system_prompt = await self._system_prompt_for(turn)
+            added, override = await self.hooks.run_before_agent_start(
+                tuple(prompts), system_prompt
+            )
+        except Exception as exc:
+            self._failure = exc
+            return prompts
+        if override != system_prompt:
+            self._prompt_system_prompt = override
+        return [*prompts, *added]
+
+    async def _continue(self) -> None:
+        await self._apply_turn_state()
+        await self._agent.resume()
+
+    def _drop_failed(self, message: AssistantMessage) -> None:
+        """The failed response leaves the context (it stays in the session)."""
+        messages = self._agent.state.messages
+        if messages and messages[-1] is message:
+            self._agent.state.messages = messages[:-1]
+
+    async def _back_off(self, message: AssistantMessage) -> bool:
+        """Wait before the next retry; ``False`` when retrying is over."""
+        settings = self.retry
+        error = message.error_message or "Unknown error"
+        if self._retry_attempt >= settings.max_retries:
+            if self._retry_attempt > 0:
+                await self._end_retry(False, error)
+            return False
+        delay = retry_delay(self._retry_attempt + 1, settings, error, random=self._random)
+        if delay is None:
+            if self._retry_attempt > 0:
+                await self._end_retry(False, error)
+            return False
+        self._retry_attempt += 1
+        await self._emit(
+            AutoRetryStart(
+                attempt=self._retry_attempt,
+                max_attempts=settings.max_retries,
+                delay=delay,
+                error_message=error,
+            )
+        )
+        self._drop_failed(message)
+        with trio.CancelScope() as scope:
+            self._cancel_scope = scope
+            if self._abort_requested:
+                scope.cancel()
+            await trio.sleep(delay)
+        self._cancel_scope = None
+        if scope.cancelled_caught or self._abort_requested:
+            await self._end_retry(False, "Retry cancelled")
+            return False
+        return True
+
+    async def _end_retry(self, success: bool, final_error: str | None) -> None:
+        attempt, self._retry_attempt = self._retry_attempt, 0
+        await self._emit(AutoRetryEnd(success=success, attempt=attempt, final_error=final_error))
+
+    async def _finish_retry(self) -> None:
+        """A retry whose run ended without a successful response (aborted) ends here."""
+        if self._retry_attempt > 0:
+            last = self._last_assistant
+            error = last.error_message if last is not None else None
+            await self._end_retry(False, error or "Retry aborted")
+
+    # -- per-turn state -----------------------------------------------------------------
+
+    async def _turn_state(self) -> TurnState:
+        context = self._tool_context
+        sources = self._tool_sources
+        bound = self._bound
+        if bound is None or bound[0] is not sources or bound[1] != context:
+            tools: list[AgentTool] = []
+            for source in sources:
+                if hasattr(source, "execute"):
+                    tools.append(cast("AgentTool", source))
+                    continue
+                made = source(context)
+                if hasattr(made, "execute"):
+                    tools.append(cast("AgentTool", made))
+                else:
+                    tools.extend(made)
+            bound = self._bound = (sources, context, tuple(tools))
+        active = self._active_tools
+        tools_now = bound[2] if active is None else tuple(t for t in bound[2] if t.name in active)
+        turn = TurnState(
+            session=self._session,
+            model=self._model,
+            thinking_level=self._thinking_level,
+            tools=tools_now,
+            resources=self._resources,
+            tool_context=context,
+        )
+        self._turn = turn
+        return turn
+
+    async def _system_prompt_for(self, turn: TurnState) -> str:
+        if self._prompt_system_prompt is not None:
+            return self._prompt_system_prompt
+        source = self._system_prompt
+        if isinstance(source, str):
+            return source
+        try:
+            value: object = source(turn)
+            if hasattr(type(value), "__await__"):
+                value = await cast("Awaitable[object]", value)
+        except Exception as exc:
+            msg = f"system prompt function failed: {exc}"
+            raise RuntimeError(msg) from exc
+        if not isinstance(value, str):
+            msg = f"the system prompt function must return a str; got {value!r}"
+            raise TypeError(msg)
+        return value
+
+    async def _apply_turn_state(self) -> None:
+        """Set the Agent up for the next run's first request."""
+        agent = self._agent
+        try:
+            turn = await self._turn_state()
+            agent.state.system_prompt = await self._system_prompt_for(turn)
+            agent.state.tools = list(turn.tools)
+        except Exception as exc:
+            self._failure = exc
+        agent.state.model = self._model
+        agent.state.thinking_level = self._thinking_level
+        hooks = self.hooks
+        agent.transform_context = self._transform_context if hooks.has("context") else None
+        agent.before_tool_call = self._before_tool_call if hooks.has("tool_call") else None
+        agent.after_tool_call = self._after_tool_call if hooks.has("tool_result") else None
+
+    async def _prepare_next_turn(
+        self, turn: TurnContext, signal: AbortSignal | None
+    ) -> NextTurn | None:
+        messages = turn.context.messages
+        if self._threshold_reached(messages) and await self._compact_mid_run():
+            messages = self._replaced_messages or messages
+            self._replaced_messages = None
+        state = await self._turn_state()
+        system_prompt = await self._system_prompt_for(state)
+        context = AgentContext(
+            system_prompt=system_prompt, messages=messages, tools=list(state.tools)
+        )
+        return NextTurn(
+            context=context, model=self._model, thinking_level=self._thinking_level
+        )
+
+    def _after_turn(self, turn: TurnContext, signal: AbortSignal | None) -> bool:
+        if self._failure is not None:
+            # A tool hook failed during the turn: the run ends as an error run.
+            raise self._failure
+        return False
+
+    # -- hooks as the Agent calls them ----------------------------------------------------
+
+    async def _transform_context(
+        self, messages: list[AgentMessage], signal: AbortSignal
+    ) -> list[AgentMessage]:
+        if self._failure is not None:
+            raise self._failure
+        try:
+            return await self.hooks.run_context(messages)
+        except HookError as exc:
+            self._failure = exc
+            raise
+
+    async def _before_tool_call(
+        self, ctx: BeforeToolCallContext, signal: AbortSignal
+    ) -> BeforeToolCallResult | None:
+        call = ctx.tool_call
+        try:
+            result = await self.hooks.run_tool_call(
+                ToolCallEvent(tool_call_id=call.id, tool_name=call.name, args=ctx.args)
+            )
+        except HookError as exc:
+            self._failure = exc
+            raise
+        if result is None:
+            return None
+        return BeforeToolCallResult(block=True, reason=result.reason)
+
+    async def _after_tool_call(
+        self, ctx: AfterToolCallContext, signal: AbortSignal
+    ) -> AfterToolCallResult | None:
+        call = ctx.tool_call
+        event = ToolResultEvent(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            args=ctx.args,
+            content=ctx.result.content,
+            details=ctx.result.details,
+            is_error=ctx.is_error,
+        )
+        try:
+            patch = await self.hooks.run_tool_result(event)
+        except HookError as exc:
+            self._failure = exc
+            raise
+        if patch is None:
+            return None
+        return AfterToolCallResult(
+            content=patch.content,
+            details=patch.details,
+            is_error=patch.is_error,
+            terminate=patch.terminate,
+        )
+
+    def _stream(self, model: Model, context: Any, options: StreamOptions) -> Any:
+        inner = self._inner_stream_fn
+        hooks = self.hooks
+        if self._failure is None and not (
+            hooks.has("before_provider_request")
+            or hooks.has("before_provider_payload")
+            or hooks.has("after_provider_response")
+        ):
+            return inner(model, context, options)
+        return self._stream_with_hooks(inner, model, context, options)
+
+    async def _stream_with_hooks(
+        self, inner: StreamFn, model: Model, context: Any, options: StreamOptions
+    ) -> Any:
+        if self._failure is not None:
+            raise self._failure
+        hooks = self.hooks
+        try:
+            if hooks.has("before_provider_request"):
+                headers = {k: v for k, v in (options.headers or {}).items() if v is not None}
+                request = await hooks.run_before_provider_request(
+                    ProviderRequestEvent(
+                        model=model,
+                        headers=headers,
+                        timeout=None if options.timeout_ms is None else options.timeout_ms / 1000,
+                        max_retries=options.max_retries,
+                    )
+                )
+                options = attrs.evolve(
+                    options,
+                    headers=dict(request.headers),
+                    timeout_ms=(
+                        None if request.timeout is None else round(request.timeout * 1000)
+                    ),
+                    max_retries=request.max_retries,
+                )
+        except HookError as exc:
+            self._failure = exc
+            raise
+        if hooks.has("before_provider_payload"):
+            options = attrs.evolve(options, on_payload=self._payload_hook(options.on_payload))
+        if hooks.has("after_provider_response"):
+            options = attrs.evolve(options, on_response=self._response_hook(options.on_response))
+        returned = inner(model, context, options)
+        return returned if isinstance(returned, EventStream) else await returned
+
+    def _payload_hook(self, previous: Callable[..., Any] | None) -> Callable[..., Any]:
+        async def on_payload(payload: Any, model: Model) -> Any:
+            if previous is not None:
+                replaced = previous(payload, model)
+                if hasattr(type(replaced), "__await__"):
+                    replaced = await replaced
+                if replaced is not None:
+                    payload = replaced
+            try:
+                return await self.hooks.run_before_provider_payload(model, payload)
+            except HookError as exc:
+                self._failure = exc
+                raise
+
+        return on_payload
+
+    def _response_hook(self, previous: Callable[..., Any] | None) -> Callable[..., Any]:
+        async def on_response(status: int, headers: Any, model: Model) -> None:
+            if previous is not None:
+                result = previous(status, headers, model)
+                if hasattr(type(result), "__await__"):
+                    await result
+            try:
+                await self.hooks.run_after_provider_response(
+                    ProviderResponseEvent(model=model, status=status, headers=dict(headers))
+                )
+            except HookError as exc:
+                self._failure = exc
+                raise
+
+        return on_response
+
+    # -- events -------------------------------------------------------------------------
+
+    def _on_agent_event(self, event: Any, signal: AbortSignal) -> Awaitable[None] | None:
+        kind = event.type
+        if kind == "message_end":
+            message = event.message
+            if message.role == "assistant":
+                self._last_assistant = message
+            if self._session is not None or (
+                message.role == "assistant"
+                and self._retry_attempt > 0
+                and message.stop_reason not in _ERROR_STOPS
+            ):
+                return self._message_end(event)
+        elif kind == "turn_end":
+            return self._turn_end(event)
+        return self._deliver(event)
+
+    async def _message_end(self, event: Any) -> None:
+        message = event.message
+        if self._session is not None:
+            await self._session.append_message(message)
+        await self._emit(event)
+        if (
+            message.role == "assistant"
+            and self._retry_attempt > 0
+            and message.stop_reason not in _ERROR_STOPS
+        ):
+            await self._end_retry(True, None)
+
+    async def _turn_end(self, event: Any) -> None:
+        await self._emit(event)
+        entry_id = None
+        if self._session is not None:
+            await self._session.flush()
+            entry_id = self._session.leaf_id
+        await self._emit(SavePoint(entry_id=entry_id))
+
+    def _deliver(self, event: HarnessEvent) -> Awaitable[None] | None:
+        """Call the listeners; returns what is left to await (a sync fast path)."""
+        listeners = self._listeners
+        for index, listener in enumerate(listeners):
+            result = listener(event)
+            if result is not None and hasattr(type(result), "__await__"):
+                return _finish(result, listeners[index + 1 :], event)
+        return None
+
+    async def _emit(self, event: HarnessEvent) -> None:
+        pending = self._deliver(event)
+        if pending is not None:
+            await pending
+
+    # -- compaction ---------------------------------------------------------------------
+
+    def _can_compact(self, message: AssistantMessage) -> bool:
+        """Overflow recovery needs a session, and the error must be this model's."""
+        return (
+            self._session is not None
+            and self._compaction_settings().enabled
+            and message.provider == self._model.provider
+            and message.model == self._model.id
+        )
+
+    def _compaction_settings(self) -> Any:
+        if self.compaction is not None:
+            return self.compaction
+        return _compaction().CompactionSettings()
+
+    def _threshold_reached(self, messages: Sequence[AgentMessage]) -> bool:
+        window = self._model.context_window
+        if self._session is None or window <= 0:
+            return False
+        settings = self._compaction_settings()
+        if not settings.enabled:
+            return False
+        module = _compaction()
+        tokens = module.estimate_context_tokens(list(messages))
+        return bool(module.should_compact(tokens, window, settings))
+
+    async def _compact_mid_run(self) -> bool:
+        end = await self._compact("threshold")
+        return end.status == "completed"
+
+    async def _compact(
+        self,
+        reason: CompactionReason,
+        *,
+        custom_instructions: str | None = None,
+        will_retry: bool = False,
+    ) -> CompactionEnd:
+        module = _compaction()
+        session = self._session
+        assert session is not None  # checked by the callers
+        settings = self._compaction_settings()
+        await self._emit(CompactionStart(reason=reason))
+        end: CompactionEnd
+        try:
+            preparation = module.prepare_compaction(list(session.entries), settings)
+            if preparation is None:
+                end = CompactionEnd(reason=reason, status="declined")
+            else:
+                result = None
+                with trio.CancelScope() as scope:
+                    self._cancel_scope = scope
+                    if self._abort_requested:
+                        scope.cancel()
+                    result = await module.compact(
+                        preparation,
+                        stream_fn=self._stream,
+                        model=self._model,
+                        custom_instructions=custom_instructions,
+                    )
+                self._cancel_scope = None
+                if result is None or scope.cancelled_caught:
+                    end = CompactionEnd(reason=reason, status="aborted")
+                else:
+                    entry_id = await session.append_compaction(
+                        summary=result.summary,
+                        first_kept_entry_id=result.first_kept_entry_id,
+                        tokens_before=result.tokens_before,
+                        details=result.details,
+                    )
+                    await session.flush()
+                    messages = list(session.build_context().messages)
+                    if self._agent.is_running:
+                        self._replaced_messages = messages
+                    else:
+                        self._agent.state.messages = messages
+                    end = CompactionEnd(
+                        reason=reason,
+                        status="completed",
+                        entry_id=entry_id,
+                        summary=result.summary,
+                        tokens_before=result.tokens_before,
+                        details=result.details,
+                        will_retry=will_retry,
+                    )
+        except Exception as exc:
+            self._cancel_scope = None
+            end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+        await self._emit(end)
+        return end
+
+
+async def _finish(
+    pending: Awaitable[object], rest: list[HarnessListener], event: HarnessEvent
+) -> None:
+    await pending
+    for listener in rest:
+        result = listener(event)
+        if result is not None and hasattr(type(result), "__await__"):
+            await result
+
+
+def _compaction() -> Any:
+    """pitrio.harness._compaction, imported when first needed."""
+    return importlib.import_module("._compaction", __package__)
+
+
+def _check_model(model: object) -> None:
+    if not isinstance(model, Model):
+        msg = f"model must be a pitrio.Model; got {model!r}"
+        raise TypeError(msg)
+
+
+def _normalize_input(
+    input: str | AgentMessage | Sequence[AgentMessage], images: Sequence[ImageContent]
+) -> list[AgentMessage]:
+    if isinstance(input, str):
+        return [UserMessage(content=(TextContent(text=input), *images), timestamp=_now_ms())]
+    messages = list(input) if isinstance(input, list | tuple) else [input]
+    for message in messages:
+        if not hasattr(message, "role"):
+            msg = f"expected a message (an object with a 'role') or a string; got {message!r}"
+            raise TypeError(msg)
+    return messages
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
