@@ -416,8 +416,8 @@ class Harness:
         Raises:
             AgentBusyError: a prompt or a compaction is running.
         """
-        self._claim()
         messages = _normalize_input(input, images)
+        self._claim()
         await self._drive(messages, task_status)
 
     async def resume(
