@@ -132,11 +132,29 @@ class _Queue:
 
 @final
 class _Run:
-    __slots__ = ("idle", "signal")
+    __slots__ = ("idle", "settled", "signal")
 
     def __init__(self) -> None:
         self.signal = AbortSignal()
-        self.idle = trio.Event()
+        self.settled = trio.Event()  # agent_end listeners done (or failed)
+        self.idle = trio.Event()  # state reset too: wait_for_idle() returns
+
+
+async def _abort_when_cancelled(run: _Run) -> None:
+    """Lives beside a run: a cancellation from outside becomes the run's abort()."""
+    try:
+        await run.settled.wait()
+    except trio.Cancelled:
+        # The run (shielded) now settles as aborted; the Cancelled is not lost: the
+        # run's own task re-raises it once the run is idle.
+        run.signal.abort()
+
+
+def _unwrap(exc: Exception) -> Exception:
+    """The exception itself, not the single-member group a nursery wrapped it in."""
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 @final
@@ -437,24 +455,49 @@ class Agent:
         state.is_streaming = True
         state.streaming_message = None
         state.error_message = None
+        failure: Exception | None = None
         try:
             # The run's nursery: everything the run starts (provider streams, tool
             # batches) lives in nurseries nested inside this one.
-            async with trio.open_nursery():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_abort_when_cancelled, run)
                 task_status.started()
-                await self._execute(executor, run)
+                # A cancellation from outside (a deadline, a cancelled nursery) does not
+                # tear the run down mid-event: the watcher turns it into abort(), the run
+                # settles as an aborted run does, and the Cancelled is re-raised below.
+                with trio.CancelScope(shield=True):
+                    failure = await self._execute(executor, run)
+                    self._finish_run(run)  # at once, as Pi's finishRun
+                    run.settled.set()
         finally:
-            state.is_streaming = False
-            state.streaming_message = None
-            state.pending_tool_calls = frozenset()
-            self._run = None
-            run.idle.set()
+            self._finish_run(run)
+        if failure is not None:
+            # As Pi's prompt() rejects when its failure handling throws (a listener
+            # failing again during the failure tail): the listener's own exception.
+            raise failure
+        await trio.lowlevel.checkpoint_if_cancelled()
 
-    async def _execute(self, executor: Callable[[AbortSignal], Any], run: _Run) -> None:
+    def _finish_run(self, run: _Run) -> None:
+        if run.idle.is_set():
+            return
+        state = self.state
+        state.is_streaming = False
+        state.streaming_message = None
+        state.pending_tool_calls = frozenset()
+        self._run = None
+        run.idle.set()
+
+    async def _execute(self, executor: Callable[[AbortSignal], Any], run: _Run) -> Exception | None:
+        """Run the loop; a failure ends the run with Pi's failure tail. Returns the
+        exception the failure tail itself raised, if any."""
         try:
             await executor(run.signal)
         except Exception as exc:
-            await self._handle_run_failure(exc, run.signal.aborted)
+            try:
+                await self._handle_run_failure(_unwrap(exc), run.signal.aborted)
+            except Exception as again:
+                return _unwrap(again)
+        return None
 
     async def _handle_run_failure(self, error: BaseException, aborted: bool) -> None:
         model = self.state.model

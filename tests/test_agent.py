@@ -19,6 +19,8 @@ from pitrio import (
     Model,
     TextContent,
     Tool,
+    ToolExecutionEnd,
+    ToolExecutionUpdate,
     ToolResult,
     UsageError,
     UserMessage,
@@ -325,3 +327,169 @@ async def test_prompt_accepts_messages_lists_and_images() -> None:
     assert len(users) == 4
     with pytest.raises(TypeError, match="expected a message"):
         await agent.prompt(42)
+
+
+# -- issue 6: outer cancellation, listener failures, is_streaming, updates after end -------
+
+
+def _tasks_below(task: trio.lowlevel.Task) -> list[str]:
+    names: list[str] = []
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            names.append(child.name)
+            names.extend(_tasks_below(child))
+    return names
+
+
+async def test_a_deadline_around_prompt_settles_the_run_like_abort(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A deadline cancels the run as abort() does (agent_end, the partial kept as an
+    aborted message, idle state, no task left), then the Cancelled reaches the deadline."""
+    model = ScriptedModel([ScriptedResponse.text("a long answer", chunk_size=2, delay=10)])
+    agent = Agent(stream_fn=model, model=MODEL)
+    events = _events(agent)
+    with trio.move_on_after(1) as scope:
+        await agent.prompt("go")
+    assert scope.cancelled_caught
+    kinds = [e.type for e in events]
+    assert kinds[-3:] == ["message_end", "turn_end", "agent_end"]
+    last = agent.state.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "aborted"
+    assert last.text == "a long answer"  # every delta streamed before the deadline is kept
+    assert not agent.state.is_streaming
+    assert not agent.is_running
+    assert agent.state.pending_tool_calls == frozenset()
+    assert _tasks_below(trio.lowlevel.current_task()) == []
+    assert trio.current_time() == pytest.approx(1)
+
+
+async def test_an_outer_cancel_during_a_tool_settles_and_propagates(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Cancelling the caller's nursery mid-tool: the tool ends as aborted, the run ends with
+    agent_end, and the nursery's cancel scope catches the Cancelled."""
+    model = ScriptedModel([ScriptedResponse.tool_calls(("c1", "slow", {}))])
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_tool("slow", 100)])
+    events = _events(agent)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "go")
+        await trio.sleep(5)
+        assert agent.is_running
+        nursery.cancel_scope.cancel()
+    assert nursery.cancel_scope.cancelled_caught
+    ends = [e for e in events if isinstance(e, ToolExecutionEnd)]
+    assert [(e.tool_call_id, e.result.content) for e in ends] == [
+        ("c1", (TextContent(text="Operation aborted"),))
+    ]
+    assert events[-1].type == "agent_end"
+    last = agent.state.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "aborted"
+    assert agent.signal is None  # idle
+    assert trio.current_time() == pytest.approx(5)
+
+
+async def test_a_cancelled_prompt_raises_cancelled_not_a_group() -> None:
+    """The Cancelled that leaves prompt() is Trio's own (a scope outside catches it)."""
+    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("x", delay=1)]), model=MODEL)
+    raised: list[BaseException] = []
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await agent.prompt("go")
+        except BaseException as exc:
+            raised.append(exc)
+            raise
+    assert scope.cancelled_caught
+    assert [type(exc) for exc in raised] == [trio.Cancelled]
+    last = agent.state.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "aborted"
+
+
+@pytest.mark.parametrize("kind", ["turn_end", "agent_end"])
+async def test_a_listener_failing_once_at_the_end_fails_the_run_as_data(kind: str) -> None:
+    """Pi: a listener raising at turn_end/agent_end ends the run with the failure tail
+    (after the run's own agent_end for agent_end: the listener sees agent_end twice);
+    prompt() returns (tests/data/oracle-extra-3/lf-*-x1)."""
+    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("x")]), model=MODEL)
+    seen: list[str] = []
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        seen.append(event.type)
+        if event.type == kind and seen.count(kind) == 1:
+            raise RuntimeError("listener broke")
+
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    assert seen[-4:] == ["message_start", "message_end", "turn_end", "agent_end"]
+    assert seen.count("agent_end") == (2 if kind == "agent_end" else 1)
+    assert agent.state.error_message == "listener broke"
+    assert not agent.is_running
+
+
+@pytest.mark.parametrize("kind", ["turn_end", "agent_end"])
+async def test_a_listener_failing_in_the_failure_tail_too_raises_its_own_error(
+    kind: str,
+) -> None:
+    """Pi's prompt() rejects with the listener's error when the failure tail fails too;
+    pitrio raises that exception itself, never an ExceptionGroup, after the run settled."""
+    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("x")]), model=MODEL)
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == kind:
+            raise KeyError("listener broke again")
+
+    agent.subscribe(listener)
+    with pytest.raises(KeyError, match="listener broke again"):
+        await agent.prompt("go")
+    assert not agent.is_running
+    assert not agent.state.is_streaming
+    await agent.wait_for_idle()
+
+
+async def test_is_streaming_lasts_through_agent_end_listeners() -> None:
+    """Pi: agent_end listeners still see is_streaming; once prompt() returns it is False."""
+    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("x")]), model=MODEL)
+    seen: list[tuple[bool, bool]] = []
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "agent_end":
+            seen.append((agent.state.is_streaming, agent.is_running))
+
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    assert seen == [(True, True)]
+    assert agent.state.is_streaming is False
+    assert agent.is_running is False
+
+
+async def test_no_tool_update_follows_its_end(autojump_clock: trio.testing.MockClock) -> None:
+    """Updates a tool sends after it returned (from a task it left behind) are dropped."""
+    leftover: list[Any] = []
+
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        on_update(text_result("before"))
+        leftover.append(on_update)
+        return text_result("done")
+
+    model = ScriptedModel(
+        [ScriptedResponse.tool_calls(("c1", "t", {}), ("c2", "t", {})), ScriptedResponse.text("x")]
+    )
+    agent = Agent(stream_fn=model, model=MODEL, tools=[Tool(name="t", execute=execute)])
+    order: list[tuple[str, str]] = []
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if isinstance(event, ToolExecutionUpdate | ToolExecutionEnd):
+            order.append((event.type, event.tool_call_id))
+            if isinstance(event, ToolExecutionEnd):
+                for on_update in leftover:
+                    on_update(text_result("too late"))
+
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    for call_id in ("c1", "c2"):
+        mine = [kind for kind, cid in order if cid == call_id]
+        assert mine == ["tool_execution_update", "tool_execution_end"]

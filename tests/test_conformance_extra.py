@@ -8,7 +8,10 @@ Two rounds, each in its own folder under ``tests/data``:
   ``shouldStopAfterTurn`` and ``terminate``; both loop APIs for every hook kind and
   ``loopContinue`` from every tail; ``continue()`` after aborted, failed and thrown runs;
   actions on ``hook``, ``model_call``, ``action``, ``error`` and ``state`` records; JSON
-  nulls in specs.
+  nulls in specs;
+- ``oracle-extra-3``: listeners that fail (at ``turn_end``, at ``agent_end``, once and during
+  the failure tail too, and at a tool's update in a parallel batch), recorded with one more
+  triggered op, ``fail``, patched into the oracle (see its ``README.md``).
 
 Each scenario was run through the oracle at two time scales with identical traces;
 ``expected/`` holds the oracle's trace. The scenarios where pitrio differs are marked
@@ -28,7 +31,8 @@ from pitrio.testing._compare import trace_difference
 from pitrio.testing.conformance import format_trace, play
 
 DATA = Path(__file__).parent / "data"
-ROUNDS = ("oracle-extra", "oracle-extra-2")
+# round -> how many scenarios it holds at least
+ROUNDS = {"oracle-extra": 40, "oracle-extra-2": 40, "oracle-extra-3": 8}
 SCENARIOS = sorted(p for r in ROUNDS for p in (DATA / r / "scenarios").glob("*.json"))
 
 # "round/stem" -> the difference it shows (see docs/deviations.md).
@@ -59,8 +63,8 @@ def _param(path: Path) -> Any:
 
 def test_extra_corpus_is_present() -> None:
     """Every scenario has the oracle's trace, and every marked scenario exists."""
-    for round_ in ROUNDS:
-        assert len(list((DATA / round_ / "scenarios").glob("*.json"))) >= 40, round_
+    for round_, count in ROUNDS.items():
+        assert len(list((DATA / round_ / "scenarios").glob("*.json"))) >= count, round_
     for path in SCENARIOS:
         assert (path.parent.parent / "expected" / path.name).exists(), _key(path)
     assert set(DIFFERS) <= {_key(p) for p in SCENARIOS}

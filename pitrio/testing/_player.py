@@ -1045,6 +1045,8 @@ class Player:
             rec["mode"] = op["mode"]
         if "ms" in op:
             rec["ms"] = op["ms"]
+        if name == "fail":
+            rec["message"] = op["message"]
         if op.get("await") is False:
             rec["await"] = False
         return rec
@@ -1069,6 +1071,10 @@ class Player:
         agent = self.agent
         assert agent is not None
         name = op["op"]
+        if name == "fail":
+            # The observer that made the triggering record (a listener) raises; see
+            # tests/data/oracle-extra-3/README.md for this op of the extended oracle.
+            raise RuntimeError(op["message"])
         if name in ("prompt", "continue"):
             if name == "prompt":
                 if "text" in op:
