@@ -158,9 +158,12 @@ class _Session(Protocol):
         summary: str,
         *,
         tokens_before: int,
-        first_kept_entry_id: str | None = None,
+        retained_tail: Sequence[AgentMessage] | None = None,
         details: Any = None,
+        usage: Any = None,
     ) -> str: ...
+
+    def get_branch(self) -> list[Any]: ...
 
     async def flush(self) -> None: ...
 
@@ -280,6 +283,7 @@ class Harness:
         self._failure: BaseException | None = None
         self._prompt_system_prompt: str | None = None
         self._replaced_messages: list[AgentMessage] | None = None
+        self._compacted_in_run = False
         self._last_assistant: AssistantMessage | None = None
         self._retry_attempt = 0
         self._turn: TurnState | None = None
@@ -486,6 +490,7 @@ class Harness:
                 await self._agent.prompt(prompts, task_status=task_status)
             else:
                 await self._agent.resume(task_status=task_status)
+            self._sync_after_run()
             while not self._abort_requested:
                 message = self._last()
                 if message is None or message.stop_reason != "error" or self._failure:
@@ -548,6 +553,14 @@ class Harness:
     async def _continue(self) -> None:
         await self._apply_turn_state()
         await self._agent.resume()
+        self._sync_after_run()
+
+    def _sync_after_run(self) -> None:
+        """After a compaction inside a run, the Agent's transcript becomes the session's
+        context (the loop already used it for the run's later requests)."""
+        if self._compacted_in_run and self._session is not None:
+            self._compacted_in_run = False
+            self._agent.state.messages = list(self._session.build_context().messages)
 
     def _drop_failed(self, message: AssistantMessage) -> None:
         """The failed response leaves the context (it stays in the session)."""
@@ -895,8 +908,8 @@ class Harness:
         if not settings.enabled:
             return False
         module = _compaction()
-        tokens = module.estimate_context_tokens(list(messages))
-        return bool(module.should_compact(tokens, window, settings))
+        estimate = module.estimate_context_tokens(messages)
+        return bool(module.should_compact(estimate.tokens, window, settings))
 
     async def _compact_mid_run(self) -> bool:
         end = await self._compact("threshold")
@@ -916,7 +929,7 @@ class Harness:
         await self._emit(CompactionStart(reason=reason))
         end: CompactionEnd
         try:
-            preparation = module.prepare_compaction(list(session.entries), settings)
+            preparation = module.prepare_compaction(_branch(session), settings)
             if preparation is None:
                 end = CompactionEnd(reason=reason, status="declined")
             else:
@@ -930,21 +943,25 @@ class Harness:
                         stream_fn=self._stream,
                         model=self._model,
                         custom_instructions=custom_instructions,
+                        thinking_level=self._thinking_level,
+                        stream_options=self._agent.stream_options,
                     )
                 self._cancel_scope = None
                 if result is None or scope.cancelled_caught:
                     end = CompactionEnd(reason=reason, status="aborted")
                 else:
                     entry_id = await session.append_compaction(
-                        summary=result.summary,
-                        first_kept_entry_id=result.first_kept_entry_id,
+                        result.summary,
                         tokens_before=result.tokens_before,
+                        retained_tail=result.retained_tail,
                         details=result.details,
+                        usage=result.usage,
                     )
                     await session.flush()
                     messages = list(session.build_context().messages)
                     if self._agent.is_running:
                         self._replaced_messages = messages
+                        self._compacted_in_run = True
                     else:
                         self._agent.state.messages = messages
                     end = CompactionEnd(
@@ -971,6 +988,10 @@ async def _finish(
         result = listener(event)
         if result is not None and hasattr(type(result), "__await__"):
             await result
+
+
+def _branch(session: _Session) -> list[Any]:
+    return list(session.get_branch())
 
 
 def _compaction() -> Any:
