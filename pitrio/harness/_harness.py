@@ -18,7 +18,6 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
 
 from __future__ import annotations
 
-import importlib
 import os
 import random as _random
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +50,14 @@ from pitrio import (
     UserMessage,
 )
 
+from ._compaction import (
+    CompactionResult,
+    CompactionSettings,
+    compact,
+    estimate_context_tokens,
+    prepare_compaction,
+    should_compact,
+)
 from ._events import (
     AutoRetryEnd,
     AutoRetryStart,
@@ -222,7 +229,7 @@ class Harness:
         data_dir: str | os.PathLike[str] | None = None,
         resources: Resources | None = None,
         retry: RetrySettings | None = None,
-        compaction: Any = None,
+        compaction: CompactionSettings | None = None,
         stream_options: StreamOptions | None = None,
         get_api_key: Callable[[str], Any] | None = None,
         convert_to_llm: Callable[[list[AgentMessage]], Any] | None = None,
@@ -895,10 +902,10 @@ class Harness:
             and message.model == self._model.id
         )
 
-    def _compaction_settings(self) -> Any:
+    def _compaction_settings(self) -> CompactionSettings:
         if self.compaction is not None:
             return self.compaction
-        return _compaction().CompactionSettings()
+        return CompactionSettings()
 
     def _threshold_reached(self, messages: Sequence[AgentMessage]) -> bool:
         window = self._model.context_window
@@ -907,9 +914,8 @@ class Harness:
         settings = self._compaction_settings()
         if not settings.enabled:
             return False
-        module = _compaction()
-        estimate = module.estimate_context_tokens(messages)
-        return bool(module.should_compact(estimate.tokens, window, settings))
+        estimate = estimate_context_tokens(messages)
+        return should_compact(estimate.tokens, window, settings)
 
     async def _compact_mid_run(self) -> bool:
         end = await self._compact("threshold")
@@ -922,23 +928,22 @@ class Harness:
         custom_instructions: str | None = None,
         will_retry: bool = False,
     ) -> CompactionEnd:
-        module = _compaction()
         session = self._session
         assert session is not None  # checked by the callers
         settings = self._compaction_settings()
         await self._emit(CompactionStart(reason=reason))
         end: CompactionEnd
         try:
-            preparation = module.prepare_compaction(_branch(session), settings)
+            preparation = prepare_compaction(_branch(session), settings)
             if preparation is None:
                 end = CompactionEnd(reason=reason, status="declined")
             else:
-                result = None
+                result: CompactionResult | None = None
                 with trio.CancelScope() as scope:
                     self._cancel_scope = scope
                     if self._abort_requested:
                         scope.cancel()
-                    result = await module.compact(
+                    result = await compact(
                         preparation,
                         stream_fn=self._stream,
                         model=self._model,
@@ -992,11 +997,6 @@ async def _finish(
 
 def _branch(session: _Session) -> list[Any]:
     return list(session.get_branch())
-
-
-def _compaction() -> Any:
-    """pitrio.harness._compaction, imported when first needed."""
-    return importlib.import_module("._compaction", __package__)
 
 
 def _check_model(model: object) -> None:
