@@ -42,6 +42,11 @@ from ._hooks import (
     ToolResultEvent as ToolResultEvent,
     ToolResultPatch as ToolResultPatch,
 )
+from ._jsonl import (
+    JsonlSessionStore as JsonlSessionStore,
+    SessionRecoveredWarning as SessionRecoveredWarning,
+    default_sessions_root as default_sessions_root,
+)
 from ._messages import (
     AppMessage as AppMessage,
     BashExecutionMessage as BashExecutionMessage,
@@ -83,6 +88,7 @@ from ._session import (
     SessionStore as SessionStore,
     build_session_context as build_session_context,
 )
+from ._sqlite import SqliteSessionStore as SqliteSessionStore
 
 __all__: list[str] = [
     "AppMessage",
@@ -107,6 +113,7 @@ __all__: list[str] = [
     "HookName",
     "Hooks",
     "InMemorySessionStore",
+    "JsonlSessionStore",
     "MessageEntry",
     "ModelRef",
     "ProviderPayloadEvent",
@@ -130,8 +137,10 @@ __all__: list[str] = [
     "SessionInfo",
     "SessionLockedError",
     "SessionNotFoundError",
+    "SessionRecoveredWarning",
     "SessionStore",
     "Settled",
+    "SqliteSessionStore",
     "SystemPromptFn",
     "ToolCallEvent",
     "ToolCallResult",
@@ -143,6 +152,7 @@ __all__: list[str] = [
     "bash_execution_to_text",
     "build_session_context",
     "convert_to_llm",
+    "default_sessions_root",
     "is_context_overflow",
     "is_retryable",
     "retry_delay",

@@ -721,10 +721,14 @@ class Session:
         committed: list[Write] = []
         seq = self._state.next_seq
         for write in writes:
-            out = dict(write)
-            out["seq"] = seq
-            if out["kind"] == "entry":
+            if write["kind"] == "entry":
+                out = dict(write)
+                out["seq"] = seq
                 out["timestamp"] = ts
+            else:  # Pi's key order: kind, op, seq, namespace, key, value
+                out = {"kind": write["kind"], "op": write["op"], "seq": seq}
+                out.update(write)
+                out["seq"] = seq
             committed.append(out)
             seq += 1
         self._state.apply(committed)

@@ -1,0 +1,882 @@
+"""Sessions as JSONL files, in Pi's format (pi-agent-core 0.85.0, ``session/jsonl/``).
+
+A file is one header line, then one line per transaction: a committed write, or a JSON
+array of them when a transaction has several (appending a message writes the entry and
+moves the branch tip)::
+
+    {"v":4,"kind":"header","id":"0190…","storageVersion":1,"createdAt":1735689600000,"cwd":"/src/app"}
+    [{"kind":"entry","id":"0190…","parentId":null,"type":"message","message":{…},"seq":1,…},{"kind":"value",…}]
+
+Files live in one directory per working directory, named as Pi names them
+(``--src-app--`` for ``/src/app``), under :func:`default_sessions_root`. Pi's legacy v3
+files (first line ``{"type":"session","version":3,…}``) are read too; the first flush
+of new writes rewrites such a file in the v4 format, atomically, as Pi does.
+
+Crash safety: a line is complete once its newline is written. When a file ends in a
+torn line (a crash mid-write), opening the session drops that line, truncates the file
+back to its last complete line, warns with :class:`SessionRecoveredWarning` and records
+what was dropped in :attr:`Session.recovered`. Every complete line is kept. Any other
+damage (a complete line that is not a valid write) raises :class:`SessionFormatError`
+naming the file and line.
+
+Concurrency: an open session holds an exclusive ``flock`` on its file; a second store
+or process opening it gets :class:`SessionLockedError` instead of interleaving writes.
+All file I/O runs in worker threads (:func:`trio.to_thread.run_sync`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime
+import errno
+import json
+import os
+import sys
+import time
+import urllib.parse
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, final
+
+import attrs
+import trio
+
+from ._messages import timestamp_ms
+from ._session import (
+    BRANCH_TIP,
+    ENTRY_LABEL,
+    LANE_CONFIG,
+    LANE_STATE,
+    MAIN_BRANCH,
+    SESSION_NAME,
+    THINKING_LEVELS,
+    Session,
+    SessionExistsError,
+    SessionFormatError,
+    SessionInfo,
+    SessionLockedError,
+    SessionNotFoundError,
+    Write,
+    _State,
+    new_id,
+    resolve_cwd,
+    sort_infos,
+)
+
+__all__ = [
+    "JsonlSessionStore",
+    "SessionRecoveredWarning",
+    "default_sessions_root",
+    "session_directory_name",
+]
+
+FORMAT_VERSION = 4
+STORAGE_VERSION = 1
+SESSIONS_ROOT_ENV = "PITRIO_SESSIONS_DIR"
+
+
+class SessionRecoveredWarning(UserWarning):
+    """Opening a session dropped a torn last line left by a crash mid-write."""
+
+
+def default_sessions_root() -> str:
+    """Where :class:`JsonlSessionStore` keeps sessions when given no ``root``.
+
+    ``$PITRIO_SESSIONS_DIR`` if set; otherwise ``pitrio/sessions`` under the user's data
+    directory: ``$XDG_DATA_HOME`` (default ``~/.local/share``) on Linux and other Unix
+    systems, ``~/Library/Application Support`` on macOS, ``%LOCALAPPDATA%`` on Windows.
+    """
+    override = os.environ.get(SESSIONS_ROOT_ENV)
+    if override:
+        return os.path.abspath(os.path.expanduser(override))
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser(r"~\AppData\Local")
+    elif sys.platform == "darwin":
+        base = os.path.expanduser("~/Library/Application Support")
+    else:
+        base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return os.path.join(base, "pitrio", "sessions")
+
+
+def session_directory_name(cwd: str) -> str:
+    """Pi's directory name for a working directory: ``/src/app`` -> ``--src-app--``."""
+    stripped = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    for ch in "/\\:":
+        stripped = stripped.replace(ch, "-")
+    return f"--{stripped}--"
+
+
+def session_file_name(created_at_ms: int, session_id: str) -> str:
+    """Pi's file name: the creation time (ISO, ``:`` and ``.`` as ``-``), then the id."""
+    when = datetime.datetime.fromtimestamp(created_at_ms // 1000, datetime.UTC)
+    stamp = f"{when:%Y-%m-%dT%H-%M-%S}-{created_at_ms % 1000:03d}Z"
+    return f"{stamp}_{_quote(session_id)}.jsonl"
+
+
+def _quote(session_id: str) -> str:
+    return urllib.parse.quote(session_id, safe="!~*'()")
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode().decode()
+    except UnicodeEncodeError:  # a lone surrogate: JavaScript escapes it, so do we
+        return json.dumps(value, separators=(",", ":"))
+
+
+def _line(transaction: Sequence[Write]) -> bytes:
+    body = transaction[0] if len(transaction) == 1 else list(transaction)
+    return (_dumps(body) + "\n").encode()
+
+
+# --- locking ------------------------------------------------------------------------
+
+if sys.platform == "win32":  # pragma: no cover - Windows
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return False
+            raise
+        return True
+
+
+def open_locked(path: str, flags: int, what: str) -> int:
+    """Open ``path`` and take its exclusive lock, or raise :class:`SessionLockedError`.
+
+    After locking, the path must still name the locked file (another writer may have
+    replaced it by rename in between); if not, try again.
+    """
+    while True:
+        fd = os.open(path, flags, 0o644)
+        try:
+            if not _try_lock(fd):
+                msg = (
+                    f"{what} is open for writing elsewhere (another store or process holds "
+                    f"{path}); close it there first"
+                )
+                raise SessionLockedError(msg)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+@attrs.define
+class _Loaded:
+    header: dict[str, Any]
+    state: _State
+    legacy_writes: list[Write] | None
+    legacy_usage: dict[str, Any] | None
+    torn: bytes
+    complete_size: int
+
+
+def _parse_json(line: bytes, path: str, number: int) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        msg = f"{path}, line {number}: not valid JSON ({exc})"
+        raise SessionFormatError(msg) from None
+
+
+def _is_v4_header(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("kind") == "header"
+        and value.get("v") == FORMAT_VERSION
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("cwd"), str)
+        and isinstance(value.get("createdAt"), int)
+        and isinstance(value.get("storageVersion"), int)
+    )
+
+
+def _is_v3_header(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("type") == "session"
+        and value.get("version") == 3
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("cwd"), str)
+        and isinstance(value.get("timestamp"), str)
+    )
+
+
+def parse_header(line: bytes, path: str) -> tuple[str, dict[str, Any]]:
+    """``("v4" | "v3", header)`` for a session file's first line."""
+    value = _parse_json(line, path, 1)
+    if _is_v4_header(value):
+        return "v4", value
+    if _is_v3_header(value):
+        return "v3", value
+    msg = (
+        f"{path}: the first line is not a session header (expected Pi's "
+        f'{{"v":4,"kind":"header",...}} or a legacy {{"type":"session","version":3,...}})'
+    )
+    raise SessionFormatError(msg)
+
+
+def load_file(path: str, data: bytes) -> _Loaded:
+    """Parse a whole session file (``data``), dropping a torn last line."""
+    end = data.rfind(b"\n") + 1
+    torn = data[end:]
+    lines = data[:end].split(b"\n")[:-1] if end else []
+    if not lines or not lines[0].strip():
+        msg = f"{path}: the file has no complete header line; it is not a session file"
+        raise SessionFormatError(msg)
+    fmt, header = parse_header(lines[0], path)
+    if fmt == "v3":
+        writes, usage = legacy_v3_writes(
+            [_parse_json(line, path, i + 2) for i, line in enumerate(lines[1:]) if line.strip()],
+            path,
+        )
+        state = _State()
+        try:
+            state.apply(writes)
+        except SessionFormatError as exc:
+            msg = f"{path}: {exc}"
+            raise SessionFormatError(msg) from None
+        state.next_seq += 1  # reserved for the usage row Pi writes when it upgrades the file
+        v4 = legacy_v3_header(header)
+        v4["nextSeq"] = state.next_seq
+        return _Loaded(v4, state, writes, usage, torn, end)
+    if header["storageVersion"] != STORAGE_VERSION:
+        msg = (
+            f"{path}: session {header['id']} uses storage version "
+            f"{header['storageVersion']}; pitrio reads version {STORAGE_VERSION}"
+        )
+        raise SessionFormatError(msg)
+    state = _State()
+    for index in range(1, len(lines)):
+        line = lines[index]
+        value = _parse_json(line, path, index + 1)
+        transaction = value if isinstance(value, list) else [value]
+        if not all(isinstance(w, dict) for w in transaction):
+            msg = f"{path}, line {index + 1}: a transaction must hold JSON objects"
+            raise SessionFormatError(msg)
+        try:
+            state.apply(transaction)
+        except SessionFormatError as exc:
+            msg = f"{path}, line {index + 1}: {exc}"
+            raise SessionFormatError(msg) from None
+    next_seq = header.get("nextSeq")
+    if isinstance(next_seq, int):
+        state.next_seq = max(state.next_seq, next_seq)
+    return _Loaded(header, state, None, None, torn, end)
+
+
+# --- legacy v3 ----------------------------------------------------------------------
+
+_V3_TYPES = {
+    "message",
+    "custom",
+    "custom_message",
+    "branch_summary",
+    "compaction",
+    "model_change",
+    "thinking_level_change",
+    "active_tools_change",
+    "session_info",
+    "label",
+}
+_V3_DROPPED = {
+    "model_change",
+    "thinking_level_change",
+    "active_tools_change",
+    "session_info",
+    "label",
+}
+
+
+def legacy_v3_header(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The v4 header Pi makes from a v3 one."""
+    out: dict[str, Any] = {
+        "v": FORMAT_VERSION,
+        "kind": "header",
+        "id": header["id"],
+        "createdAt": timestamp_ms(header["timestamp"]),
+        "storageVersion": STORAGE_VERSION,
+        "cwd": header["cwd"],
+    }
+    parent = header.get("parentSession")
+    if isinstance(parent, str):
+        parent_id = _header_id(parent)
+        if parent_id is not None:
+            out["parentSessionId"] = parent_id
+        else:
+            out["legacyParentSessionPath"] = parent
+    return out
+
+
+def _header_id(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            first = f.readline()
+        return str(parse_header(first, path)[1]["id"])
+    except (OSError, SessionFormatError):
+        return None
+
+
+def _custom_message(entry: Mapping[str, Any]) -> dict[str, Any]:
+    out = {"role": "custom", "customType": entry.get("customType"), "content": entry.get("content")}
+    for key in ("details", "display"):
+        if entry.get(key) is not None:
+            out[key] = entry[key]
+    out["timestamp"] = timestamp_ms(entry["timestamp"])
+    return out
+
+
+def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[str, Any]]:
+    """Pi's ``normalizeLegacyV3Records``: v3 records as v4 writes, and their summed usage.
+
+    Unlike Pi, entry ids are kept (Pi mints new UUIDs); everything else follows Pi:
+    model, thinking-level and tool changes become the lane configuration of the last
+    entry's branch, labels and the session name become values, a compaction's kept
+    entries are copied into its retained tail.
+    """
+    by_id: dict[str, dict[str, Any]] = {}
+    for number, record in enumerate(records, start=2):
+        if not isinstance(record, dict) or record.get("type") not in _V3_TYPES:
+            kind = record.get("type") if isinstance(record, dict) else record
+            msg = f"{path}: unsupported legacy v3 record type {kind!r} at line {number}"
+            raise SessionFormatError(msg)
+        if record.get("id") in by_id:
+            msg = f"{path}: duplicate legacy v3 entry id {record.get('id')!r}"
+            raise SessionFormatError(msg)
+        by_id[record["id"]] = record
+    retained = {r["id"] for r in records if r["type"] not in _V3_DROPPED}
+    resolved: dict[str, str | None] = {}
+
+    def resolve(legacy_id: str | None) -> str | None:
+        seen: list[str] = []
+        current = legacy_id
+        while current is not None:
+            if current in retained:
+                break
+            if current in resolved:
+                current = resolved[current]
+                break
+            if current in seen or current not in by_id:
+                msg = f"{path}: broken legacy v3 parent chain at entry {current!r}"
+                raise SessionFormatError(msg)
+            seen.append(current)
+            current = by_id[current].get("parentId")
+        for s in seen:
+            resolved[s] = current
+        return current
+
+    def from_id(value: Any) -> str | None:
+        return None if value == "root" or value is None else resolve(value)
+
+    def project(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+        match entry["type"]:
+            case "message":
+                return [entry["message"]]
+            case "custom_message":
+                return [_custom_message(entry)]
+            case "branch_summary" if entry.get("summary"):
+                return [
+                    {
+                        "role": "branchSummary",
+                        "summary": entry["summary"],
+                        "fromId": from_id(entry.get("fromId")),
+                        "timestamp": timestamp_ms(entry["timestamp"]),
+                    }
+                ]
+            case "compaction":
+                return [
+                    {
+                        "role": "compactionSummary",
+                        "summary": entry["summary"],
+                        "tokensBefore": entry["tokensBefore"],
+                        "timestamp": timestamp_ms(entry["timestamp"]),
+                    }
+                ]
+        return []
+
+    def retained_tail(compaction: Mapping[str, Any]) -> list[dict[str, Any]]:
+        tail: list[Mapping[str, Any]] = []
+        current = compaction.get("parentId")
+        first_kept = compaction.get("firstKeptEntryId")
+        while current is not None and current in by_id:
+            entry = by_id[current]
+            tail.append(entry)
+            if current == first_kept:
+                return [m for e in reversed(tail) for m in project(e)]
+            current = entry.get("parentId")
+        msg = (
+            f"{path}: compaction {compaction['id']} keeps {first_kept!r}, "
+            "which is not on its branch"
+        )
+        raise SessionFormatError(msg)
+
+    writes: list[Write] = []
+    for record in records:
+        if record["type"] in _V3_DROPPED:
+            continue
+        base: Write = {
+            "kind": "entry",
+            "id": record["id"],
+            "parentId": resolve(record.get("parentId")),
+            "seq": len(writes) + 1,
+            "timestamp": timestamp_ms(record["timestamp"]),
+        }
+        match record["type"]:
+            case "message":
+                base |= {"type": "message", "message": record["message"]}
+            case "custom_message":
+                base |= {"type": "message", "message": _custom_message(record)}
+            case "branch_summary":
+                base |= {
+                    "type": "branch_summary",
+                    "fromId": from_id(record.get("fromId")),
+                    "summary": record.get("summary", ""),
+                    "details": record.get("details"),
+                    "usage": record.get("usage"),
+                    "fromHook": record.get("fromHook") or False,
+                }
+            case "compaction":
+                base |= {
+                    "type": "compaction",
+                    "summary": record.get("summary", ""),
+                    "retainedTail": retained_tail(record),
+                    "tokensBefore": record.get("tokensBefore", 0),
+                    "details": record.get("details"),
+                    "usage": record.get("usage"),
+                    "fromHook": record.get("fromHook") or False,
+                }
+            case _:
+                base |= {
+                    "type": "custom",
+                    "customType": record.get("customType"),
+                    "data": record.get("data"),
+                }
+        writes.append(
+            {k: v for k, v in base.items() if v is not None or k == "parentId" or k == "fromId"}
+        )
+
+    def value(namespace: str, key: str, v: Any) -> None:
+        writes.append(
+            {
+                "kind": "value",
+                "op": "set",
+                "seq": len(writes) + 1,
+                "namespace": namespace,
+                "key": key,
+                "value": v,
+            }
+        )
+
+    name = None
+    labels: dict[str, str] = {}
+    for record in records:
+        if record["type"] == "session_info":
+            name = record.get("name")
+        elif record["type"] == "label":
+            target = resolve(record.get("targetId"))
+            if target is None:
+                continue
+            if record.get("label"):
+                labels[target] = record["label"]
+            else:
+                labels.pop(target, None)
+    if name:
+        value(SESSION_NAME, "", name)
+    for target, label in labels.items():
+        value(ENTRY_LABEL, target, label)
+    last = records[-1]["id"] if records else None
+    value(BRANCH_TIP, MAIN_BRANCH, resolve(last))
+    config = _legacy_configuration(by_id, last)
+    if config is not None:
+        value(LANE_CONFIG, MAIN_BRANCH, config)
+        value(
+            LANE_STATE,
+            MAIN_BRANCH,
+            {"currentOperationId": None, "lastOperationId": None, "inbox": []},
+        )
+    return writes, _sum_usage(records)
+
+
+def _legacy_configuration(
+    by_id: Mapping[str, Mapping[str, Any]], leaf: str | None
+) -> dict[str, Any] | None:
+    model = thinking = tools = None
+    saw: set[str] = set()
+    current = leaf
+    while current is not None and len(saw) < 3:
+        entry = by_id[current]
+        kind = entry["type"]
+        if kind == "model_change" and kind not in saw:
+            saw.add(kind)
+            if entry.get("provider") and entry.get("modelId"):
+                model = {"provider": entry["provider"], "modelId": entry["modelId"]}
+        elif kind == "thinking_level_change" and kind not in saw:
+            saw.add(kind)
+            if entry.get("thinkingLevel") in THINKING_LEVELS:
+                thinking = entry["thinkingLevel"]
+        elif kind == "active_tools_change" and kind not in saw:
+            saw.add(kind)
+            names = entry.get("activeToolNames")
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                tools = list(names)
+        current = entry.get("parentId")
+    if model is None or thinking is None:
+        return None
+    return {"model": model, "thinkingLevel": thinking, "activeToolNames": tools or []}
+
+
+_USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_COST_KEYS = ("input", "output", "cacheRead", "cacheWrite", "total")
+
+
+def _sum_usage(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = dict.fromkeys(_USAGE_KEYS, 0)
+    total["cost"] = dict.fromkeys(_COST_KEYS, 0)
+    for record in records:
+        usage = None
+        if record["type"] == "message":
+            message = record.get("message") or {}
+            if message.get("role") in ("assistant", "toolResult"):
+                usage = message.get("usage")
+        elif record["type"] in ("compaction", "branch_summary"):
+            usage = record.get("usage")
+        if not isinstance(usage, Mapping):
+            continue
+        for key in _USAGE_KEYS:
+            total[key] += usage.get(key) or 0
+        cost = usage.get("cost") or {}
+        for key in _COST_KEYS:
+            total["cost"][key] += cost.get(key) or 0
+    return total
+
+
+# --- writing ------------------------------------------------------------------------
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+@final
+class _JsonlWriter:
+    """Appends transactions to one locked session file."""
+
+    __slots__ = ("_fd", "_fsync", "_legacy", "_legacy_usage", "header", "path")
+
+    def __init__(
+        self,
+        path: str,
+        fd: int,
+        header: dict[str, Any],
+        *,
+        fsync: bool,
+        legacy: list[Write] | None = None,
+        legacy_usage: dict[str, Any] | None = None,
+    ) -> None:
+        self.path = path
+        self.header = header
+        self._fd: int | None = fd
+        self._fsync = fsync
+        self._legacy = legacy
+        self._legacy_usage = legacy_usage
+
+    async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
+        if self._legacy is not None:
+            await trio.to_thread.run_sync(self._upgrade_sync, session, transactions)
+            return
+        data = b"".join(_line(t) for t in transactions)
+        await trio.to_thread.run_sync(self._append_sync, data)
+
+    def _append_sync(self, data: bytes) -> None:
+        assert self._fd is not None
+        _write_all(self._fd, data)
+        if self._fsync:
+            os.fsync(self._fd)
+
+    def _upgrade_sync(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
+        """Rewrite a legacy v3 file as v4 (Pi's ``upgradeLegacyV3ToV4``), atomically."""
+        assert self._legacy is not None
+        assert self._fd is not None
+        first = transactions[0][0]["seq"] if transactions else session._state.next_seq
+        usage_row: Write = {
+            "kind": "usage",
+            "id": new_id(),
+            "usage": self._legacy_usage,
+            "adjustment": True,
+            "details": {"source": "v3-import"},
+            "seq": first - 1,
+        }
+        header = dict(self.header)
+        header["nextSeq"] = max(session._state.next_seq, first)
+        lines = [_dumps(header).encode() + b"\n"]
+        lines += [_line([w]) for w in self._legacy]
+        lines.append(_line([usage_row]))
+        lines += [_line(t) for t in transactions]
+        tmp = f"{self.path}.tmp"
+        fd = open_locked(
+            tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, f"session {header['id']}"
+        )
+        try:
+            _write_all(fd, b"".join(lines))
+            if self._fsync:
+                os.fsync(fd)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(self._fd)  # the old inode's lock goes; the new file is locked already
+        self._fd = fd
+        self.header = header
+        self._legacy = None
+        session._state.usage.append(usage_row)
+
+    async def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            await trio.to_thread.run_sync(os.close, fd)
+
+
+# --- the store ----------------------------------------------------------------------
+
+
+@final
+class JsonlSessionStore:
+    """Sessions as JSONL files in Pi's format, one directory per working directory.
+
+    ``root`` defaults to :func:`default_sessions_root`. With ``fsync=True`` each flush
+    also waits for the data to reach the disk (survives a power loss, not only a crash
+    of the process; slower).
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, fsync: bool = False) -> None:
+        self.root = (
+            os.path.abspath(os.fspath(root)) if root is not None else default_sessions_root()
+        )
+        self.fsync = fsync
+
+    def __repr__(self) -> str:
+        return f"JsonlSessionStore({self.root!r})"
+
+    def directory(self, cwd: str | os.PathLike[str]) -> str:
+        """The directory holding the sessions of working directory ``cwd``."""
+        return os.path.join(self.root, session_directory_name(resolve_cwd(cwd)))
+
+    async def create(
+        self, *, cwd: str | os.PathLike[str] | None = None, session_id: str | None = None
+    ) -> Session:
+        """See :meth:`SessionStore.create`."""
+        return await self._create_session(
+            cwd=resolve_cwd(cwd), session_id=session_id, parent_session_id=None, initial=()
+        )
+
+    async def _create_session(
+        self,
+        *,
+        cwd: str,
+        session_id: str | None,
+        parent_session_id: str | None,
+        initial: Sequence[Write],
+    ) -> Session:
+        created = int(time.time() * 1000)
+        sid = session_id or new_id(created)
+        header: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "kind": "header",
+            "id": sid,
+            "storageVersion": STORAGE_VERSION,
+            "createdAt": created,
+            "cwd": cwd,
+        }
+        if parent_session_id is not None:
+            header["parentSessionId"] = parent_session_id
+        state = _State()
+        if initial:
+            state.apply(initial)
+            header["nextSeq"] = state.next_seq
+        path = os.path.join(self.directory(cwd), session_file_name(created, sid))
+        fd = await trio.to_thread.run_sync(self._create_sync, path, sid, header, initial)
+        return Session(
+            session_id=sid,
+            cwd=cwd,
+            created_at=created,
+            parent_session_id=parent_session_id,
+            state=state,
+            writer=_JsonlWriter(path, fd, header, fsync=self.fsync),
+            store=self,
+        )
+
+    def _create_sync(
+        self, path: str, sid: str, header: dict[str, Any], initial: Sequence[Write]
+    ) -> int:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        suffix = f"_{_quote(sid)}.jsonl"
+        if any(name.endswith(suffix) for name in os.listdir(directory)):
+            msg = f"a session with id {sid!r} exists already in {directory}"
+            raise SessionExistsError(msg)
+        data = _dumps(header).encode() + b"\n" + b"".join(_line([w]) for w in initial)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = open_locked(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, f"session {sid}")
+        try:
+            _write_all(fd, data)
+            if self.fsync:
+                os.fsync(fd)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                msg = f"a session file exists already at {path}"
+                raise SessionExistsError(msg) from None
+            finally:
+                os.unlink(tmp)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    async def open(self, session_id: str | os.PathLike[str]) -> Session:
+        """Open a session by id, or by the path of its file (any JSONL session file,
+        such as one Pi wrote)."""
+        return await trio.to_thread.run_sync(self._open_sync, session_id)
+
+    def _find(self, session_id: str) -> str:
+        suffix = f"_{_quote(session_id)}.jsonl"
+        if os.path.isdir(self.root):
+            for directory in sorted(os.scandir(self.root), key=lambda d: d.name):
+                if not directory.is_dir():
+                    continue
+                for name in os.listdir(directory.path):
+                    if name.endswith(suffix):
+                        return os.path.join(directory.path, name)
+        msg = f"no session {session_id!r} under {self.root}"
+        raise SessionNotFoundError(msg)
+
+    def _open_sync(self, session_id: str | os.PathLike[str]) -> Session:
+        text = os.fspath(session_id)
+        if text.endswith(".jsonl") and os.path.exists(text):
+            path = os.path.abspath(text)
+        else:
+            path = self._find(text)
+        fd = open_locked(path, os.O_RDWR | os.O_APPEND, f"session {os.path.basename(path)}")
+        try:
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, size, 0) if size else b""
+            loaded = load_file(path, data)
+            recovered = None
+            if loaded.torn:
+                recovered = (
+                    f"{path}: dropped a torn last line ({len(loaded.torn)} bytes after byte "
+                    f"{loaded.complete_size}) left by an interrupted write"
+                )
+                os.ftruncate(fd, loaded.complete_size)
+                warnings.warn(recovered, SessionRecoveredWarning, stacklevel=1)
+        except BaseException:
+            os.close(fd)
+            raise
+        header = loaded.header
+        return Session(
+            session_id=header["id"],
+            cwd=header["cwd"],
+            created_at=header["createdAt"],
+            parent_session_id=header.get("parentSessionId"),
+            state=loaded.state,
+            writer=_JsonlWriter(
+                path,
+                fd,
+                header,
+                fsync=self.fsync,
+                legacy=loaded.legacy_writes,
+                legacy_usage=loaded.legacy_usage,
+            ),
+            store=self,
+            recovered=recovered,
+        )
+
+    async def list(self, *, cwd: str | os.PathLike[str] | None = None) -> list[SessionInfo]:
+        """See :meth:`SessionStore.list` (reads only each file's first line)."""
+        want = None if cwd is None else resolve_cwd(cwd)
+        return await trio.to_thread.run_sync(self._list_sync, want)
+
+    def _list_sync(self, cwd: str | None) -> builtins.list[SessionInfo]:
+        if not os.path.isdir(self.root):
+            return []
+        if cwd is None:
+            directories = [d.path for d in os.scandir(self.root) if d.is_dir()]
+        else:
+            directories = [self.directory(cwd)]
+        infos: list[SessionInfo] = []
+        for directory in directories:
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if not name.endswith(".jsonl"):
+                    continue
+                info = self._info(os.path.join(directory, name))
+                # Directory names are lossy (/a/b and /a-b share one): check the header.
+                if info is not None and (cwd is None or info.cwd == cwd):
+                    infos.append(info)
+        return sort_infos(infos)
+
+    @staticmethod
+    def _info(path: str) -> SessionInfo | None:
+        try:
+            with open(path, "rb") as f:
+                first = f.readline()
+                mtime = os.fstat(f.fileno()).st_mtime
+            fmt, header = parse_header(first, path)
+        except (OSError, SessionFormatError):
+            return None
+        if fmt == "v3":
+            header = legacy_v3_header(header)
+        return SessionInfo(
+            id=header["id"],
+            cwd=header["cwd"],
+            created_at=header["createdAt"] / 1000,
+            modified_at=mtime,
+            parent_session_id=header.get("parentSessionId"),
+            path=path,
+        )
+
+    async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
+        """See :meth:`SessionStore.latest`."""
+        infos = await self.list(cwd=resolve_cwd(cwd))
+        return infos[0] if infos else None
+
+    async def delete(self, session_id: str) -> None:
+        """See :meth:`SessionStore.delete`."""
+        await trio.to_thread.run_sync(self._delete_sync, session_id)
+
+    def _delete_sync(self, session_id: str) -> None:
+        path = self._find(session_id)
+        fd = open_locked(path, os.O_RDONLY, f"session {session_id}")
+        try:
+            os.unlink(path)
+        finally:
+            os.close(fd)

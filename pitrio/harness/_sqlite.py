@@ -1,0 +1,475 @@
+"""Sessions in one SQLite database (the standard library's :mod:`sqlite3`, WAL mode).
+
+The same sessions as the JSONL files, stored by what they hold rather than as a log:
+a row per entry, the current value per address (later writes replace earlier ones), list
+elements and usage rows. A flush is one SQL transaction, so a crash loses at most the
+changes not flushed yet and never leaves half a transaction behind.
+
+Every query runs in a worker thread (:func:`trio.to_thread.run_sync`) on the store's one
+connection. An open session holds an exclusive ``flock`` on a small file in
+``<database>.locks/``, so a second store or process opening it gets
+:class:`SessionLockedError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+import threading
+import time
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any, final
+
+import trio
+
+from ._jsonl import open_locked
+from ._session import (
+    Session,
+    SessionExistsError,
+    SessionInfo,
+    SessionLockedError,
+    SessionNotFoundError,
+    Write,
+    _State,
+    new_id,
+    resolve_cwd,
+    sort_infos,
+)
+
+__all__ = ["SqliteSessionStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    cwd TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    modified_at REAL NOT NULL,
+    parent_session_id TEXT,
+    next_seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_cwd ON sessions (cwd, created_at);
+CREATE TABLE IF NOT EXISTS entries (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    parent_id TEXT,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON entries (session_id, id);
+CREATE TABLE IF NOT EXISTS kv (
+    session_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (session_id, namespace, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS list_items (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"""
+
+_TABLES = ("entries", "kv", "list_items", "usage")
+_INSERT_SESSION = (
+    "INSERT INTO sessions (id, cwd, created_at, modified_at, parent_session_id, next_seq)"
+    " VALUES (?, ?, ?, ?, ?, 1)"
+)
+_INSERT_ENTRY = (
+    "INSERT INTO entries (session_id, seq, id, parent_id, type, body) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_SET_VALUE = (
+    "INSERT OR REPLACE INTO kv (session_id, namespace, key, seq, value) VALUES (?, ?, ?, ?, ?)"
+)
+_DELETE_LIST = "DELETE FROM list_items WHERE session_id = ? AND namespace = ? AND key = ?"
+_APPEND_LIST = (
+    "INSERT INTO list_items (session_id, seq, namespace, key, value) VALUES (?, ?, ?, ?, ?)"
+)
+_SELECT_SESSION = "SELECT cwd, created_at, parent_session_id, next_seq FROM sessions WHERE id = ?"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@final
+class _SqliteWriter:
+    __slots__ = ("_lock_fd", "_lock_path", "_session_id", "_store")
+
+    def __init__(
+        self, store: SqliteSessionStore, session_id: str, lock_fd: int, lock_path: str
+    ) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._lock_fd: int | None = lock_fd
+        self._lock_path = lock_path
+
+    async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
+        await trio.to_thread.run_sync(self._store._write_sync, self._session_id, transactions)
+
+    async def close(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            await trio.to_thread.run_sync(_release, self._lock_path, fd)
+
+
+def _release(path: str, fd: int) -> None:
+    try:
+        os.unlink(path)  # still ours: a waiter re-checks the path after locking
+    finally:
+        os.close(fd)
+
+
+@final
+class SqliteSessionStore:
+    """Sessions in the SQLite database at ``path`` (created if missing).
+
+    Call :meth:`aclose` (or use ``async with``) to close the database connection when
+    done; sessions opened from the store must be closed first.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteSessionStore({self.path!r})"
+
+    async def __aenter__(self) -> SqliteSessionStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the database connection (reopened on the next use)."""
+        await trio.to_thread.run_sync(self._close_sync)
+
+    def _close_sync(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.executescript(_SCHEMA)
+            self._conn = conn
+        return self._conn
+
+    def _lock_session(self, session_id: str) -> tuple[int, str]:
+        directory = f"{self.path}.locks"
+        os.makedirs(directory, exist_ok=True)
+        lock_path = os.path.join(directory, urllib.parse.quote(session_id, safe="") + ".lock")
+        fd = open_locked(lock_path, os.O_RDWR | os.O_CREAT, f"session {session_id}")
+        return fd, lock_path
+
+    # -- SessionStore -----------------------------------------------------------------
+
+    async def create(
+        self, *, cwd: str | os.PathLike[str] | None = None, session_id: str | None = None
+    ) -> Session:
+        """See :meth:`SessionStore.create`."""
+        return await self._create_session(
+            cwd=resolve_cwd(cwd), session_id=session_id, parent_session_id=None, initial=()
+        )
+
+    async def _create_session(
+        self,
+        *,
+        cwd: str,
+        session_id: str | None,
+        parent_session_id: str | None,
+        initial: Sequence[Write],
+    ) -> Session:
+        created = int(time.time() * 1000)
+        sid = session_id or new_id(created)
+        state = _State()
+        if initial:
+            state.apply(initial)
+        fd, lock_path = await trio.to_thread.run_sync(
+            self._create_sync, sid, cwd, created, parent_session_id, initial
+        )
+        return Session(
+            session_id=sid,
+            cwd=cwd,
+            created_at=created,
+            parent_session_id=parent_session_id,
+            state=state,
+            writer=_SqliteWriter(self, sid, fd, lock_path),
+            store=self,
+        )
+
+    def _create_sync(
+        self,
+        sid: str,
+        cwd: str,
+        created: int,
+        parent: str | None,
+        initial: Sequence[Write],
+    ) -> tuple[int, str]:
+        fd, lock_path = self._lock_session(sid)
+        try:
+            with self._lock:
+                conn = self._connect()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(
+                        _INSERT_SESSION,
+                        (sid, cwd, created, time.time(), parent),
+                    )
+                    self._insert(conn, sid, [initial] if initial else [])
+                except sqlite3.IntegrityError:
+                    conn.execute("ROLLBACK")
+                    msg = f"a session with id {sid!r} exists already in {self.path}"
+                    raise SessionExistsError(msg) from None
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        except BaseException:
+            _release(lock_path, fd)
+            raise
+        return fd, lock_path
+
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection, sid: str, transactions: Sequence[Sequence[Write]]
+    ) -> None:
+        next_seq = None
+        for transaction in transactions:
+            for write in transaction:
+                seq = write["seq"]
+                next_seq = seq + 1
+                match write["kind"]:
+                    case "entry":
+                        conn.execute(
+                            _INSERT_ENTRY,
+                            (
+                                sid,
+                                seq,
+                                write["id"],
+                                write["parentId"],
+                                write["type"],
+                                _dumps(write),
+                            ),
+                        )
+                    case "value" if write["op"] == "delete":
+                        conn.execute(
+                            "DELETE FROM kv WHERE session_id = ? AND namespace = ? AND key = ?",
+                            (sid, write["namespace"], write["key"]),
+                        )
+                    case "value":
+                        conn.execute(
+                            _SET_VALUE,
+                            (
+                                sid,
+                                write["namespace"],
+                                write["key"],
+                                seq,
+                                _dumps(write.get("value")),
+                            ),
+                        )
+                    case "list" if write["op"] == "delete":
+                        conn.execute(
+                            _DELETE_LIST,
+                            (sid, write["namespace"], write["key"]),
+                        )
+                    case "list":
+                        conn.execute(
+                            _APPEND_LIST,
+                            (
+                                sid,
+                                seq,
+                                write["namespace"],
+                                write["key"],
+                                _dumps(write.get("value")),
+                            ),
+                        )
+                    case _:
+                        conn.execute(
+                            "INSERT INTO usage (session_id, seq, body) VALUES (?, ?, ?)",
+                            (sid, seq, _dumps(write)),
+                        )
+        if next_seq is not None:
+            conn.execute(
+                "UPDATE sessions SET next_seq = ?, modified_at = ? WHERE id = ?",
+                (next_seq, time.time(), sid),
+            )
+
+    def _write_sync(self, sid: str, transactions: Sequence[Sequence[Write]]) -> None:
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._insert(conn, sid, transactions)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    async def open(self, session_id: str) -> Session:
+        """See :meth:`SessionStore.open`."""
+        return await trio.to_thread.run_sync(self._open_sync, session_id)
+
+    def _open_sync(self, sid: str) -> Session:
+        with self._lock:
+            row = (
+                self._connect()
+                .execute(
+                    _SELECT_SESSION,
+                    (sid,),
+                )
+                .fetchone()
+            )
+        if row is None:
+            msg = f"no session {sid!r} in {self.path}"
+            raise SessionNotFoundError(msg)
+        fd, lock_path = self._lock_session(sid)
+        try:
+            state = self._load(sid)
+            state.next_seq = max(state.next_seq, row[3])
+        except BaseException:
+            _release(lock_path, fd)
+            raise
+        return Session(
+            session_id=sid,
+            cwd=row[0],
+            created_at=row[1],
+            parent_session_id=row[2],
+            state=state,
+            writer=_SqliteWriter(self, sid, fd, lock_path),
+            store=self,
+        )
+
+    def _load(self, sid: str) -> _State:
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN")
+            try:
+                writes: list[Write] = [
+                    json.loads(b)
+                    for (b,) in conn.execute(
+                        "SELECT body FROM entries WHERE session_id = ? ORDER BY seq", (sid,)
+                    )
+                ]
+                for seq, namespace, key, value in conn.execute(
+                    "SELECT seq, namespace, key, value FROM kv WHERE session_id = ?", (sid,)
+                ):
+                    writes.append(
+                        {
+                            "kind": "value",
+                            "op": "set",
+                            "seq": seq,
+                            "namespace": namespace,
+                            "key": key,
+                            "value": json.loads(value),
+                        }
+                    )
+                for seq, namespace, key, value in conn.execute(
+                    "SELECT seq, namespace, key, value FROM list_items WHERE session_id = ?", (sid,)
+                ):
+                    writes.append(
+                        {
+                            "kind": "list",
+                            "op": "append",
+                            "seq": seq,
+                            "namespace": namespace,
+                            "key": key,
+                            "value": json.loads(value),
+                        }
+                    )
+                writes.extend(
+                    json.loads(b)
+                    for (b,) in conn.execute("SELECT body FROM usage WHERE session_id = ?", (sid,))
+                )
+            finally:
+                conn.execute("COMMIT")
+        writes.sort(key=lambda w: w["seq"])
+        state = _State()
+        state.apply(writes)
+        return state
+
+    async def list(
+        self, *, cwd: str | os.PathLike[str] | None = None
+    ) -> builtins.list[SessionInfo]:
+        """See :meth:`SessionStore.list`."""
+        want = None if cwd is None else resolve_cwd(cwd)
+        return await trio.to_thread.run_sync(self._list_sync, want)
+
+    def _list_sync(self, cwd: str | None) -> builtins.list[SessionInfo]:
+        query = "SELECT id, cwd, created_at, modified_at, parent_session_id FROM sessions"
+        with self._lock:
+            conn = self._connect()
+            rows = (
+                conn.execute(query).fetchall()
+                if cwd is None
+                else conn.execute(query + " WHERE cwd = ?", (cwd,)).fetchall()
+            )
+        return sort_infos(
+            [
+                SessionInfo(
+                    id=r[0],
+                    cwd=r[1],
+                    created_at=r[2] / 1000,
+                    modified_at=r[3],
+                    parent_session_id=r[4],
+                    path=self.path,
+                )
+                for r in rows
+            ]
+        )
+
+    async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
+        """See :meth:`SessionStore.latest`."""
+        infos = await self.list(cwd=resolve_cwd(cwd))
+        return infos[0] if infos else None
+
+    async def delete(self, session_id: str) -> None:
+        """See :meth:`SessionStore.delete`."""
+        await trio.to_thread.run_sync(self._delete_sync, session_id)
+
+    def _delete_sync(self, sid: str) -> None:
+        try:
+            fd, lock_path = self._lock_session(sid)
+        except SessionLockedError:
+            msg = f"session {sid} is open; close it before deleting it"
+            raise SessionLockedError(msg) from None
+        try:
+            with self._lock:
+                conn = self._connect()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    deleted = conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount
+                    for table in _TABLES:
+                        conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        finally:
+            _release(lock_path, fd)
+        if not deleted:
+            msg = f"no session {sid!r} in {self.path}"
+            raise SessionNotFoundError(msg)
