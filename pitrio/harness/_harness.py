@@ -294,6 +294,7 @@ class Harness:
         self._last_assistant: AssistantMessage | None = None
         self._retry_attempt = 0
         self._turn: TurnState | None = None
+        self._applied: _Applied | None = None
 
     # -- state --------------------------------------------------------------------------
 
@@ -674,10 +675,13 @@ class Harness:
         agent = self._agent
         try:
             turn = await self._turn_state()
-            agent.state.system_prompt = await self._system_prompt_for(turn)
+            system_prompt = await self._system_prompt_for(turn)
+            agent.state.system_prompt = system_prompt
             agent.state.tools = list(turn.tools)
+            self._applied = _Applied(self, turn.tools, system_prompt)
         except Exception as exc:
             self._failure = exc
+            self._applied = None
         agent.state.model = self._model
         agent.state.thinking_level = self._thinking_level
         hooks = self.hooks
@@ -685,21 +689,54 @@ class Harness:
         agent.before_tool_call = self._before_tool_call if hooks.has("tool_call") else None
         agent.after_tool_call = self._after_tool_call if hooks.has("tool_result") else None
 
-    async def _prepare_next_turn(
+    def _prepare_next_turn(
         self, turn: TurnContext, signal: AbortSignal | None
-    ) -> NextTurn | None:
+    ) -> Awaitable[NextTurn | None] | None:
+        """The loop's ``prepare_next_turn``: the next request's state.
+
+        Without a session (no compaction) and with a fixed system prompt, nothing needs
+        rebuilding unless something changed: then the loop goes on with no extra work.
+        """
+        applied = self._applied
+        if (
+            self._session is None
+            and isinstance(self._system_prompt, str)
+            and applied is not None
+            and applied.matches(self)
+        ):
+            return None
+        return self._next_turn(turn)
+
+    async def _next_turn(self, turn: TurnContext) -> NextTurn | None:
         messages = turn.context.messages
+        replaced = False
         if self._threshold_reached(messages) and await self._compact_mid_run():
-            messages = self._replaced_messages or messages
+            if self._replaced_messages is not None:
+                messages, replaced = self._replaced_messages, True
             self._replaced_messages = None
         state = await self._turn_state()
         system_prompt = await self._system_prompt_for(state)
-        context = AgentContext(
-            system_prompt=system_prompt, messages=messages, tools=list(state.tools)
+        previous = self._applied
+        self._applied = _Applied(self, state.tools, system_prompt)
+        context = None
+        if (
+            replaced
+            or previous is None
+            or previous.tools != state.tools
+            or previous.system_prompt != system_prompt
+        ):
+            context = AgentContext(
+                system_prompt=system_prompt, messages=messages, tools=list(state.tools)
+            )
+        model = None if previous is not None and previous.model is self._model else self._model
+        thinking = (
+            None
+            if previous is not None and previous.thinking_level == self._thinking_level
+            else self._thinking_level
         )
-        return NextTurn(
-            context=context, model=self._model, thinking_level=self._thinking_level
-        )
+        if context is None and model is None and thinking is None:
+            return None
+        return NextTurn(context=context, model=model, thinking_level=thinking)
 
     def _after_turn(self, turn: TurnContext, signal: AbortSignal | None) -> bool:
         if self._failure is not None:
@@ -983,6 +1020,43 @@ class Harness:
             end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
         await self._emit(end)
         return end
+
+
+@final
+class _Applied:
+    """What the loop is currently using (to skip rebuilding an unchanged turn)."""
+
+    __slots__ = (
+        "active_tools",
+        "model",
+        "resources",
+        "sources",
+        "system_prompt",
+        "thinking_level",
+        "tool_context",
+        "tools",
+    )
+
+    def __init__(self, harness: Harness, tools: tuple[AgentTool, ...], system_prompt: str) -> None:
+        self.model = harness._model
+        self.thinking_level = harness._thinking_level
+        self.sources = harness._tool_sources
+        self.active_tools = harness._active_tools
+        self.tool_context = harness._tool_context
+        self.resources = harness._resources
+        self.tools = tools
+        self.system_prompt = system_prompt
+
+    def matches(self, harness: Harness) -> bool:
+        return (
+            self.model is harness._model
+            and self.thinking_level == harness._thinking_level
+            and self.sources is harness._tool_sources
+            and self.active_tools == harness._active_tools
+            and self.tool_context == harness._tool_context
+            and self.resources is harness._resources
+            and self.system_prompt == (harness._prompt_system_prompt or harness._system_prompt)
+        )
 
 
 async def _finish(

@@ -437,3 +437,32 @@ async def test_abort_mid_run_settles(autojump_clock: trio.testing.MockClock) -> 
     assert harness.messages[-1].stop_reason == "aborted"
     assert _types(events)[-3:] == ["save_point", "agent_end", "settled"]
     assert not session.dirty
+
+
+async def test_changes_apply_on_the_fast_path_too(autojump_clock: trio.testing.MockClock) -> None:
+    # A fixed system prompt and no session: unchanged turns skip the rebuild, but a
+    # change made during a turn still reaches the next request.
+    stream = Recording(
+        [
+            ScriptedResponse.tool_calls(("c1", "a", {})),
+            ScriptedResponse.tool_calls(("c2", "a", {})),
+            ScriptedResponse.tool_calls(("c3", "a", {})),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    harness: Harness
+    calls = 0
+
+    async def switch() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            await harness.set_model(OTHER)
+            harness.set_system_prompt("second")
+
+    harness = Harness(
+        model=ROOMY, stream_fn=stream, tools=[_tool("a", switch)], system_prompt="first"
+    )
+    await harness.prompt("go")
+    assert stream.models == ["m", "m", "m2", "m2"]
+    assert [r.system_prompt for r in stream.requests] == ["first", "first", "second", "second"]
