@@ -441,8 +441,14 @@ class Harness:
             AgentBusyError: a prompt or a compaction is running.
             UsageError: nothing to continue from.
         """
-        if not self._agent.state.messages:
+        if self._busy:
+            self._claim()  # raises AgentBusyError
+        messages = self._agent.state.messages
+        if not messages:
             msg = "No messages to continue from"
+            raise UsageError(msg)
+        if messages[-1].role == "assistant" and not self._agent.has_queued_messages():
+            msg = "Cannot continue from message role: assistant"
             raise UsageError(msg)
         self._claim()
         await self._drive(None, task_status)

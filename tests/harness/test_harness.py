@@ -18,6 +18,7 @@ from pitrio import (
     ToolResult,
     Usage,
     UsageError,
+    UserMessage,
     text_result,
 )
 from pitrio.harness import (
@@ -466,3 +467,59 @@ async def test_changes_apply_on_the_fast_path_too(autojump_clock: trio.testing.M
     await harness.prompt("go")
     assert stream.models == ["m", "m", "m2", "m2"]
     assert [r.system_prompt for r in stream.requests] == ["first", "first", "second", "second"]
+
+
+async def test_resume_continues_from_a_user_tail(autojump_clock: trio.testing.MockClock) -> None:
+    _, session = await _session()
+    await session.append_message(UserMessage(content="left unanswered"))
+    await session.flush()
+    scripted = ScriptedModel([ScriptedResponse.text("answered"), ScriptedResponse.text("then")])
+    harness = Harness(model=ROOMY, stream_fn=scripted, session=session)
+    events: list[HarnessEvent] = []
+    harness.subscribe(events.append)
+    await harness.resume()
+    assert [_text(m) for m in scripted.requests[0].messages] == ["left unanswered"]
+    assert harness.messages[-1].text == "answered"
+    assert _types(events)[-1] == "settled"
+    with pytest.raises(UsageError, match="Cannot continue from message role: assistant"):
+        await harness.resume()
+    assert not harness.is_busy
+    harness.follow_up("and then?")
+    await harness.resume()  # an assistant tail with a queued follow-up runs it
+    assert [m.role for m in session.build_context().messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    empty = Harness(model=ROOMY, stream_fn=scripted)
+    with pytest.raises(UsageError, match="No messages"):
+        await empty.resume()
+
+
+async def test_abort_during_a_compaction(autojump_clock: trio.testing.MockClock) -> None:
+    _, session = await _session()
+    scripted = ScriptedModel(
+        [
+            _big("a" * 400, 300),
+            _big("b" * 400, 600),
+            ScriptedResponse.text("slow summary", delay=10),
+        ]
+    )
+    harness = Harness(model=MODEL, stream_fn=scripted, session=session, compaction=SMALL)
+    await harness.prompt("one " * 100)
+    await harness.prompt("two " * 100)
+    entries = len(session.entries)
+    ends: list[CompactionEnd] = []
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            ends.append(await harness.compact())
+
+        nursery.start_soon(run)
+        await trio.sleep(1)
+        assert harness.is_busy
+        harness.abort()
+    assert [e.status for e in ends] == ["aborted"]
+    assert len(session.entries) == entries
+    assert not harness.is_busy
