@@ -3,6 +3,7 @@ compactions), the session reloaded from its store says what the events said."""
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 import attrs
@@ -15,7 +16,9 @@ from pitrio.harness import (
     Harness,
     HarnessEvent,
     InMemorySessionStore,
+    JsonlSessionStore,
     RetrySettings,
+    SessionStore,
 )
 from pitrio.harness._compaction import CompactionSettings
 from pitrio.testing import ScriptedModel, ScriptedResponse, run_virtual
@@ -88,8 +91,7 @@ async def _echo(call_id: str, params: Any, signal: Any, on_update: Any) -> ToolR
 ECHO = Tool(name="echo", description="echo", execute=_echo, parameters={"type": "object"})
 
 
-async def _drive(plan: list[Prompt | Compact]) -> None:
-    store = InMemorySessionStore()
+async def _drive(plan: list[Prompt | Compact], store: SessionStore) -> None:
     session = await store.create(cwd="/tmp")
     responder = Responder()
     harness = Harness(
@@ -167,4 +169,12 @@ async def _drive(plan: list[Prompt | Compact]) -> None:
 @settings(max_examples=100, deadline=None)
 @given(steps)
 def test_reloaded_session_equals_what_the_events_said(plan: list[Prompt | Compact]) -> None:
-    run_virtual(_drive, plan)
+    run_virtual(_drive, plan, InMemorySessionStore())
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps)
+def test_reloaded_jsonl_file_equals_what_the_events_said(plan: list[Prompt | Compact]) -> None:
+    # The same through Pi's JSONL files on disk (the reload reads the file back).
+    with tempfile.TemporaryDirectory() as root:
+        run_virtual(_drive, plan, JsonlSessionStore(root))
