@@ -7,6 +7,7 @@ It sits above the kernel and uses only pitrio's public API.
 
 from __future__ import annotations
 
+from ._compaction import CompactionSettings as CompactionSettings
 from ._events import (
     AutoRetryEnd as AutoRetryEnd,
     AutoRetryStart as AutoRetryStart,
@@ -102,6 +103,7 @@ __all__: list[str] = [
     "CompactionEnd",
     "CompactionEntry",
     "CompactionReason",
+    "CompactionSettings",
     "CompactionStart",
     "CompactionSummaryMessage",
     "ContextEvent",

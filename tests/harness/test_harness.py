@@ -23,6 +23,7 @@ from pitrio import (
 )
 from pitrio.harness import (
     CompactionEnd,
+    CompactionSettings,
     Harness,
     HarnessEvent,
     InMemorySessionStore,
@@ -30,7 +31,6 @@ from pitrio.harness import (
     ToolContext,
     TurnState,
 )
-from pitrio.harness._compaction import CompactionSettings
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 MODEL = Model(id="m", api="scripted", provider="scripted", context_window=1000)

@@ -13,6 +13,7 @@ from hypothesis import event as note_event, given, settings, strategies as st
 from pitrio import Context, Model, Tool, ToolResult, Usage, text_result
 from pitrio.harness import (
     CompactionEnd,
+    CompactionSettings,
     Harness,
     HarnessEvent,
     InMemorySessionStore,
@@ -20,7 +21,6 @@ from pitrio.harness import (
     RetrySettings,
     SessionStore,
 )
-from pitrio.harness._compaction import CompactionSettings
 from pitrio.testing import ScriptedModel, ScriptedResponse, run_virtual
 
 MODEL = Model(id="m", api="scripted", provider="scripted", context_window=4000)
