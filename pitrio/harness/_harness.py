@@ -500,6 +500,10 @@ class Harness:
             if prompts is not None:
                 prompts = await self._start_prompt(prompts)
             await self._apply_turn_state()
+            if self._abort_requested:
+                # Aborted before the run started: nothing runs.
+                task_status.started()
+                return
             if prompts is not None:
                 await self._agent.prompt(prompts, task_status=task_status)
             else:
@@ -566,8 +570,9 @@ class Harness:
 
     async def _continue(self) -> None:
         await self._apply_turn_state()
-        await self._agent.resume()
-        self._sync_after_run()
+        if not self._abort_requested:
+            await self._agent.resume()
+            self._sync_after_run()
 
     def _sync_after_run(self) -> None:
         """After a compaction inside a run, the Agent's transcript becomes the session's

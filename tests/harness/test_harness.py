@@ -523,3 +523,23 @@ async def test_abort_during_a_compaction(autojump_clock: trio.testing.MockClock)
     assert [e.status for e in ends] == ["aborted"]
     assert len(session.entries) == entries
     assert not harness.is_busy
+
+
+async def test_abort_before_the_run_starts(autojump_clock: trio.testing.MockClock) -> None:
+    scripted = ScriptedModel([ScriptedResponse.text("never")])
+
+    async def slow_prompt(turn: TurnState) -> str:
+        await trio.sleep(5)
+        return "slow"
+
+    harness = Harness(model=ROOMY, stream_fn=scripted, system_prompt=slow_prompt)
+    events: list[HarnessEvent] = []
+    harness.subscribe(events.append)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(harness.prompt, "hi")
+        await trio.sleep(1)  # the system prompt is being built
+        assert harness.is_busy
+        harness.abort()
+    assert scripted.calls == 0
+    assert _types(events) == ["settled"]
+    assert not harness.is_busy
