@@ -500,7 +500,7 @@ class Harness:
             if prompts is not None:
                 prompts = await self._start_prompt(prompts)
             await self._apply_turn_state()
-            if self._abort_requested:
+            if self._aborting():
                 # Aborted before the run started: nothing runs.
                 task_status.started()
                 return
@@ -509,7 +509,7 @@ class Harness:
             else:
                 await self._agent.resume(task_status=task_status)
             self._sync_after_run()
-            while not self._abort_requested:
+            while not self._aborting():
                 message = self._last()
                 if message is None or message.stop_reason != "error" or self._failure:
                     break
@@ -520,7 +520,7 @@ class Harness:
                     overflow_attempted = True
                     self._drop_failed(message)
                     end = await self._compact("overflow", will_retry=True)
-                    if end.status != "completed" or self._abort_requested:
+                    if end.status != "completed" or self._aborting():
                         break
                     await self._continue()
                     continue
@@ -532,7 +532,7 @@ class Harness:
             await self._finish_retry()
             last = self._last()
             if (
-                not self._abort_requested
+                not self._aborting()
                 and last is not None
                 and last.stop_reason not in _ERROR_STOPS
                 and self._threshold_reached(self._agent.state.messages)
@@ -546,6 +546,10 @@ class Harness:
                 finally:
                     self._release()
             await self._emit(Settled(message=self._last_assistant))
+
+    def _aborting(self) -> bool:
+        """Whether abort() was called (a method: it changes while the prompt runs)."""
+        return self._abort_requested
 
     def _last(self) -> AssistantMessage | None:
         """The last assistant message of the prompt so far (set by the listener)."""
