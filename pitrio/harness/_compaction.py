@@ -77,6 +77,7 @@ __all__ = [
     "CutPoint",
     "FileOperations",
     "calculate_context_tokens",
+    "collect_entries_for_branch_summary",
     "compact",
     "estimate_context_tokens",
     "estimate_tokens",
@@ -927,6 +928,34 @@ Use this EXACT format:
 1. [What should happen next to continue this work]
 
 Keep each section concise. Preserve exact file paths, function names, and error messages."""  # noqa: E501
+
+
+def collect_entries_for_branch_summary(
+    session: Any, old_tip_id: str | None, target_id: str
+) -> tuple[list[SessionEntry], str | None]:
+    """The entries to summarise when moving from ``old_tip_id`` to ``target_id``, and
+    their common ancestor (Pi's ``collectEntriesForBranchSummary``).
+
+    The entries run from just after the common ancestor down to the old tip, oldest
+    first; nothing when there was no old tip. ``session`` is a
+    :class:`~pitrio.harness.Session` (anything with ``get_branch(leaf_id)``).
+    """
+    if not old_tip_id:
+        return [], None
+    old_path = session.get_branch(old_tip_id)
+    old_ids = {e.id for e in old_path}
+    common: str | None = None
+    for entry in reversed(session.get_branch(target_id)):
+        if entry.id in old_ids:
+            common = entry.id
+            break
+    entries: list[SessionEntry] = []
+    for entry in reversed(old_path):
+        if entry.id == common:
+            break
+        entries.append(entry)
+    entries.reverse()
+    return entries, common
 
 
 @final

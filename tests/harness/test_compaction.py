@@ -493,3 +493,31 @@ def test_the_pinned_fixture_is_what_pi_computes_now() -> None:
         [node, str(script)], check=True, capture_output=True, text=True, timeout=120
     ).stdout
     assert json.loads(output) == _pinned()
+
+
+async def test_leaving_a_branch_collects_its_entries_back_to_the_fork() -> None:
+    from pitrio.harness._compaction import collect_entries_for_branch_summary
+    from pitrio.harness._session import InMemorySessionStore
+
+    store = InMemorySessionStore()
+    session = await store.create(cwd="/")
+    root = await session.append_message(_user("start"))
+    fork = await session.append_message(_answer("ok"))
+    a1 = await session.append_message(_user("try A"))
+    a2 = await session.append_message(_answer("A failed"))
+    await session.set_leaf(fork)
+    b1 = await session.append_message(_user("try B"))
+
+    entries, common = collect_entries_for_branch_summary(session, a2, b1)
+    assert common == fork
+    assert [e.id for e in entries] == [a1, a2]
+    entries, common = collect_entries_for_branch_summary(session, a2, root)
+    assert (common, [e.id for e in entries]) == (root, [fork, a1, a2])
+    assert collect_entries_for_branch_summary(session, None, b1) == ([], None)
+    # The collected entries are what a branch summary summarises.
+    model = ScriptedModel([ScriptedResponse.text("## Goal\nA")])
+    result = await generate_branch_summary(
+        collect_entries_for_branch_summary(session, a2, b1)[0], stream_fn=model, model=MODEL
+    )
+    assert "[User]: try A\n\n[Assistant]: A failed" in _request_text(model)
+    assert result.summary.endswith("## Goal\nA")
