@@ -29,16 +29,14 @@ from ._events import (
     MessageStart,
     TurnEnd,
 )
-from ._loop import (
+from ._loop import _resolve_stream_fn, run_agent_loop, run_agent_loop_continue
+from ._loop_config import (
     AgentContext,
     LoopConfig,
     TurnContext,
-    _error_text,
-    _is_awaitable,
-    _resolve_stream_fn,
     default_convert_to_llm,
-    run_agent_loop,
-    run_agent_loop_continue,
+    error_text,
+    is_awaitable,
 )
 from ._messages import (
     AgentMessage,
@@ -507,7 +505,7 @@ class Agent:
             provider=model.provider,
             model=model.id,
             stop_reason="aborted" if aborted else "error",
-            error_message=_error_text(error),
+            error_message=error_text(error),
             timestamp=_now_ms(),
         )
         for event in (
@@ -553,7 +551,7 @@ class Agent:
         listeners = self._listeners
         for index, listener in enumerate(listeners):
             result = listener(event, signal)
-            if result is not None and _is_awaitable(result):
+            if result is not None and is_awaitable(result):
                 return _finish_listeners(result, listeners, index + 1, event, signal)
         return None
 
@@ -568,7 +566,7 @@ async def _finish_listeners(
     await pending
     for listener in listeners[start:]:
         result = listener(event, signal)
-        if result is not None and _is_awaitable(result):
+        if result is not None and is_awaitable(result):
             await result
 
 

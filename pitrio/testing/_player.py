@@ -45,17 +45,8 @@ from .._events import (
     ToolCallStartEvent,
     ToolResult,
 )
-from .._loop import (
-    AgentContext,
-    LoopConfig,
-    NextTurn,
-    TurnContext,
-    _error_text,
-    agent_loop,
-    agent_loop_continue,
-    run_agent_loop,
-    run_agent_loop_continue,
-)
+from .._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from .._loop_config import AgentContext, LoopConfig, NextTurn, TurnContext, error_text
 from .._messages import (
     AgentMessage,
     AssistantMessage,
@@ -1022,7 +1013,7 @@ class Player:
             # few microtasks later, while the run goes on.
             await trio.lowlevel.checkpoint()
         await self.emit(
-            {"type": "error", "op": op_name, "message": _error_text(exc)}, loop_side=loop_side
+            {"type": "error", "op": op_name, "message": error_text(exc)}, loop_side=loop_side
         )
 
     def _action_record(self, op: Record, on: Record | None) -> Record:

@@ -1,0 +1,450 @@
+"""One turn's tool calls: pi-agent-core 0.85.0's ``executeToolCalls*`` on Trio.
+
+A batch runs either sequentially (Pi's ``toolExecution: "sequential"``, or any tool of the
+batch with ``execution_mode="sequential"``) or in parallel. A parallel batch is a child
+nursery: every call (and its update emitter) lives in it, tools finish in any order, their
+``tool_execution_end`` events follow completion order, and their result messages enter
+the transcript in the assistant's source order. Each tool runs in a cancel scope that the
+run's abort cancels (a tool that must finish shields itself).
+
+Per call, as in Pi: ``tool_execution_start``; preparation (find the tool,
+``prepare_arguments``, validation, ``before_tool_call``), which may finish the call at
+once; execution, with ``on_update`` emitting ``tool_execution_update`` synchronously;
+``after_tool_call``; ``tool_execution_end``; then the result messages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Sequence
+from typing import Any, final
+
+import attrs
+import trio
+
+from ._events import (
+    MessageEnd,
+    MessageStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolResult,
+)
+from ._loop_config import (
+    AgentContext,
+    Emit,
+    LoopConfig,
+    error_text,
+    js_microtask_hop,
+    maybe_await,
+)
+from ._messages import AssistantMessage, ToolCall, ToolResultMessage
+from ._signal import AbortSignal
+from ._tools import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    AgentTool,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    Tool,
+    error_result,
+)
+from ._validation import ToolArgumentsError, compile_validator
+
+__all__ = ["BatchOutcome", "fail_truncated", "run_tool_batch"]
+
+BatchOutcome = tuple[tuple[ToolResultMessage, ...], bool]
+"""The batch's result messages (source order) and whether the batch terminates the run."""
+
+_TRUNCATED = (
+    'Tool call "{name}" was not executed: the response hit the output token limit, so its '
+    "arguments may be truncated. Re-issue the tool call with complete arguments."
+)
+
+
+def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=result.content,
+        details=result.details,
+        usage=result.usage,
+        added_tool_names=result.added_tool_names or None,
+        is_error=is_error,
+    )
+
+
+async def _emit_result_message(message: ToolResultMessage, emit: Emit) -> None:
+    await emit(MessageStart(message=message))
+    await emit(MessageEnd(message=message))
+
+
+def _emit_start(call: ToolCall, emit: Emit) -> Awaitable[None]:
+    return emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+
+
+async def fail_truncated(tool_calls: Sequence[ToolCall], emit: Emit) -> BatchOutcome:
+    """The calls of a response cut at the output token limit: none runs (Pi's
+    ``stopReason: "length"`` handling); each ends with an error result asking to retry."""
+    messages = []
+    for call in tool_calls:
+        await _emit_start(call, emit)
+        result = error_result(_TRUNCATED.format(name=call.name))
+        await emit(
+            ToolExecutionEnd(
+                tool_call_id=call.id, tool_name=call.name, result=result, is_error=True
+            )
+        )
+        message = _result_message(call, result, True)
+        await _emit_result_message(message, emit)
+        messages.append(message)
+    return tuple(messages), False
+
+
+@attrs.define(slots=True)
+class _Prepared:
+    call: ToolCall
+    tool: AgentTool
+    args: Any
+
+
+@attrs.define(slots=True)
+class _Finalized:
+    call: ToolCall
+    result: ToolResult
+    is_error: bool
+
+
+def _find_tool(tools: Sequence[AgentTool], name: str) -> AgentTool | None:
+    for tool in tools:
+        if tool.name == name:
+            return tool
+    return None
+
+
+def _terminates(finalized: Sequence[_Finalized]) -> bool:
+    return bool(finalized) and all(f.result.terminate is True for f in finalized)
+
+
+async def run_tool_batch(
+    context: AgentContext,
+    assistant: AssistantMessage,
+    tool_calls: Sequence[ToolCall],
+    config: LoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> BatchOutcome:
+    """Run the tool calls of ``assistant`` (Pi's ``executeToolCalls``)."""
+    batch = _Batch(context, assistant, config, signal, emit)
+    sequential = config.tool_execution == "sequential" or any(
+        getattr(_find_tool(context.tools, c.name), "execution_mode", None) == "sequential"
+        for c in tool_calls
+    )
+    if sequential:
+        return await batch.run_sequential(tool_calls)
+    return await batch.run_parallel(tool_calls)
+
+
+@final
+class _Batch:
+    """What every call of one batch shares: the turn's context and assistant message,
+    the loop configuration, the run's abort signal and ``emit``."""
+
+    __slots__ = ("assistant", "config", "context", "emit", "signal")
+
+    def __init__(
+        self,
+        context: AgentContext,
+        assistant: AssistantMessage,
+        config: LoopConfig,
+        signal: AbortSignal,
+        emit: Emit,
+    ) -> None:
+        self.context = context
+        self.assistant = assistant
+        self.config = config
+        self.signal = signal
+        self.emit = emit
+
+    # -- one call ----------------------------------------------------------------------
+
+    async def prepare(self, call: ToolCall) -> _Prepared | _Finalized:
+        """Pi's ``prepareToolCall``: a call ready to run, or one finished at once."""
+        signal = self.signal
+        tool = _find_tool(self.context.tools, call.name)
+        if tool is None:
+            return _Finalized(call, error_result(f"Tool {call.name} not found"), True)
+        try:
+            arguments = call.arguments
+            prepare = getattr(tool, "prepare_arguments", None)
+            if prepare is not None:
+                arguments = prepare(arguments)
+            args = compile_validator(tool.parameters).validate(tool.name, arguments)
+            before_tool_call = self.config.before_tool_call
+            if before_tool_call is not None:
+                before: BeforeToolCallResult | None = await maybe_await(
+                    before_tool_call(
+                        BeforeToolCallContext(
+                            assistant_message=self.assistant,
+                            tool_call=call,
+                            args=args,
+                            context=self.context,
+                        ),
+                        signal,
+                    )
+                )
+                # Pi looks at the signal here (an abort during the hook): not a scope.
+                if signal.aborted:
+                    return _Finalized(call, error_result("Operation aborted"), True)
+                if before is not None and before.block:
+                    result = error_result(before.reason or "Tool execution was blocked")
+                    if before.terminate is True:
+                        result = attrs.evolve(result, terminate=True)
+                    return _Finalized(call, result, True)
+            if signal.aborted:
+                return _Finalized(call, error_result("Operation aborted"), True)
+            return _Prepared(call, tool, args)
+        except ToolArgumentsError as exc:
+            return _Finalized(call, error_result(str(exc)), True)
+        except Exception as exc:
+            return _Finalized(call, error_result(error_text(exc)), True)
+
+    async def execute(self, prepared: _Prepared, nursery: trio.Nursery) -> tuple[ToolResult, bool]:
+        """Pi's ``executePreparedToolCall``: run one tool in a cancel scope that the
+        abort cancels."""
+        call = prepared.call
+        signal = self.signal
+        updates = _Updates(call, self.emit, nursery)
+        result: ToolResult | None = None
+        is_error = False
+        scope = trio.CancelScope()
+        remove = signal.add_callback(scope.cancel)
+        tool = prepared.tool
+        # A Tool's execute() only forwards to its function: call that directly.
+        execute = tool.execute_fn if type(tool) is Tool else tool.execute
+        try:
+            with scope:
+                try:
+                    result = await execute(call.id, prepared.args, signal, updates)
+                except Exception as exc:
+                    result, is_error = error_result(error_text(exc)), True
+        finally:
+            remove()
+        if updates.sent:
+            await updates.close()
+        else:
+            updates.accepting = False
+        if updates.failure is not None:
+            # Pi awaits the update emissions again outside its try block: the failure of
+            # a listener fails the run, not just this call. Its siblings are cancelled at
+            # their next step (each has one: the lockstep hop), as their events would come
+            # only after Pi's run settled.
+            raise updates.failure
+        if scope.cancelled_caught or result is None:  # the abort cut the tool short
+            return error_result("Operation aborted"), True
+        return result, is_error
+
+    async def finalize(self, prepared: _Prepared, result: ToolResult, is_error: bool) -> _Finalized:
+        """Pi's ``finalizeExecutedToolCall``: ``after_tool_call`` may patch the result."""
+        after_tool_call = self.config.after_tool_call
+        if after_tool_call is not None:
+            try:
+                after: AfterToolCallResult | None = await maybe_await(
+                    after_tool_call(
+                        AfterToolCallContext(
+                            assistant_message=self.assistant,
+                            tool_call=prepared.call,
+                            args=prepared.args,
+                            result=result,
+                            is_error=is_error,
+                            context=self.context,
+                        ),
+                        self.signal,
+                    )
+                )
+                if after is not None:
+                    result = ToolResult(
+                        content=after.content if after.content is not None else result.content,
+                        details=after.details if after.details is not None else result.details,
+                        usage=after.usage if after.usage is not None else result.usage,
+                        terminate=(
+                            after.terminate if after.terminate is not None else result.terminate
+                        ),
+                        added_tool_names=result.added_tool_names,
+                    )
+                    if after.is_error is not None:
+                        is_error = after.is_error
+            except Exception as exc:
+                result, is_error = error_result(error_text(exc)), True
+        return _Finalized(prepared.call, result, is_error)
+
+    def emit_end(self, finalized: _Finalized) -> Awaitable[None]:
+        return self.emit(
+            ToolExecutionEnd(
+                tool_call_id=finalized.call.id,
+                tool_name=finalized.call.name,
+                result=finalized.result,
+                is_error=finalized.is_error,
+            )
+        )
+
+    # -- the two orders ----------------------------------------------------------------
+
+    async def run_sequential(self, tool_calls: Sequence[ToolCall]) -> BatchOutcome:
+        """Pi's ``executeToolCallsSequential``: each call to its end before the next."""
+        emit, signal = self.emit, self.signal
+        finalized_calls: list[_Finalized] = []
+        messages: list[ToolResultMessage] = []
+        async with trio.open_nursery() as nursery:
+            for call in tool_calls:
+                await _emit_start(call, emit)
+                prepared = await self.prepare(call)
+                if isinstance(prepared, _Finalized):
+                    finalized = prepared
+                else:
+                    result, is_error = await self.execute(prepared, nursery)
+                    finalized = await self.finalize(prepared, result, is_error)
+                await self.emit_end(finalized)
+                message = _result_message(finalized.call, finalized.result, finalized.is_error)
+                await _emit_result_message(message, emit)
+                finalized_calls.append(finalized)
+                messages.append(message)
+                if signal.aborted:  # Pi's check between calls
+                    break
+        return tuple(messages), _terminates(finalized_calls)
+
+    async def run_parallel(self, tool_calls: Sequence[ToolCall]) -> BatchOutcome:
+        """Pi's ``executeToolCallsParallel``: prepare in order, run the prepared calls
+        together, emit the result messages in source order."""
+        signal = self.signal
+        slots: list[_Finalized | None] = []
+        queued: list[tuple[int, _Prepared]] = []
+        for call in tool_calls:
+            await _emit_start(call, self.emit)
+            prepared = await self.prepare(call)
+            if isinstance(prepared, _Finalized):
+                await self.emit_end(prepared)
+                slots.append(prepared)
+                if signal.aborted:
+                    break
+                continue
+            queued.append((len(slots), prepared))
+            slots.append(None)
+            if signal.aborted:
+                break
+
+        if queued:
+            lockstep = len(queued) > 1
+            # The batch is a child nursery: every call (and its update emitter) lives in it.
+            async with trio.open_nursery() as nursery:
+                # The others are queued first, then the first call runs right here: calls
+                # still start in source order, and one task per batch is saved.
+                for index, prepared in queued[1:]:
+                    nursery.start_soon(self._run_one, slots, index, prepared, lockstep, nursery)
+                await self._run_one(slots, *queued[0], lockstep, nursery)
+
+        finalized_calls = [f for f in slots if f is not None]
+        assert len(finalized_calls) == len(slots)
+        messages = []
+        for finalized in finalized_calls:
+            message = _result_message(finalized.call, finalized.result, finalized.is_error)
+            await _emit_result_message(message, self.emit)
+            messages.append(message)
+        return tuple(messages), _terminates(finalized_calls)
+
+    async def _run_one(
+        self,
+        slots: list[_Finalized | None],
+        index: int,
+        prepared: _Prepared,
+        lockstep: bool,
+        nursery: trio.Nursery,
+    ) -> None:
+        if self.signal.aborted:
+            finalized = _Finalized(prepared.call, error_result("Operation aborted"), True)
+        else:
+            result, is_error = await self.execute(prepared, nursery)
+            # Pi resumes each call after a microtask: calls that finish together proceed
+            # in lockstep (every execute() starts before any call ends, after-hooks of
+            # simultaneous calls come before their ends).
+            if lockstep:
+                await js_microtask_hop()
+            if self.config.after_tool_call is None:
+                finalized = _Finalized(prepared.call, result, is_error)
+            else:
+                finalized = await self.finalize(prepared, result, is_error)
+                if lockstep:
+                    await js_microtask_hop()
+        await self.emit_end(finalized)
+        slots[index] = finalized
+
+
+@final
+class _Updates:
+    """A running tool's ``on_update``: each call emits ``tool_execution_update`` at once.
+
+    As in Pi, the emission starts synchronously inside ``on_update`` (so a listener sees
+    the update before the tool goes on); what it leaves to wait for (an async listener)
+    is awaited, in order, by a helper task in the batch's nursery, started on the first
+    such update. After the tool settled, updates are dropped; :meth:`close` waits for
+    the pending emissions and re-raises a listener's failure (which fails the run, as in
+    Pi).
+    """
+
+    __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting", "failure", "sent")
+
+    def __init__(self, call: ToolCall, emit: Emit, nursery: trio.Nursery) -> None:
+        self._call = call
+        self._emit = emit
+        self._nursery = nursery
+        self._send: trio.MemorySendChannel[Awaitable[None]] | None = None
+        self._done: trio.Event | None = None
+        self.accepting = True
+        self.failure: Exception | None = None
+        self.sent = False
+
+    def __call__(self, partial: ToolResult) -> None:
+        if not self.accepting:
+            return
+        self.sent = True
+        call = self._call
+        update = ToolExecutionUpdate(
+            tool_call_id=call.id, tool_name=call.name, args=call.arguments, partial_result=partial
+        )
+        try:
+            pending = self._emit.now(update)
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+            return
+        if pending is None:
+            return
+        if self._send is None:
+            self._send, receive = trio.open_memory_channel(math.inf)
+            self._done = trio.Event()
+            self._nursery.start_soon(self._run, receive)
+        self._send.send_nowait(pending)
+
+    async def _run(self, receive: trio.MemoryReceiveChannel[Awaitable[None]]) -> None:
+        assert self._done is not None
+        try:
+            async with receive:
+                async for pending in receive:
+                    try:
+                        await pending
+                    except Exception as exc:
+                        if self.failure is None:
+                            self.failure = exc
+        finally:
+            self._done.set()
+
+    async def close(self) -> None:
+        self.accepting = False
+        if self._send is not None:
+            assert self._done is not None
+            self._send.close()
+            await self._done.wait()
+        elif self.sent:
+            # Pi's Promise.all() over the update emissions takes one more tick when
+            # there were any; calls that finish together keep Pi's relative order.
+            await js_microtask_hop()
