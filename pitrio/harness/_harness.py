@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import random as _random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast, final
 
 import attrs
@@ -76,6 +76,7 @@ from ._hooks import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from ._resources import ContextFile, PromptTemplate, Skill
 from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
 
 if TYPE_CHECKING:
@@ -105,15 +106,27 @@ ToolFactory: TypeAlias = Callable[[ToolContext], "AgentTool | Sequence[AgentTool
 """Builds tools for a :class:`ToolContext` (``lambda ctx: coding_tools(ctx.cwd)``)."""
 
 
+def _skills(value: Iterable[Skill]) -> tuple[Skill, ...]:
+    return tuple(value)
+
+
+def _templates(value: Iterable[PromptTemplate]) -> tuple[PromptTemplate, ...]:
+    return tuple(value)
+
+
+def _context_files(value: Iterable[ContextFile]) -> tuple[ContextFile, ...]:
+    return tuple(value)
+
+
 @final
 @attrs.frozen(kw_only=True)
 class Resources:
-    """What the system prompt may list: skills, prompt templates, context files
-    (the values of :mod:`pitrio.harness`'s resource loaders, or your own)."""
+    """What the system prompt may list: skills, prompt templates and context files
+    (from :func:`load_skills`, :func:`load_prompt_templates`, :func:`load_context_files`)."""
 
-    skills: tuple[Any, ...] = ()
-    prompt_templates: tuple[Any, ...] = ()
-    context_files: tuple[Any, ...] = ()
+    skills: tuple[Skill, ...] = attrs.field(default=(), converter=_skills)
+    prompt_templates: tuple[PromptTemplate, ...] = attrs.field(default=(), converter=_templates)
+    context_files: tuple[ContextFile, ...] = attrs.field(default=(), converter=_context_files)
 
 
 @final

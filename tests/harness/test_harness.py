@@ -27,6 +27,7 @@ from pitrio.harness import (
     Harness,
     HarnessEvent,
     InMemorySessionStore,
+    Resources,
     Session,
     ToolContext,
     TurnState,
@@ -543,3 +544,27 @@ async def test_abort_before_the_run_starts(autojump_clock: trio.testing.MockCloc
     assert scripted.calls == 0
     assert _types(events) == ["settled"]
     assert not harness.is_busy
+
+
+async def test_resources_reach_the_system_prompt(autojump_clock: trio.testing.MockClock) -> None:
+    from pitrio.harness._resources import ContextFile, Skill, format_skills_for_prompt
+
+    scripted = ScriptedModel([ScriptedResponse.text("a"), ScriptedResponse.text("b")])
+    skill = Skill(name="pdf", description="Read PDFs", content="...", file_path="/s/pdf/SKILL.md")
+
+    def system_prompt(turn: TurnState) -> str:
+        files = "".join(f.content for f in turn.resources.context_files)
+        return files + format_skills_for_prompt(turn.resources.skills)
+
+    harness = Harness(
+        model=ROOMY,
+        stream_fn=scripted,
+        system_prompt=system_prompt,
+        resources=Resources(context_files=[ContextFile("/p/AGENTS.md", "Be brief.\n")]),
+    )
+    await harness.prompt("one")
+    assert scripted.requests[0].system_prompt == "Be brief.\n"
+    harness.set_resources(Resources(skills=[skill]))
+    await harness.prompt("two")
+    assert "<name>pdf</name>" in scripted.requests[1].system_prompt
+    assert "/s/pdf/SKILL.md" in scripted.requests[1].system_prompt
