@@ -576,6 +576,18 @@ def _sum_usage(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 # --- writing ------------------------------------------------------------------------
 
 
+def _read_all(fd: int, size: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -615,9 +627,16 @@ class _JsonlWriter:
 
     def _append_sync(self, data: bytes) -> None:
         assert self._fd is not None
-        _write_all(self._fd, data)
-        if self._fsync:
-            os.fsync(self._fd)
+        size = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            _write_all(self._fd, data)
+            if self._fsync:
+                os.fsync(self._fd)
+        except BaseException:
+            # A failed write (disk full...) must not leave half a line for the next
+            # flush to append to: the session keeps the writes and retries them.
+            os.ftruncate(self._fd, size)
+            raise
 
     def _upgrade_sync(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         """Rewrite a legacy v3 file as v4 (Pi's ``upgradeLegacyV3ToV4``), atomically."""
@@ -785,7 +804,7 @@ class JsonlSessionStore:
         fd = open_locked(path, os.O_RDWR | os.O_APPEND, f"session {os.path.basename(path)}")
         try:
             size = os.fstat(fd).st_size
-            data = os.pread(fd, size, 0) if size else b""
+            data = _read_all(fd, size)
             loaded = load_file(path, data)
             recovered = None
             if loaded.torn:

@@ -422,7 +422,7 @@ class _State:
         self.usage: list[Write] = []
         self.next_seq = 1
 
-    def apply(self, writes: Sequence[Write]) -> None:
+    def apply(self, writes: Sequence[Write], message: AgentMessage | None = None) -> None:
         """Validate and apply one transaction (raise SessionFormatError, changing nothing,
         if it does not fit)."""
         seen: set[str] = set()
@@ -448,7 +448,22 @@ class _State:
             elif kind not in ("value", "list"):
                 msg = f"unknown write kind {kind!r} (expected entry, value, list or usage)"
                 raise SessionFormatError(msg)
-        parsed = [entry_from_wire(w) if w["kind"] == "entry" else None for w in writes]
+        parsed = [
+            None
+            if w["kind"] != "entry"
+            else entry_from_wire(w)
+            if message is None
+            # Appending: the caller's message object itself, not a copy read back from JSON.
+            else MessageEntry(
+                id=w["id"],
+                parent_id=w["parentId"],
+                seq=w["seq"],
+                timestamp=w["timestamp"],
+                message=message,
+                terminate=bool(w.get("terminate", False)),
+            )
+            for w in writes
+        ]
         for write, entry in zip(writes, parsed, strict=True):
             kind = write["kind"]
             if entry is not None:
@@ -715,7 +730,7 @@ class Session:
             msg = f"session {self.id} is closed; open it again from its store"
             raise SessionClosedError(msg)
 
-    def _commit(self, writes: Sequence[Write]) -> None:
+    def _commit(self, writes: Sequence[Write], message: AgentMessage | None = None) -> None:
         self._check_open()
         ts = _now_ms()
         committed: list[Write] = []
@@ -731,7 +746,7 @@ class Session:
                 out["seq"] = seq
             committed.append(out)
             seq += 1
-        self._state.apply(committed)
+        self._state.apply(committed, message)
         self._pending.append(committed)
 
     @staticmethod
@@ -740,10 +755,10 @@ class Session:
             return {"kind": "value", "op": "delete", "namespace": namespace, "key": key}
         return {"kind": "value", "op": "set", "namespace": namespace, "key": key, "value": value}
 
-    def _append_entry(self, fields: Write) -> str:
+    def _append_entry(self, fields: Write, message: AgentMessage | None = None) -> str:
         entry_id = new_id()
         entry = {"kind": "entry", "id": entry_id, "parentId": self.leaf_id, **fields}
-        self._commit([entry, self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)])
+        self._commit([entry, self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)], message)
         return entry_id
 
     async def append_message(self, message: AgentMessage, *, terminate: bool = False) -> str:
@@ -754,7 +769,7 @@ class Session:
         fields: Write = {"type": "message", "message": wire.unstructure(message)}
         if terminate:
             fields["terminate"] = True
-        entry_id = self._append_entry(fields)
+        entry_id = self._append_entry(fields, message)
         await trio.lowlevel.checkpoint()
         return entry_id
 

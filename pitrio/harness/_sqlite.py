@@ -96,6 +96,8 @@ _INSERT_ENTRY = (
 _SET_VALUE = (
     "INSERT OR REPLACE INTO kv (session_id, namespace, key, seq, value) VALUES (?, ?, ?, ?, ?)"
 )
+_DELETE_VALUE = "DELETE FROM kv WHERE session_id = ? AND namespace = ? AND key = ?"
+_INSERT_USAGE = "INSERT INTO usage (session_id, seq, body) VALUES (?, ?, ?)"
 _DELETE_LIST = "DELETE FROM list_items WHERE session_id = ? AND namespace = ? AND key = ?"
 _APPEND_LIST = (
     "INSERT INTO list_items (session_id, seq, namespace, key, value) VALUES (?, ?, ?, ?, ?)"
@@ -258,60 +260,42 @@ class SqliteSessionStore:
         conn: sqlite3.Connection, sid: str, transactions: Sequence[Sequence[Write]]
     ) -> None:
         next_seq = None
+        entries: list[tuple[Any, ...]] = []
+        values: dict[tuple[str, str], Write] = {}  # only the last write to an address counts
         for transaction in transactions:
             for write in transaction:
                 seq = write["seq"]
                 next_seq = seq + 1
                 match write["kind"]:
                     case "entry":
-                        conn.execute(
-                            _INSERT_ENTRY,
-                            (
-                                sid,
-                                seq,
-                                write["id"],
-                                write["parentId"],
-                                write["type"],
-                                _dumps(write),
-                            ),
-                        )
-                    case "value" if write["op"] == "delete":
-                        conn.execute(
-                            "DELETE FROM kv WHERE session_id = ? AND namespace = ? AND key = ?",
-                            (sid, write["namespace"], write["key"]),
+                        body = _dumps(write)
+                        entries.append(
+                            (sid, seq, write["id"], write["parentId"], write["type"], body)
                         )
                     case "value":
-                        conn.execute(
-                            _SET_VALUE,
-                            (
-                                sid,
-                                write["namespace"],
-                                write["key"],
-                                seq,
-                                _dumps(write.get("value")),
-                            ),
-                        )
+                        values[write["namespace"], write["key"]] = write
                     case "list" if write["op"] == "delete":
-                        conn.execute(
-                            _DELETE_LIST,
-                            (sid, write["namespace"], write["key"]),
-                        )
+                        conn.execute(_DELETE_LIST, (sid, write["namespace"], write["key"]))
                     case "list":
+                        value = _dumps(write.get("value"))
                         conn.execute(
-                            _APPEND_LIST,
-                            (
-                                sid,
-                                seq,
-                                write["namespace"],
-                                write["key"],
-                                _dumps(write.get("value")),
-                            ),
+                            _APPEND_LIST, (sid, seq, write["namespace"], write["key"], value)
                         )
                     case _:
-                        conn.execute(
-                            "INSERT INTO usage (session_id, seq, body) VALUES (?, ?, ?)",
-                            (sid, seq, _dumps(write)),
-                        )
+                        conn.execute(_INSERT_USAGE, (sid, seq, _dumps(write)))
+        conn.executemany(_INSERT_ENTRY, entries)
+        conn.executemany(
+            _DELETE_VALUE,
+            [(sid, ns, key) for (ns, key), w in values.items() if w["op"] == "delete"],
+        )
+        conn.executemany(
+            _SET_VALUE,
+            [
+                (sid, ns, key, w["seq"], _dumps(w.get("value")))
+                for (ns, key), w in values.items()
+                if w["op"] != "delete"
+            ],
+        )
         if next_seq is not None:
             conn.execute(
                 "UPDATE sessions SET next_seq = ?, modified_at = ? WHERE id = ?",

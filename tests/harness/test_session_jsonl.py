@@ -277,3 +277,31 @@ async def test_legacy_v3_file_is_upgraded_on_the_first_flush(tmp_path: Path) -> 
     assert len(usage_rows) == 1
     assert usage_rows[0]["usage"]["totalTokens"] == 64  # 19 + 45: the two assistant replies
     await again.close()
+
+
+async def test_a_failed_write_leaves_no_half_line_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pitrio.harness import _jsonl
+
+    store = JsonlSessionStore(tmp_path)
+    session = await store.create()
+    first = await session.append_message(user("saved"))
+    await session.flush()
+    second = await session.append_message(user("disk full while writing this"))
+    real = _jsonl._write_all
+
+    def half_then_fail(fd: int, data: bytes) -> None:
+        real(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_jsonl, "_write_all", half_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        await session.flush()
+    assert session.dirty
+    monkeypatch.setattr(_jsonl, "_write_all", real)
+    await session.close()
+    again = await store.open(session.id)
+    assert again.recovered is None
+    assert [e.id for e in again.entries] == [first, second]
+    await again.close()

@@ -1,0 +1,221 @@
+"""Session storage benchmarks: how fast sessions are written, read and resumed.
+
+Each backend (``jsonl``, ``sqlite``, ``memory``) runs the same workloads on a scratch
+directory. Messages are shaped like a coding session: a user prompt, an assistant reply
+with a tool call, a tool result of about 1 KB, a final answer; the harness flushes once
+per turn (4 entries), as it does at each ``turn_end``.
+
+========== ==================================================================== ============
+metric     workload                                                             reported
+========== ==================================================================== ============
+append     one session, 1,000 entries appended, flushed every 4, then closed   entries/s
+append1    the same, flushed after every entry (worst case)                     entries/s
+load       open a 1,000-entry session (read, parse, rebuild the tree), close   entries/s
+resume     open a 1,000-entry session + build_context() (what a restart costs)  ms
+sessions_w 200 sessions of 10 entries: create, append, close                    sessions/s
+sessions_r the same 200 sessions: open, build_context(), close                  sessions/s
+list       list() over those 200 sessions                                       ms
+========== ==================================================================== ============
+
+Usage::
+
+    python -m benchmarks.bench_sessions [--backend jsonl|sqlite|memory|all] [--reps N] [--json]
+
+Timings are medians over ``--reps`` repetitions (default 5) with the real clock
+(``time.perf_counter``), including the worker-thread hops of the file I/O. Nothing
+here belongs in a test assertion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pitrio import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from pitrio.harness import (
+    InMemorySessionStore,
+    JsonlSessionStore,
+    Session,
+    SessionStore,
+    SqliteSessionStore,
+)
+
+ENTRIES = 1000
+SESSIONS = 200
+SMALL = 10
+
+
+def turn_messages(i: int) -> list[Any]:
+    """One turn of a coding session (4 messages, about 1.8 KB of JSON)."""
+    return [
+        UserMessage(
+            content=f"Please look at file_{i}.py and fix the failing test. " * 3, timestamp=i
+        ),
+        AssistantMessage(
+            content=(
+                TextContent(text="I'll read the file first to see what the test expects. " * 2),
+                ToolCall(
+                    id=f"call_{i}",
+                    name="read",
+                    arguments={"path": f"src/file_{i}.py", "limit": 200},
+                ),
+            ),
+            api="anthropic-messages",
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+            usage=Usage(input=1200 + i, output=80, total_tokens=1280 + i),
+            stop_reason="toolUse",
+            timestamp=i,
+        ),
+        ToolResultMessage(
+            tool_call_id=f"call_{i}",
+            tool_name="read",
+            content=(TextContent(text="def f(x):\n    return x + 1\n" * 36),),
+            timestamp=i,
+        ),
+        AssistantMessage(
+            content=(TextContent(text="The function is off by one; here is the fix. " * 4),),
+            api="anthropic-messages",
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+            usage=Usage(input=2300 + i, output=150, total_tokens=2450 + i),
+            stop_reason="stop",
+            timestamp=i,
+        ),
+    ]
+
+
+def make_store(backend: str, where: Path) -> Any:
+    if backend == "jsonl":
+        return JsonlSessionStore(where / "sessions")
+    if backend == "sqlite":
+        return SqliteSessionStore(where / "sessions.db")
+    return InMemorySessionStore()
+
+
+async def write_session(store: SessionStore, n: int, *, flush_every: int) -> Session:
+    session = await store.create(cwd="/bench/project")
+    await session.append_model_change("anthropic", "claude-sonnet-4-5")
+    written = 0
+    turn = 0
+    while written < n:
+        for message in turn_messages(turn):
+            if written == n:
+                break
+            await session.append_message(message)
+            written += 1
+            if written % flush_every == 0:
+                await session.flush()
+        turn += 1
+    await session.close()
+    return session
+
+
+async def one_round(backend: str, where: Path, entries: int, sessions: int) -> dict[str, float]:
+    """Every metric once, on a fresh store under ``where``."""
+    store = make_store(backend, where)
+    out: dict[str, float] = {}
+
+    start = time.perf_counter()
+    big = await write_session(store, entries, flush_every=4)
+    out["append"] = entries / (time.perf_counter() - start)
+    start = time.perf_counter()
+    await write_session(store, entries, flush_every=1)
+    out["append1"] = entries / (time.perf_counter() - start)
+
+    start = time.perf_counter()
+    session = await store.open(big.id)
+    await session.close()
+    out["load"] = entries / (time.perf_counter() - start)
+    if len(session.entries) != entries:
+        raise AssertionError(f"loaded {len(session.entries)} entries, wrote {entries}")
+
+    start = time.perf_counter()
+    session = await store.open(big.id)
+    context = session.build_context()
+    await session.close()
+    out["resume"] = 1000 * (time.perf_counter() - start)
+    if len(context.messages) != entries:
+        raise AssertionError(f"resumed {len(context.messages)} messages, wrote {entries}")
+
+    start = time.perf_counter()
+    ids = [(await write_session(store, SMALL, flush_every=4)).id for _ in range(sessions)]
+    out["sessions_w"] = sessions / (time.perf_counter() - start)
+
+    start = time.perf_counter()
+    for sid in ids:
+        session = await store.open(sid)
+        context = session.build_context()
+        await session.close()
+        if len(context.messages) != SMALL:
+            raise AssertionError(f"session {sid}: {len(context.messages)} messages, wrote {SMALL}")
+    out["sessions_r"] = sessions / (time.perf_counter() - start)
+
+    start = time.perf_counter()
+    listed = await store.list(cwd="/bench/project")
+    out["list"] = 1000 * (time.perf_counter() - start)
+    if len(listed) != sessions + 2:
+        raise AssertionError(f"listed {len(listed)} sessions, wrote {sessions + 2}")
+    if isinstance(store, SqliteSessionStore):
+        await store.aclose()
+    return out
+
+
+async def measure(
+    backend: str, reps: int, entries: int = ENTRIES, sessions: int = SESSIONS
+) -> dict[str, float]:
+    """The median of each metric over ``reps`` rounds."""
+    rounds = []
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory() as tmp:
+            rounds.append(await one_round(backend, Path(tmp), entries, sessions))
+    return {k: statistics.median(r[k] for r in rounds) for k in UNITS}
+
+
+UNITS = {
+    "append": "entries/s",
+    "append1": "entries/s",
+    "load": "entries/s",
+    "resume": "ms",
+    "sessions_w": "sessions/s",
+    "sessions_r": "sessions/s",
+    "list": "ms",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=["jsonl", "sqlite", "memory", "all"], default="all")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    backends = ["jsonl", "sqlite", "memory"] if args.backend == "all" else [args.backend]
+    for backend in backends:
+        figures = trio.run(measure, backend, args.reps)
+        for metric, value in figures.items():
+            if args.json:
+                print(
+                    json.dumps(
+                        {
+                            "metric": metric,
+                            "backend": backend,
+                            "value": round(value, 2),
+                            "unit": UNITS[metric],
+                        }
+                    )
+                )
+            else:
+                print(f"{backend:7} {metric:11} {value:12,.1f} {UNITS[metric]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The session benchmark's workloads, tiny, checked for what they do (no timings)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.bench_sessions import UNITS, main, measure
+
+
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "memory"])
+async def test_every_workload_runs_and_reports_a_figure(backend: str) -> None:
+    figures = await measure(backend, reps=1, entries=9, sessions=3)
+    assert set(figures) == set(UNITS)
+    assert all(value > 0 for value in figures.values())
+
+
+def test_main_prints_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import benchmarks.bench_sessions as bench
+
+    original = bench.measure
+
+    async def small(backend: str, reps: int) -> dict[str, float]:
+        return await original(backend, reps, entries=5, sessions=2)
+
+    bench.measure = small  # type: ignore[assignment]
+    try:
+        assert main(["--backend", "memory", "--reps", "1", "--json"]) == 0
+    finally:
+        bench.measure = original
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {line["metric"] for line in lines} == set(UNITS)
+    assert {line["backend"] for line in lines} == {"memory"}
