@@ -1041,7 +1041,8 @@ class SessionStore(Protocol):
         ...
 
     async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
-        """The most recently created session of ``cwd`` (default: the process's), if any."""
+        """The session of ``cwd`` (default: the process's) written to last, if any:
+        the one to continue."""
         ...
 
     async def delete(self, session_id: str) -> None:
@@ -1172,8 +1173,7 @@ class InMemorySessionStore:
 
     async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
         """See :meth:`SessionStore.latest`."""
-        infos = await self.list(cwd=resolve_cwd(cwd))
-        return infos[0] if infos else None
+        return most_recent(await self.list(cwd=resolve_cwd(cwd)))
 
     async def delete(self, session_id: str) -> None:
         """See :meth:`SessionStore.delete`."""
@@ -1184,6 +1184,11 @@ class InMemorySessionStore:
         if self._records.pop(session_id, None) is None:
             msg = f"no session {session_id!r} in this store"
             raise SessionNotFoundError(msg)
+
+
+def most_recent(infos: Sequence[SessionInfo]) -> SessionInfo | None:
+    """The session modified last (ties: created last)."""
+    return max(infos, key=lambda i: (i.modified_at, i.created_at), default=None)
 
 
 def sort_infos(infos: list[SessionInfo]) -> list[SessionInfo]:

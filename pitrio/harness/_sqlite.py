@@ -34,6 +34,7 @@ from ._session import (
     SessionNotFoundError,
     Write,
     _State,
+    most_recent,
     new_id,
     resolve_cwd,
     sort_infos,
@@ -427,8 +428,7 @@ class SqliteSessionStore:
 
     async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
         """See :meth:`SessionStore.latest`."""
-        infos = await self.list(cwd=resolve_cwd(cwd))
-        return infos[0] if infos else None
+        return most_recent(await self.list(cwd=resolve_cwd(cwd)))
 
     async def delete(self, session_id: str) -> None:
         """See :meth:`SessionStore.delete`."""

@@ -214,6 +214,15 @@ async def test_list_latest_and_delete(open_store: StoreFactory) -> None:
     assert latest.id == c.id
     assert latest.created_at == pytest.approx(c.created_at / 1000)
 
+    # latest() is the session written to last (the one to continue), not the newest.
+    older = await open_store().open(a.id)
+    await trio.sleep(0.01)
+    await older.append_message(user("continued"))
+    await older.close()
+    latest = await open_store().latest("/p/one")
+    assert latest is not None
+    assert latest.id == a.id
+
     await open_store().delete(c.id)
     assert [i.id for i in await open_store().list(cwd="/p/one")] == [a.id]
     with pytest.raises(SessionNotFoundError):
