@@ -53,6 +53,9 @@ from pitrio import (
     PitrioError,
     StreamFn,
     StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
     wire,
 )
 
@@ -217,34 +220,128 @@ def _copy(value: Any) -> Any:
     return value
 
 
+_PLACEHOLDER: Final = AssistantMessage(stop_reason="pending")
+_TOP_FIELDS: Final = tuple(f.name for f in attrs.fields(AssistantMessage) if f.name != "content")
+
+
+class _PartialEncoder:
+    """Patches from one partial message to the next, looking only at what changed:
+    consecutive partials share their unchanged blocks (frozen values), so a delta costs
+    the block it grows, not the whole message."""
+
+    def __init__(self) -> None:
+        self._message: AssistantMessage | None = None
+        self._top: dict[str, Any] = {}
+        self._blocks: list[Any] = []
+
+    def patch(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        previous = self._message
+        if previous is None:
+            self._top = self._top_of(message)
+            self._blocks = [wire.unstructure(b) for b in message.content]
+            self._message = message
+            return [{"p": [], "set": {**self._top, "content": list(self._blocks)}}]
+        ops: list[dict[str, Any]] = []
+        if any(getattr(message, f) != getattr(previous, f) for f in _TOP_FIELDS):
+            top = self._top_of(message)
+            _diff(self._top, top, [], ops)
+            self._top = top
+        old_blocks = previous.content
+        if len(message.content) < len(old_blocks):
+            ops.append({"p": ["content"], "truncate": len(message.content)})
+            del self._blocks[len(message.content) :]
+        for index, block in enumerate(message.content):
+            if index < len(old_blocks) and block is old_blocks[index]:
+                continue
+            data = wire.unstructure(block)  # plain JSON already: strings and dicts
+            if index < len(self._blocks):
+                _diff(self._blocks[index], data, ["content", index], ops)
+                self._blocks[index] = data
+            else:
+                ops.append({"p": ["content", index], "set": data})
+                self._blocks.append(data)
+        self._message = message
+        return ops
+
+    @staticmethod
+    def _top_of(message: AssistantMessage) -> dict[str, Any]:
+        top: dict[str, Any] = _plain(wire.unstructure(attrs.evolve(message, content=())))
+        del top["content"]
+        return top
+
+
 def _encode_events(events: list[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    previous: Any = None
+    encoder = _PartialEncoder()
     for event in events:
-        data = _plain(wire.unstructure(event))
-        partial = data.pop("partial", None)
-        if partial is not None:
-            ops: list[dict[str, Any]] = []
-            if previous is None:
-                ops.append({"p": [], "set": partial})
-            else:
-                _diff(previous, partial, [], ops)
-            data["partialPatch"] = ops
-            previous = partial
+        partial = getattr(event, "partial", None)
+        if isinstance(partial, AssistantMessage):
+            data = _plain(wire.unstructure(attrs.evolve(event, partial=_PLACEHOLDER)))
+            del data["partial"]
+            data["partialPatch"] = encoder.patch(partial)
+        else:
+            data = _plain(wire.unstructure(event))
         out.append(data)
     return out
 
 
+class _PartialDecoder:
+    """Applies patches to the wire form, and rebuilds only the blocks they touched."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self._top: AssistantMessage = _PLACEHOLDER
+        self._blocks: list[Any] = []
+
+    def apply(self, ops: list[dict[str, Any]]) -> AssistantMessage:
+        touched: set[int] = set()
+        rebuild_top = False
+        rebuild_all = False
+        for op in ops:
+            path = op["p"]
+            if not path:
+                rebuild_all = True
+            elif path[0] != "content":
+                rebuild_top = True
+            elif len(path) == 1:
+                rebuild_all = True
+            else:
+                touched.add(path[1])
+        self._data = _apply(self._data, ops)
+        if rebuild_all or rebuild_top:
+            top = {k: v for k, v in self._data.items() if k != "content"}
+            self._top = wire.structure_message({**top, "content": []})
+        content = self._data["content"]
+        if rebuild_all:
+            self._blocks = [_structure_block(b) for b in content]
+        else:
+            for index in sorted(touched):
+                if index < len(self._blocks):
+                    self._blocks[index] = _structure_block(content[index])
+                else:
+                    self._blocks.append(_structure_block(content[index]))
+        return attrs.evolve(self._top, content=tuple(self._blocks))
+
+
+_ASSISTANT_BLOCK: Any = TextContent | ThinkingContent | ToolCall
+
+
+def _structure_block(data: Any) -> Any:
+    return wire.converter.structure(data, _ASSISTANT_BLOCK)
+
+
 def _decode_events(records: list[dict[str, Any]]) -> list[Any]:
     events = []
-    partial: Any = None
+    decoder = _PartialDecoder()
     for record in records:
-        data = dict(record)
-        ops = data.pop("partialPatch", None)
-        if ops is not None:
-            partial = _apply(_copy(partial), ops)
-            data["partial"] = partial
-        events.append(wire.structure_event(data))
+        ops = record.get("partialPatch")
+        if ops is None:
+            events.append(wire.structure_event(record))
+            continue
+        data = {k: v for k, v in record.items() if k != "partialPatch"}
+        data["partial"] = _PLACEHOLDER  # an object is kept as it is: cheaper than a dict
+        event = wire.structure_event(data)
+        events.append(attrs.evolve(event, partial=decoder.apply(ops)))
     return events
 
 

@@ -270,3 +270,25 @@ async def test_a_new_recording_replaces_the_file(tmp_path: Path, autojump_clock:
     await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
     assert len(path.read_text().splitlines()) == 3  # header and two exchanges
     assert ReplayStreamFn(path).remaining == 2
+
+
+async def test_every_kind_of_block_replays_exactly(tmp_path: Path, autojump_clock: Clock) -> None:
+    """Thinking, text and tool-call deltas (arguments streamed as partial JSON) and a
+    final usage all come back as they were streamed."""
+    from pitrio import ThinkingContent, ToolCall, Usage
+
+    path = tmp_path / "run.jsonl"
+    response = ScriptedResponse(
+        content=(
+            ThinkingContent(thinking="Which file? Probably a.txt.", thinking_signature="sig"),
+            TextContent(text="Reading it now."),
+            ToolCall(id="c1", name="read", arguments={"path": "a.txt", "lines": [1, 2, 3]}),
+        ),
+        chunk_size=3,
+        usage=Usage(input=120, output=30, total_tokens=150),
+    )
+    script = [response, ScriptedResponse.text("Done.")]
+    recorded = await _run(_agent(RecordingStreamFn(ScriptedModel(script), path)), "go")
+    kinds = {e["assistantMessageEvent"]["type"] for e in recorded if e["type"] == "message_update"}
+    assert {"thinking_delta", "text_delta", "toolcall_delta"} <= kinds
+    assert await _run(_agent(ReplayStreamFn(path)), "go") == recorded
