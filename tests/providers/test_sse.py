@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from hypothesis import given, strategies as st
 
-from pitrio.providers._sse import ServerSentEvent, SSEDecoder, iter_sse
+from pitrio.providers._sse import ServerSentEvent, SSEDecoder, SSEEventTooLargeError, iter_sse
 
 
 def decode(chunks: list[bytes], *, dispatch_at_eof: bool = False) -> list[ServerSentEvent]:
@@ -166,3 +166,43 @@ def test_any_split_yields_the_same_events(
 def test_byte_by_byte_yields_the_same_events(stream: tuple[bytes, list[ServerSentEvent]]) -> None:
     payload, expected = stream
     assert decode(bytewise(payload)) == expected
+
+
+def test_a_line_split_over_many_chunks_is_joined_once_its_break_arrives() -> None:
+    line = b"data: " + b"x" * 5000
+    chunks = [line[i : i + 7] for i in range(0, len(line), 7)] + [b"\n", b"\n"]
+    assert decode(chunks) == [ServerSentEvent(None, "x" * 5000)]
+
+
+def test_an_unterminated_line_longer_than_the_limit_is_an_error() -> None:
+    decoder = SSEDecoder(max_event_size=100)
+    assert decoder.feed(b"data: " + b"x" * 60) == []
+    with pytest.raises(SSEEventTooLargeError, match=r"a line .* max_event_size=100 bytes"):
+        decoder.feed(b"x" * 60)
+
+
+def test_a_long_line_inside_one_chunk_is_an_error() -> None:
+    decoder = SSEDecoder(max_event_size=100)
+    with pytest.raises(SSEEventTooLargeError, match="a line"):
+        decoder.feed(b"data: " + b"x" * 200 + b"\n\n")
+
+
+def test_an_event_of_many_short_lines_longer_than_the_limit_is_an_error() -> None:
+    decoder = SSEDecoder(max_event_size=100)
+    for _ in range(6):
+        decoder.feed(b"data: 0123456789\n")
+    with pytest.raises(SSEEventTooLargeError, match="an event"):
+        decoder.feed(b"data: 0123456789\n")
+
+
+def test_events_up_to_the_limit_pass_and_the_count_restarts_per_event() -> None:
+    decoder = SSEDecoder(max_event_size=20)
+    events: list[ServerSentEvent] = []
+    for _ in range(50):
+        events.extend(decoder.feed(b"data: 0123456789\n\n"))
+    assert events == [ServerSentEvent(None, "0123456789")] * 50
+
+
+def test_max_event_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_event_size must be a positive number"):
+        SSEDecoder(max_event_size=0)
