@@ -118,6 +118,11 @@ def _quote(session_id: str) -> str:
     return urllib.parse.quote(session_id, safe="!~*'()")
 
 
+def _names_session(file_name: str, session_id: str) -> bool:
+    """Whether a file name is Pi's name for this session (the time has no ``_``)."""
+    return file_name.partition("_")[2] == f"{_quote(session_id)}.jsonl"
+
+
 def _dumps(value: Any) -> str:
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode().decode()
@@ -756,8 +761,7 @@ class JsonlSessionStore:
     ) -> int:
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
-        suffix = f"_{_quote(sid)}.jsonl"
-        if any(name.endswith(suffix) for name in os.listdir(directory)):
+        if any(_names_session(name, sid) for name in os.listdir(directory)):
             msg = f"a session with id {sid!r} exists already in {directory}"
             raise SessionExistsError(msg)
         data = _dumps(header).encode() + b"\n" + b"".join(_line([w]) for w in initial)
@@ -785,13 +789,12 @@ class JsonlSessionStore:
         return await trio.to_thread.run_sync(self._open_sync, session_id)
 
     def _find(self, session_id: str) -> str:
-        suffix = f"_{_quote(session_id)}.jsonl"
         if os.path.isdir(self.root):
             for directory in sorted(os.scandir(self.root), key=lambda d: d.name):
                 if not directory.is_dir():
                     continue
                 for name in os.listdir(directory.path):
-                    if name.endswith(suffix):
+                    if _names_session(name, session_id):
                         return os.path.join(directory.path, name)
         msg = f"no session {session_id!r} under {self.root}"
         raise SessionNotFoundError(msg)

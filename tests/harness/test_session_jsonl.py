@@ -305,3 +305,19 @@ async def test_a_failed_write_leaves_no_half_line_and_is_retried(
     assert again.recovered is None
     assert [e.id for e in again.entries] == [first, second]
     await again.close()
+
+
+async def test_ids_that_end_like_another_id_are_told_apart(tmp_path: Path) -> None:
+    store = JsonlSessionStore(tmp_path)
+    long = await store.create(session_id="x_abc")
+    await long.close()
+    short = await store.create(session_id="abc")  # not taken: "x_abc" is another id
+    await short.append_message(user("short"))
+    await short.close()
+    again = await store.open("abc")
+    assert again.id == "abc"
+    assert len(again.entries) == 1
+    await again.close()
+    other = await store.open("x_abc")
+    assert other.entries == ()
+    await other.close()
