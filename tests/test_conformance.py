@@ -72,3 +72,72 @@ def test_trace_difference_rules() -> None:
     main = {"type": "turn_start"}
     assert trace_difference([loop, main], [main, loop]) is None
     assert trace_difference([main], [main, main]) is not None
+
+
+def _wake_order() -> list[int]:
+    import trio
+    import trio.testing
+
+    order: list[int] = []
+
+    async def main() -> None:
+        lot = trio.lowlevel.ParkingLot()  # wakes its tasks in the order they parked
+
+        async def waiter(i: int) -> None:
+            order.append(i)  # tasks start in the order they were spawned...
+            await lot.park()
+            order.append(i)  # ...and wake in the order they parked
+
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                nursery.start_soon(waiter, i)
+            await trio.testing.wait_all_tasks_blocked()
+            lot.unpark_all()
+
+    trio.run(main)
+    return order
+
+
+def test_fifo_scheduling_runs_tasks_in_wake_order_and_restores_trio() -> None:
+    """Inside the block, tasks woken together run in order; after it, Trio's own
+    scheduler state is back."""
+    from trio._core import _run
+
+    from pitrio.testing._fifo import fifo_scheduling
+
+    saved = (_run._r, _run._ALLOW_DETERMINISTIC_SCHEDULING)
+    with fifo_scheduling():
+        assert all(_wake_order() == [0, 1, 2, 3, 4] * 2 for _ in range(10))
+    assert (_run._r, _run._ALLOW_DETERMINISTIC_SCHEDULING) == saved
+
+
+def test_fifo_scheduling_refuses_an_untested_trio(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Trio older than any tested one is refused with a message saying what to do."""
+    import trio
+
+    from pitrio.testing import _fifo
+
+    monkeypatch.setattr(trio, "__version__", "0.20.0")
+    with (
+        pytest.raises(_fifo.FifoSchedulingUnavailable, match=r"trio 0\.20\.0 .*install"),
+        _fifo.fifo_scheduling(),
+    ):
+        pass  # pragma: no cover
+
+
+def test_fifo_scheduling_checks_that_the_patch_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the patched scheduler does not come out first-in, first-out (Trio changed how
+    it orders a batch), the player stops with a clear error instead of wrong traces."""
+    from trio._core import _run
+
+    from pitrio.testing import _fifo
+
+    saved = _run._r
+    monkeypatch.setattr(_fifo, "_checked", False)
+    monkeypatch.setattr(_fifo._AlwaysReverse, "random", lambda self: 0.9)  # never reverses
+    with (
+        pytest.raises(_fifo.FifoSchedulingUnavailable, match=r"not 0-2 twice"),
+        _fifo.fifo_scheduling(),
+    ):
+        pass  # pragma: no cover
+    assert _run._r is saved

@@ -61,7 +61,7 @@ from .._stream import AssistantMessageEventStream
 from .._tools import AfterToolCallResult, BeforeToolCallResult
 from .._validation import js_json_dumps
 from .._wire import converter, unstructure
-from ._virtual import fifo_scheduling
+from ._fifo import fifo_scheduling
 
 __all__ = ["RunProblem", "ScenarioError", "normalize_event", "normalize_message", "play"]
 
