@@ -14,18 +14,15 @@ says ``400 status code (no body)``, losing e.g. vLLM's and FastAPI's ``detail``)
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Final, final
 
 import httpx
-import trio
 
 from .._events import (
-    DoneEvent,
     ErrorEvent,
-    StartEvent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
@@ -52,32 +49,34 @@ from .._stream import AssistantMessageEventStream
 from ._common import (
     APIError,
     PartialMessage,
-    RequestAbortedError,
     calculate_cost,
     clamp_max_tokens_to_context,
     clamp_thinking_level,
-    close_response,
     format_provider_error,
     js_truthy,
     json_parse,
     json_stringify,
     make_strict_json_schema,
     merge_headers,
-    open_body,
     parse_streaming_json,
     pi_user_agent,
     require_api_key,
     resolve_cache_retention,
     resolve_json_schema_strict,
     sanitize_surrogates,
-    send_streaming,
-    send_with_retries,
     setup_error_message,
     short_hash,
     thinking_budget_for_level,
     transform_messages,
 )
-from ._sse import SSEDecoder
+from ._request import (
+    ABORTED_AFTER_HEADERS,
+    Exchange,
+    HttpRequest,
+    ProviderFailure,
+    exchange_stream,
+)
+from ._sse import ServerSentEvent
 
 __all__ = ["build_params", "convert_messages", "get_compat", "stream_openai_completions"]
 
@@ -1089,55 +1088,126 @@ class _StreamAPIError(APIError):
     """An ``error`` member in a streamed chunk (the SDK throws ``APIError``)."""
 
 
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-def _check_end(handler: _ChunkHandler, compat: Mapping[str, Any], aborted: bool) -> None:
+def _check_end(handler: _ChunkHandler, compat: Mapping[str, Any]) -> None:
     output = handler.output
-    if aborted or output.stop_reason == "aborted":
-        msg = "Request was aborted"
-        raise _Abort(msg)
+    if output.stop_reason == "aborted":
+        raise ProviderFailure(ABORTED_AFTER_HEADERS)
     if not handler.has_finish_reason and not compat["supportsFinishReason"]:
         output.stop_reason = (
             "toolUse" if any(isinstance(b, ToolCall) for b in output.content) else "stop"
         )
     if output.stop_reason == "error":
         msg = output.error_message or "Provider returned an error stop reason"
-        raise _Failure(msg)
+        raise ProviderFailure(msg)
     if (compat["supportsFinishReason"] and not handler.has_finish_reason) or (
         output.stop_reason == "pending"
     ):
         msg = "Stream ended without finish_reason"
-        raise _Failure(msg)
+        raise ProviderFailure(msg)
 
 
-class _Failure(Exception):
-    """A plain ``Error`` thrown by pi-ai itself."""
+@final
+class _CompletionsExchange(Exchange):
+    """One chat-completions request (see :mod:`._request` for the lifecycle)."""
+
+    api_label = "OpenAI Completions"
+    body_fallback = True
+
+    def __init__(
+        self,
+        stream: AssistantMessageEventStream,
+        output: PartialMessage,
+        model: Model,
+        options: StreamOptions,
+        *,
+        context: Context,
+        api_key: str,
+        max_tokens: int,
+        effort: str | None,
+    ) -> None:
+        super().__init__(stream, output, model, options)
+        self._context = context
+        self._api_key = api_key
+        self._max_tokens = max_tokens
+        self._effort = effort
+        self._compat: Mapping[str, Any] = {}
+        self._handler: _ChunkHandler | None = None
+        self._headers: httpx.Headers | None = None
+
+    def build_request(self) -> HttpRequest:
+        model, options = self.model, self.options
+        compat = self._compat = get_compat(model)
+        retention = resolve_cache_retention(options.cache_retention)
+        session_id = None if retention == "none" else options.session_id
+        headers = _request_headers(model, options, self._api_key, session_id, compat)
+        params = build_params(
+            model,
+            self._context,
+            options,
+            max_tokens=self._max_tokens,
+            effort=self._effort,
+            compat=compat,
+            retention=retention,
+        )
+        return HttpRequest(url=_endpoint(model.base_url), headers=headers, body=params)
+
+    def start(self, response: httpx.Response) -> None:
+        self._headers = response.headers
+        self._handler = _ChunkHandler(self.model, self.output, self.stream)
+
+    def handle_sse(self, sse: ServerSentEvent) -> bool:
+        assert self._handler is not None
+        return _dispatch(sse.event, sse.data, self._headers, self._handler)
+
+    def handle_complete(self, body: JSONValue) -> None:
+        assert self._handler is not None
+        chunk = _completion_as_chunk(body)
+        if chunk is None:
+            super().handle_complete(body)
+        self._handler.handle(chunk)
+
+    def close_blocks(self) -> None:
+        if self._handler is not None:
+            self._handler.finish_blocks()
+
+    def check_end(self) -> None:
+        assert self._handler is not None
+        _check_end(self._handler, self._compat)
+
+    def before_failure(self) -> None:
+        if self._handler is not None:
+            self._handler.apply_reasoning_details()
+
+    def error_text(self, exc: Exception) -> str:
+        message = format_provider_error(exc)
+        raw = _get(_get(getattr(exc, "error", None), "metadata"), "raw")
+        if js_truthy(raw) and _js_str(raw) not in message:
+            message += f"\n{_js_str(raw)}"
+        return message
 
 
-class _Abort(_Failure):
-    """``Request was aborted`` after the stream ended because of an abort."""
-
-
-def _fail(
-    stream: AssistantMessageEventStream,
-    handler: _ChunkHandler | None,
-    output: PartialMessage,
-    error: BaseException,
-    aborted: bool,
-) -> None:
-    if handler is not None:
-        handler.apply_reasoning_details()
-    output.stop_reason = "aborted" if aborted else "error"
-    message = format_provider_error(error)
-    raw = _get(_get(getattr(error, "error", None), "metadata"), "raw")
-    if js_truthy(raw) and _js_str(raw) not in message:
-        message += f"\n{_js_str(raw)}"
-    output.error_message = message
-    stream.push(ErrorEvent(reason=output.stop_reason, error=output.snapshot()))  # type: ignore[arg-type]  # "error" | "aborted"
+def _completion_as_chunk(body: JSONValue) -> JSONObject | None:
+    """A whole ``chat.completion`` object (a server that did not stream) as the one
+    chunk that carries all of it; ``None`` when ``body`` is not one."""
+    if not isinstance(body, dict):
+        return None
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return None
+    delta = dict(message)
+    tool_calls = delta.get("tool_calls")
+    if isinstance(tool_calls, list):
+        delta["tool_calls"] = [
+            {**call, "index": index} if isinstance(call, dict) else call
+            for index, call in enumerate(tool_calls)
+        ]
+    chunk = {**body, "choices": [{**choice, "delta": delta}]}
+    chunk["choices"][0].pop("message", None)
+    return chunk
 
 
 def stream_openai_completions(
@@ -1163,133 +1233,42 @@ def stream_openai_completions(
 
         return AssistantMessageEventStream(setup_failed)
 
-    async def produce(stream: AssistantMessageEventStream) -> None:
-        if options.signal is None:
-            await _produce(stream, client, model, context, options, api_key, max_tokens, effort)
-            return
-        # A caller that only flips the signal aborts too (as stream.cancel() does).
-        with options.signal.cancel_scope():
-            await _produce(stream, client, model, context, options, api_key, max_tokens, effort)
-
-    return AssistantMessageEventStream(produce)
-
-
-def _signal_aborted(options: StreamOptions) -> bool:
-    return options.signal is not None and options.signal.aborted
-
-
-async def _produce(
-    stream: AssistantMessageEventStream,
-    client: httpx.AsyncClient,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    api_key: str,
-    max_tokens: int,
-    effort: str | None,
-) -> None:
-    output = PartialMessage(model)
-    handler: _ChunkHandler | None = None
-    response: httpx.Response | None = None
-    try:
-        compat = get_compat(model)
-        retention = resolve_cache_retention(options.cache_retention)
-        session_id = None if retention == "none" else options.session_id
-        headers = _request_headers(model, options, api_key, session_id, compat)
-        params: JSONValue = build_params(
-            model,
-            context,
-            options,
+    return exchange_stream(
+        partial(
+            _CompletionsExchange,
+            context=context,
+            api_key=api_key,
             max_tokens=max_tokens,
             effort=effort,
-            compat=compat,
-            retention=retention,
-        )
-        if options.on_payload is not None:
-            replaced = await _maybe_await(options.on_payload(params, model))
-            if replaced is not None:
-                params = replaced
-        body = json_stringify(params).encode()
-        url = _endpoint(model.base_url)
-
-        async def send_once() -> httpx.Response:
-            request = client.build_request("POST", url, content=body, headers=headers)
-            return await send_streaming(
-                client, request, timeout_ms=options.timeout_ms, body_fallback=True
-            )
-
-        try:
-            response = await send_with_retries(
-                send_once,
-                max_retries=options.max_retries,
-                max_retry_delay_ms=options.max_retry_delay_ms,
-            )
-        except trio.Cancelled:
-            _fail(stream, None, output, RequestAbortedError(), aborted=True)
-            raise
-        if options.on_response is not None:
-            await _maybe_await(
-                options.on_response(response.status_code, dict(response.headers), model)
-            )
-        stream.push(StartEvent(partial=output.snapshot()))
-        handler = _ChunkHandler(model, output, stream)
-        cancelled: trio.Cancelled | None = None
-        try:
-            await _read_events(response, handler)
-        except trio.Cancelled as exc:
-            # The SDK's iterator ends quietly on an abort: blocks are ended as usual.
-            cancelled = exc
-        finally:
-            await close_response(response)
-        handler.finish_blocks()
-        try:
-            _check_end(handler, compat, aborted=cancelled is not None or _signal_aborted(options))
-        except _Failure as exc:
-            _fail(stream, handler, output, exc, cancelled is not None or _signal_aborted(options))
-            if cancelled is not None:
-                raise cancelled from None
-            return
-        if cancelled is not None:  # pragma: no cover  # _check_end raises on an abort
-            raise cancelled
-        stream.push(DoneEvent(reason=output.stop_reason, message=output.snapshot()))  # type: ignore[arg-type]  # stop | length | toolUse
-    except trio.Cancelled:
-        if not stream.done:
-            _fail(stream, handler, output, _Failure("Request was aborted"), aborted=True)
-        raise
-    except Exception as exc:
-        if response is not None:
-            await close_response(response)
-        _fail(stream, handler, output, exc, _signal_aborted(options))
-
-
-async def _read_events(response: httpx.Response, handler: _ChunkHandler) -> None:
-    """Decode the SSE body as the OpenAI SDK does and hand each chunk to ``handler``."""
-    decoder = SSEDecoder()
-    done = False
-    async with open_body(response) as chunks:
-        async for raw in chunks:
-            for sse in decoder.feed(raw):
-                if done:
-                    continue
-                done = _dispatch(sse.event, sse.data, response, handler)
-    for sse in decoder.flush():
-        if not done:
-            done = _dispatch(sse.event, sse.data, response, handler)
+        ),
+        client,
+        model,
+        options,
+    )
 
 
 def _dispatch(
-    event: str | None, data: str, response: httpx.Response, handler: _ChunkHandler
+    event: str | None, data: str, headers: httpx.Headers | None, handler: _ChunkHandler
 ) -> bool:
-    """One SSE event; returns True at ``[DONE]`` (later events are ignored)."""
+    """One SSE event; returns True at ``[DONE]`` (the body is not read further)."""
     if data.startswith("[DONE]"):
         return True
-    chunk = json_parse(data)
+    try:
+        chunk = json_parse(data)
+    except ValueError as exc:
+        name = event or "message"
+        msg = f"Could not parse OpenAI Completions SSE event {name}: {exc}; data={_excerpt(data)}"
+        raise ProviderFailure(msg) from None
     if event is not None and event.startswith("thread."):
         return False
     error = chunk.get("error") if isinstance(chunk, dict) else None
     if js_truthy(chunk) and js_truthy(error):
         raise _StreamAPIError(
-            APIError.make_message(None, error, None), headers=response.headers, error=error
+            APIError.make_message(None, error, None), headers=headers, error=error
         )
     handler.handle(chunk)
     return False
+
+
+def _excerpt(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more chars]"

@@ -1,0 +1,377 @@
+"""The request lifecycle every HTTP API of :mod:`pitrio.providers` shares.
+
+This module is the only place that sends a provider request, applies the caller's
+``on_payload``/``on_response`` hooks, reads the body, turns ``trio.Cancelled`` into an
+``aborted`` event and exceptions into ``error`` events, and closes the response. An API
+module supplies an :class:`Exchange` subclass: how to build the request, how to handle
+one SSE event, and what to check when the events are over. A new API is one module with
+an ``Exchange`` and a ``stream_<api>`` function that calls :func:`exchange_stream`, plus
+one line in the registry (``providers/__init__.py``).
+
+The lifecycle, as pi-ai 0.85.0's three ``streamSimple`` implementations share it::
+
+    build the request         (a failure: error event, no start event)
+    on_payload(body, model)   (may replace the body)
+    send, with retries        (an abort here: "Request aborted")
+    on_response(status, headers, model)
+    start event
+    read the body             (SSE events to the Exchange; an abort: "Request was aborted")
+    end checks                (the Exchange's; the signal aborted: "Request was aborted")
+    done event
+
+What pitrio adds to pi-ai (``docs/providers.md``): an idle timeout per body read
+(:data:`DEFAULT_IDLE_TIMEOUT`, ``StreamOptions.idle_timeout``), the message finished at
+the API's terminal event without waiting for the body to close, and a JSON body that
+answers a streaming request read as the complete response.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, ClassVar, Final, Literal, final
+
+import attrs
+import httpx
+import trio
+
+from .._events import DoneEvent, ErrorEvent, StartEvent
+from .._messages import AssistantMessage, JSONValue
+from .._model import Model, StreamOptions
+from .._stream import AssistantMessageEventStream
+from ._common import (
+    PartialMessage,
+    close_response,
+    json_parse,
+    json_stringify,
+    open_body,
+    send_streaming,
+    send_with_retries,
+)
+from ._sse import ServerSentEvent, SSEDecoder
+
+__all__ = [
+    "ABORTED_AFTER_HEADERS",
+    "ABORTED_BEFORE_HEADERS",
+    "DEFAULT_IDLE_TIMEOUT",
+    "Exchange",
+    "HttpRequest",
+    "ProviderFailure",
+    "exchange_stream",
+    "maybe_await",
+    "run_exchange",
+]
+
+ABORTED_BEFORE_HEADERS: Final = "Request aborted"
+"""pi-ai's text for an abort before the response headers arrived."""
+ABORTED_AFTER_HEADERS: Final = "Request was aborted"
+"""pi-ai's text for an abort once the response started."""
+
+DEFAULT_IDLE_TIMEOUT: Final = 600.0
+"""Seconds a body read may wait for the next bytes: the OpenAI and Anthropic Python
+SDKs' read timeout (``httpx.Timeout(600, connect=5)``)."""
+
+
+class ProviderFailure(Exception):
+    """A failure whose text becomes the final message's ``errorMessage`` as it is."""
+
+
+async def maybe_await(value: Any) -> Any:
+    """``await value`` when it is awaitable (a hook may be sync or async)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+@final
+@attrs.frozen(kw_only=True)
+class HttpRequest:
+    """A request ready to send: ``body`` is JSON (``None``: no body)."""
+
+    url: str
+    headers: Mapping[str, str]
+    body: JSONValue
+    method: str = "POST"
+
+
+class Exchange(ABC):
+    """One request of one API: the parts the lifecycle asks the API module for.
+
+    Attributes:
+        stream: where the events go (``stream.push``).
+        output: the message being built.
+        model, options: the request's.
+    """
+
+    api_label: ClassVar[str] = "provider"
+    """How error texts name the API (``"OpenAI Completions"``)."""
+    dispatch_at_eof: ClassVar[bool] = False
+    """Dispatch an SSE event left open at the end of the body (see :class:`SSEDecoder`)."""
+    error_member: ClassVar[str | None] = "error"
+    """The member of an HTTP error body that is the error (``None``: the whole body)."""
+    body_fallback: ClassVar[bool] = False
+    """An HTTP error body without ``error_member`` keeps its body in the text."""
+
+    def __init__(
+        self,
+        stream: AssistantMessageEventStream,
+        output: PartialMessage,
+        model: Model,
+        options: StreamOptions,
+    ) -> None:
+        self.stream = stream
+        self.output = output
+        self.model = model
+        self.options = options
+
+    @abstractmethod
+    def build_request(self) -> HttpRequest:
+        """The request to send (raising here ends the stream before its start event)."""
+
+    def replace_payload(self, replaced: JSONValue) -> JSONValue:
+        """The body to send when ``on_payload`` returned ``replaced``."""
+        return replaced
+
+    def encode(self, body: JSONValue) -> bytes:
+        """The request body's bytes."""
+        return json_stringify(body).encode()
+
+    def start(self, response: httpx.Response) -> None:  # noqa: B027  # optional hook
+        """The response headers arrived and the start event was pushed."""
+
+    @abstractmethod
+    def handle_sse(self, sse: ServerSentEvent) -> bool:
+        """Handle one SSE event; ``True`` at the API's terminal event (the body is not
+        read further)."""
+
+    def handle_complete(self, body: JSONValue) -> None:
+        """Handle a JSON body that answered the streaming request (a server that does
+        not stream). The default refuses it."""
+        msg = (
+            f"{self.api_label}: the server answered the streaming request with a JSON "
+            f"body that is not a response: {_excerpt(json_stringify(body))}"
+        )
+        raise ProviderFailure(msg)
+
+    def end_of_events(self, terminal: bool) -> None:  # noqa: B027  # optional hook
+        """The body is over (``terminal``: the API's terminal event was seen)."""
+
+    def close_blocks(self) -> None:  # noqa: B027  # optional hook
+        """After the events (normal end or abort): end the blocks still open."""
+
+    @abstractmethod
+    def check_end(self) -> None:
+        """pi-ai's checks once the events are over (raise :class:`ProviderFailure`)."""
+
+    def final_message(self) -> AssistantMessage:
+        """The message of the ``done`` event."""
+        return self.output.snapshot()
+
+    def error_text(self, exc: Exception) -> str:
+        """The ``errorMessage`` of a failure."""
+        return str(exc) or type(exc).__name__
+
+    def before_failure(self) -> None:  # noqa: B027  # optional hook
+        """Just before the ``error`` event of a failure or an abort."""
+
+
+def exchange_stream(
+    make: type[Exchange] | Any,
+    client: httpx.AsyncClient,
+    model: Model,
+    options: StreamOptions,
+    *,
+    template: AssistantMessage | None = None,
+    abort_message: str = ABORTED_AFTER_HEADERS,
+) -> AssistantMessageEventStream:
+    """The stream of one request: ``make(stream, output, model, options)`` builds the
+    API's :class:`Exchange` when the stream is opened, then :func:`run_exchange` runs."""
+    output = PartialMessage(model)
+
+    async def produce(stream: AssistantMessageEventStream) -> None:
+        await run_exchange(make(stream, output, model, options), client)
+
+    return AssistantMessageEventStream(produce, template=template, abort_message=abort_message)
+
+
+def _signal_scope(options: StreamOptions) -> AbstractContextManager[object]:
+    # The loop cancels the producer on abort; a caller that only flips the signal gets
+    # the same behaviour through the signal's own cancel scope.
+    signal = options.signal
+    return signal.cancel_scope() if signal is not None else nullcontext()
+
+
+def _aborted(options: StreamOptions) -> bool:
+    return options.signal is not None and options.signal.aborted
+
+
+async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
+    """Run one request to its final ``done`` or ``error`` event (never raises, except
+    ``trio.Cancelled`` after its ``aborted`` event)."""
+    stream, output, options = exchange.stream, exchange.output, exchange.options
+    headers_received = False
+    response: httpx.Response | None = None
+    try:
+        with _signal_scope(options):
+            try:
+                request = exchange.build_request()
+                body = request.body
+                if options.on_payload is not None:
+                    replaced = await maybe_await(options.on_payload(body, exchange.model))
+                    if replaced is not None:
+                        body = exchange.replace_payload(replaced)
+                response = await _send(exchange, client, request, body)
+                headers_received = True
+                if options.on_response is not None:
+                    await maybe_await(
+                        options.on_response(
+                            response.status_code, dict(response.headers.items()), exchange.model
+                        )
+                    )
+                stream.push(StartEvent(partial=output.snapshot()))
+                exchange.start(response)
+                await _read_body(exchange, response)
+                exchange.close_blocks()
+                if _aborted(options):
+                    raise ProviderFailure(ABORTED_AFTER_HEADERS)
+                exchange.check_end()
+                message = exchange.final_message()
+                stream.push(DoneEvent(reason=message.stop_reason, message=message))  # type: ignore[arg-type]  # stop, length, toolUse or deferred here
+            except trio.Cancelled:
+                # An abort (or the caller's own cancellation): report it as data, then
+                # let the cancellation go on. push() never blocks.
+                if headers_received:
+                    exchange.close_blocks()
+                exchange.before_failure()
+                text = ABORTED_AFTER_HEADERS if headers_received else ABORTED_BEFORE_HEADERS
+                _push_failure(stream, output, "aborted", text)
+                raise
+            finally:
+                if response is not None:
+                    await close_response(response)
+    except Exception as exc:
+        exchange.before_failure()
+        reason: Literal["error", "aborted"] = "aborted" if _aborted(options) else "error"
+        _push_failure(stream, output, reason, exchange.error_text(exc))
+
+
+def _push_failure(
+    stream: AssistantMessageEventStream,
+    output: PartialMessage,
+    reason: Literal["error", "aborted"],
+    text: str,
+) -> None:
+    output.stop_reason = reason
+    output.error_message = text
+    stream.push(ErrorEvent(reason=reason, error=output.snapshot()))
+
+
+async def _send(
+    exchange: Exchange, client: httpx.AsyncClient, request: HttpRequest, body: JSONValue
+) -> httpx.Response:
+    options = exchange.options
+    content = None if body is None else exchange.encode(body)
+
+    async def send_once() -> httpx.Response:
+        http_request = client.build_request(
+            request.method, request.url, headers=request.headers, content=content
+        )
+        return await send_streaming(
+            client,
+            http_request,
+            timeout_ms=options.timeout_ms,
+            error_member=exchange.error_member,
+            body_fallback=exchange.body_fallback,
+        )
+
+    return await send_with_retries(
+        send_once, max_retries=options.max_retries, max_retry_delay_ms=options.max_retry_delay_ms
+    )
+
+
+def idle_timeout(options: StreamOptions) -> float:
+    """The idle timeout of ``options`` in seconds (``inf``: none)."""
+    value = getattr(options, "idle_timeout", None)
+    if value is None:
+        return DEFAULT_IDLE_TIMEOUT
+    return math.inf if value <= 0 else float(value)
+
+
+def _idle_failure(exchange: Exchange, seconds: float) -> ProviderFailure:
+    return ProviderFailure(
+        f"{exchange.api_label} stream stalled: no data for {seconds:g} s "
+        "(StreamOptions.idle_timeout; the server may have hung)"
+    )
+
+
+def _is_json(response: httpx.Response) -> bool:
+    content_type = str(response.headers.get("content-type", ""))
+    return content_type.split(";")[0].strip().lower() == "application/json"
+
+
+async def _read_body(exchange: Exchange, response: httpx.Response) -> None:
+    """Feed the body to ``exchange``: SSE events one by one, or a whole JSON body.
+
+    Each read may wait at most the idle timeout; reading stops at the API's terminal
+    event (the response is closed without waiting for the server to end the body).
+    """
+    idle = idle_timeout(exchange.options)
+    decoder = SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof)
+    is_json = _is_json(response)
+    received: list[bytes] = []
+    terminal = False
+    try:
+        async with open_body(response) as chunks:
+            while not terminal:
+                chunk: bytes | None = None
+                with trio.move_on_after(idle) as idle_scope:
+                    chunk = await anext(chunks, None)
+                if idle_scope.cancelled_caught:
+                    raise _idle_failure(exchange, idle)
+                if chunk is None:
+                    break
+                if is_json:
+                    received.append(chunk)
+                    continue
+                for sse in decoder.feed(chunk):
+                    if exchange.handle_sse(sse):
+                        terminal = True
+                        break
+    except httpx.TransportError as exc:
+        # The connection broke mid-body (Node's fetch says "terminated").
+        raise ProviderFailure(str(exc) or "terminated") from exc
+    if is_json:
+        _handle_json_body(exchange, b"".join(received))
+        return
+    if not terminal:
+        for sse in decoder.flush():
+            if exchange.handle_sse(sse):
+                terminal = True
+                break
+    exchange.end_of_events(terminal)
+
+
+def _handle_json_body(exchange: Exchange, raw: bytes) -> None:
+    text = raw.decode("utf-8", "replace")
+    try:
+        body = json_parse(text)
+    except ValueError as exc:
+        msg = (
+            f"{exchange.api_label}: the server answered the streaming request with "
+            f"invalid JSON ({exc}): {_excerpt(text)}"
+        )
+        raise ProviderFailure(msg) from None
+    if isinstance(body, dict) and body.get("error"):
+        error = body["error"]
+        detail = error.get("message") if isinstance(error, dict) else None
+        text = detail if isinstance(detail, str) else json_stringify(error)
+        msg = f"{exchange.api_label}: the server answered with an error: {text}"
+        raise ProviderFailure(msg)
+    exchange.handle_complete(body)
+
+
+def _excerpt(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more chars]"
