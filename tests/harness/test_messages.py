@@ -203,3 +203,14 @@ def test_timestamps_from_iso_strings_or_numbers() -> None:
     assert timestamp_ms("2024-01-01T00:00:00+00:00") == 1704067200000
     with pytest.raises(ValueError, match="neither milliseconds nor an ISO-8601 date"):
         timestamp_ms("yesterday")
+
+
+def test_conversion_matches_pi_for_every_variant() -> None:
+    """Pi's own convertToLlm (run by node/compaction_pin.mjs) on every harness role."""
+    from pathlib import Path
+
+    pinned = json.loads(
+        (Path(__file__).parent / "data" / "compaction_pi.json").read_text(encoding="utf-8")
+    )["convert"]
+    messages = [wire.structure_message(m) for m in pinned["input"]]
+    assert [wire.unstructure(m) for m in convert_to_llm(messages)] == pinned["output"]

@@ -217,4 +217,21 @@ for (const [stopReason, input, cacheRead, output] of [["stop", 70000, 0, 10], ["
   overflow.push({ message: m, contextWindow: null, result: isContextOverflow(m) });
 }
 
-process.stdout.write(JSON.stringify({ generator: "tests/harness/node/compaction_pin.mjs", pi: "0.85.0", cases, overflow }) + "\n");
+// convertToLlm on every harness role and its variants.
+const convertInputs = [
+  { role: "bashExecution", command: "ls -la", output: "a\nb", exitCode: 0, cancelled: false, truncated: false, timestamp: 1 },
+  { role: "bashExecution", command: "make", output: "", exitCode: 2, cancelled: false, truncated: false, timestamp: 2 },
+  { role: "bashExecution", command: "sleep 9", output: "partial", exitCode: undefined, cancelled: true, truncated: false, timestamp: 3 },
+  { role: "bashExecution", command: "cat big", output: "head", exitCode: 1, cancelled: false, truncated: true, fullOutputPath: "/tmp/out.txt", timestamp: 4 },
+  { role: "bashExecution", command: "cat big", output: "head", exitCode: 0, cancelled: false, truncated: true, timestamp: 5 },
+  { role: "bashExecution", command: "secret", output: "x", exitCode: 0, cancelled: false, truncated: false, excludeFromContext: true, timestamp: 6 },
+  { role: "custom", customType: "note", content: "plain text", display: true, timestamp: 7 },
+  { role: "custom", customType: "note", content: [{ type: "text", text: "a" }, { type: "image", data: "AA==", mimeType: "image/png" }], display: false, details: { k: 1 }, timestamp: 8 },
+  { role: "branchSummary", summary: "tried B", fromId: null, timestamp: 9 },
+  { role: "compactionSummary", summary: "did A", tokensBefore: 100, timestamp: 10 },
+  { role: "user", content: "hi", timestamp: 11 },
+  { role: "somethingElse", x: 1, timestamp: 12 },
+];
+const convert = { input: convertInputs, output: messages.convertToLlm(convertInputs) };
+
+process.stdout.write(JSON.stringify({ generator: "tests/harness/node/compaction_pin.mjs", pi: "0.85.0", cases, overflow, convert }) + "\n");
