@@ -322,3 +322,29 @@ async def test_retry_events_sit_between_runs(autojump_clock: trio.testing.MockCl
     j = types.index("auto_retry_end")
     assert types[j - 1] == "message_end"
     assert isinstance(recorder.events[i][1], AutoRetryStart)
+
+
+async def test_a_retry_mid_run_continues_after_the_tool_results(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from pitrio import Tool, text_result
+
+    ran: list[str] = []
+
+    async def execute(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
+        ran.append(call_id)
+        return text_result("result")
+
+    tool = Tool(name="t", execute=execute, parameters={"type": "object"})
+    harness, scripted = _harness(
+        [
+            ScriptedResponse.tool_calls(("c1", "t", {})),
+            _error("Connection error."),
+            ScriptedResponse.text("done"),
+        ],
+        tools=[tool],
+    )
+    await harness.prompt("go")
+    assert ran == ["c1"]  # the tool is not run again
+    assert [m.role for m in scripted.requests[2].messages] == ["user", "assistant", "toolResult"]
+    assert [m.role for m in harness.messages] == ["user", "assistant", "toolResult", "assistant"]
