@@ -6,18 +6,24 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
+from hypothesis import given, strategies as st
 
 from pitrio import (
     AbortSignal,
     Agent,
     AgentEvent,
+    AssistantMessage,
     Model,
     StreamOptions,
     TextContent,
+    ThinkingContent,
     Tool,
+    ToolCall,
     ToolResult,
+    Usage,
     text_result,
     wire,
 )
@@ -292,3 +298,78 @@ async def test_every_kind_of_block_replays_exactly(tmp_path: Path, autojump_cloc
     kinds = {e["assistantMessageEvent"]["type"] for e in recorded if e["type"] == "message_update"}
     assert {"thinking_delta", "text_delta", "toolcall_delta"} <= kinds
     assert await _run(_agent(ReplayStreamFn(path)), "go") == recorded
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(st.lists(json_values, min_size=1, max_size=6))
+def test_patches_rebuild_any_sequence_of_json_values(values: list[Any]) -> None:
+    """Each value is rebuilt exactly from the previous one and its patch."""
+    from pitrio.harness._replay import _apply, _copy, _diff
+
+    current: Any = None
+    previous: Any = None
+    for value in values:
+        ops: list[dict[str, Any]] = []
+        if previous is None:
+            ops.append({"p": [], "set": value})
+        else:
+            _diff(previous, value, [], ops)
+        current = _apply(_copy(current), json.loads(json.dumps(ops)))
+        assert current == value
+        previous = value
+
+
+blocks = st.one_of(
+    st.builds(TextContent, text=st.text(max_size=8)),
+    st.builds(ThinkingContent, thinking=st.text(max_size=8)),
+    st.builds(
+        ToolCall,
+        id=st.text(min_size=1, max_size=3),
+        name=st.sampled_from(["read", "edit"]),
+        arguments=st.dictionaries(st.text(max_size=3), st.integers(0, 9), max_size=2),
+    ),
+)
+
+
+@st.composite
+def partial_sequences(draw: st.DrawFn) -> list[AssistantMessage]:
+    """Partials as a provider streams them: blocks grow, get added, get replaced;
+    usage changes now and then."""
+    message = AssistantMessage(stop_reason="pending")
+    out = [message]
+    for _ in range(draw(st.integers(1, 12))):
+        content = list(message.content)
+        action = draw(st.sampled_from(["grow", "add", "replace", "usage", "drop"]))
+        if action == "grow" and content and isinstance(content[-1], TextContent):
+            content[-1] = TextContent(text=content[-1].text + draw(st.text(max_size=4)))
+        elif action == "replace" and content:
+            content[draw(st.integers(0, len(content) - 1))] = draw(blocks)
+        elif action == "drop" and content:
+            content.pop()
+        elif action == "usage":
+            message = attrs.evolve(message, usage=Usage(output=draw(st.integers(0, 99))))
+        else:
+            content.append(draw(blocks))
+        message = attrs.evolve(message, content=tuple(content))
+        out.append(message)
+    return out
+
+
+@given(partial_sequences())
+def test_partials_survive_the_file_format(partials: list[AssistantMessage]) -> None:
+    from pitrio import StartEvent, TextDeltaEvent
+    from pitrio.harness._replay import _decode_events, _encode_events
+
+    events = [StartEvent(partial=partials[0])] + [
+        TextDeltaEvent(content_index=0, delta="", partial=p) for p in partials[1:]
+    ]
+    records = json.loads(json.dumps(_encode_events(events)))
+    assert _decode_events(records) == events
