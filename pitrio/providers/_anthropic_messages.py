@@ -25,22 +25,17 @@ thinking.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager, nullcontext, suppress
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import httpx
-import trio
 
 from .._events import (
-    DoneEvent,
-    ErrorEvent,
-    StartEvent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
@@ -70,7 +65,6 @@ from ._common import (
     adjust_max_tokens_for_thinking,
     calculate_cost,
     clamp_max_tokens_to_context,
-    close_response,
     json_stringify,
     make_strict_json_schema,
     now_ms,
@@ -81,14 +75,13 @@ from ._common import (
     resolve_cache_retention,
     resolve_json_schema_strict,
     sanitize_surrogates,
-    send_streaming,
-    send_with_retries,
     transform_messages,
 )
-from ._sse import SSEDecoder
+from ._request import Exchange, HttpRequest, ProviderFailure, exchange_stream
+from ._sse import ServerSentEvent
 
 if TYPE_CHECKING:
-    from .._signal import AbortSignal
+    pass
 
 __all__ = ["build_request", "stream_anthropic_messages"]
 
@@ -741,6 +734,9 @@ def _build_params(
         )
     if compat.allowed_fallback_models:
         params["fallbacks"] = [{"model": f.get("model")} for f in compat.allowed_fallback_models]
+    if options.sampling_params:
+        # Merged last, as the other two APIs do (pi-ai's anthropic-messages drops them).
+        params.update(options.sampling_params)
     return params
 
 
@@ -956,7 +952,7 @@ def _js_string(value: object) -> str:
     return json_stringify(value)
 
 
-class _StreamError(Exception):
+class _StreamError(ProviderFailure):
     """A failure while reading the stream (its text becomes ``errorMessage``)."""
 
 
@@ -1296,14 +1292,121 @@ def _diagnostic(transformations: Sequence[JSONValue]) -> dict[str, JSONValue]:
     }
 
 
-async def _maybe_await(value: object) -> object:
-    if inspect.isawaitable(value):
-        return await value
-    return value
+@final
+class _AnthropicExchange(Exchange):
+    """One Messages API request (see :mod:`._request` for the lifecycle)."""
+
+    api_label = "Anthropic"
+    dispatch_at_eof = True
+    error_member = None
+
+    def __init__(
+        self,
+        stream: AssistantMessageEventStream,
+        output: PartialMessage,
+        model: Model,
+        options: StreamOptions,
+        *,
+        context: Context,
+    ) -> None:
+        super().__init__(stream, output, model, options)
+        self._context = context
+        self._is_oauth = False
+        self._handler: _EventHandler | None = None
+
+    def build_request(self) -> HttpRequest:
+        request = build_request(self.model, self._context, self.options)
+        self.output.provider_thinking_level = request.provider_thinking_level
+        self._is_oauth = request.is_oauth
+        return HttpRequest(url=request.url, headers=request.headers, body=request.body)
+
+    def replace_payload(self, replaced: JSONValue) -> JSONValue:
+        return {**replaced, "stream": True} if isinstance(replaced, dict) else replaced
+
+    def encode(self, body: JSONValue) -> bytes:
+        return _encode_body(body)
+
+    def start(self, response: httpx.Response) -> None:
+        self._handler = _EventHandler(
+            self.stream,
+            self.output,
+            self.model,
+            is_oauth=self._is_oauth,
+            tools=self._context.tools,
+        )
+
+    def handle_sse(self, sse: ServerSentEvent) -> bool:
+        assert self._handler is not None
+        return _dispatch(sse.event, sse.data, sse.raw, self._handler)
+
+    def handle_complete(self, body: JSONValue) -> None:
+        assert self._handler is not None
+        if not isinstance(body, dict) or body.get("type") != "message":
+            super().handle_complete(body)
+        assert isinstance(body, dict)
+        for event in _message_as_events(body):
+            self._handler.handle(event)
+        self._handler.saw_message_start = self._handler.saw_message_stop = True
+
+    def end_of_events(self, terminal: bool) -> None:
+        handler = self._handler
+        assert handler is not None
+        if handler.saw_message_start and not handler.saw_message_stop:
+            msg = "Anthropic stream ended before message_stop"
+            raise _StreamError(msg)
+
+    def check_end(self) -> None:
+        output = self.output
+        if output.stop_reason == "pending":
+            msg = "Anthropic stream ended without a stop reason"
+            raise _StreamError(msg)
+        if output.stop_reason in ("aborted", "error"):
+            raise _StreamError(output.error_message or "An unknown error occurred")
+        assert self._handler is not None
+        if self._handler.input_transformations:
+            output.diagnostics = (
+                *(output.diagnostics or ()),
+                _diagnostic(self._handler.input_transformations),
+            )
 
 
-def _signal_aborted(signal: AbortSignal | None) -> bool:
-    return signal is not None and signal.aborted
+def _message_as_events(message: dict[str, JSONValue]) -> list[dict[str, JSONValue]]:
+    """The stream events a whole Messages API ``message`` object (a server that did not
+    stream) stands for."""
+    blocks = message.get("content")
+    start: dict[str, JSONValue] = {**message, "content": []}
+    events: list[dict[str, JSONValue]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(blocks if isinstance(blocks, list) else []):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        delta: dict[str, JSONValue] | None = None
+        opening: dict[str, JSONValue] = dict(block)
+        if kind == "text":
+            opening["text"] = ""
+            delta = {"type": "text_delta", "text": block.get("text") or ""}
+        elif kind == "thinking":
+            opening["thinking"] = ""
+            delta = {"type": "thinking_delta", "thinking": block.get("thinking") or ""}
+        elif kind == "tool_use":
+            opening["input"] = {}
+            delta = {"type": "input_json_delta", "partial_json": json_stringify(block.get("input"))}
+        events.append({"type": "content_block_start", "index": index, "content_block": opening})
+        if delta is not None:
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": message.get("stop_reason"),
+                "stop_details": message.get("stop_details"),
+            },
+            "usage": message.get("usage"),
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
 
 
 def stream_anthropic_messages(
@@ -1323,171 +1426,34 @@ def stream_anthropic_messages(
         options: ``api_key``, ``reasoning``, ``max_tokens``, ``temperature``,
             ``tool_choice`` (a string or a Messages API object), ``cache_retention``,
             ``session_id``, ``headers``, ``max_retries``, ``max_retry_delay_ms``,
-            ``timeout_ms``, ``metadata``, ``thinking_budgets``, ``on_payload``,
-            ``on_response``; ``extra`` may hold ``thinkingDisplay`` and
-            ``interleavedThinking``.
+            ``timeout_ms``, ``metadata``, ``thinking_budgets``, ``sampling_params``
+            (merged into the body last), ``on_payload``, ``on_response``; ``extra`` may
+            hold ``thinkingDisplay`` and ``interleavedThinking``.
     """
-    output = PartialMessage(model)
-
-    async def produce(stream: AssistantMessageEventStream) -> None:
-        await _produce(stream, client, model, context, options, output)
-
-    return AssistantMessageEventStream(
-        produce, template=output.snapshot(), abort_message=ABORTED_BEFORE_RESPONSE
+    return exchange_stream(
+        partial(_AnthropicExchange, context=context),
+        client,
+        model,
+        options,
+        abort_message=ABORTED_BEFORE_RESPONSE,
     )
 
 
-async def _produce(
-    stream: AssistantMessageEventStream,
-    client: httpx.AsyncClient,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    output: PartialMessage,
-) -> None:
-    signal = options.signal
-    # The loop cancels the producer on abort; a caller that only flips the signal gets
-    # the same behaviour through the signal's own cancel scope.
-    with signal.cancel_scope() if signal is not None else nullcontext():
-        await _produce_in_scope(stream, client, model, context, options, output)
-
-
-async def _produce_in_scope(
-    stream: AssistantMessageEventStream,
-    client: httpx.AsyncClient,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    output: PartialMessage,
-) -> None:
-    signal = options.signal
-    streaming = False
-    try:
-        request = build_request(model, context, options)
-        output.provider_thinking_level = request.provider_thinking_level
-        body: JSONValue = request.body
-        if options.on_payload is not None:
-            replaced = await _maybe_await(options.on_payload(body, model))
-            if replaced is not None:
-                body = {**replaced, "stream": True} if isinstance(replaced, dict) else replaced
-        content = _encode_body(body)
-
-        async def send_once() -> httpx.Response:
-            http_request = client.build_request(
-                "POST", request.url, headers=request.headers, content=content
-            )
-            return await send_streaming(
-                client, http_request, timeout_ms=options.timeout_ms, error_member=None
-            )
-
-        response = await send_with_retries(
-            send_once,
-            max_retries=options.max_retries,
-            max_retry_delay_ms=options.max_retry_delay_ms,
-        )
-        handler = _EventHandler(
-            stream, output, model, is_oauth=request.is_oauth, tools=context.tools
-        )
-        try:
-            if options.on_response is not None:
-                await _maybe_await(
-                    options.on_response(response.status_code, dict(response.headers.items()), model)
-                )
-            streaming = True
-            stream.push(StartEvent(partial=output.snapshot()))
-            await _read_events(response, handler)
-        finally:
-            await close_response(response)
-        if _signal_aborted(signal):
-            raise _StreamError(ABORTED_DURING_STREAM)
-        if output.stop_reason == "pending":
-            msg = "Anthropic stream ended without a stop reason"
-            raise _StreamError(msg)
-        if output.stop_reason in ("aborted", "error"):
-            raise _StreamError(output.error_message or "An unknown error occurred")
-        if handler.input_transformations:
-            output.diagnostics = (
-                *(output.diagnostics or ()),
-                _diagnostic(handler.input_transformations),
-            )
-        message = output.snapshot()
-        stream.push(DoneEvent(reason=message.stop_reason, message=message))  # type: ignore[arg-type]  # stop, length or toolUse here
-    except trio.Cancelled:
-        # An abort (or the caller's own cancellation): report it as data, then let the
-        # cancellation continue. push() never blocks.
-        output.stop_reason = "aborted"
-        output.error_message = ABORTED_DURING_STREAM if streaming else ABORTED_BEFORE_RESPONSE
-        stream.push(ErrorEvent(reason="aborted", error=output.snapshot()))
-        raise
-    except Exception as exc:
-        aborted = _signal_aborted(signal)
-        output.stop_reason = "aborted" if aborted else "error"
-        output.error_message = str(exc) or exc.__class__.__name__
-        stream.push(ErrorEvent(reason="aborted" if aborted else "error", error=output.snapshot()))
-
-
-@asynccontextmanager
-async def _body_chunks(response: httpx.Response) -> AsyncIterator[AsyncIterator[bytes]]:
-    """The decoded body chunks (``aiter_bytes``: gzip and friends undone, as ``fetch``
-    does), with the response closed and httpx's generators finished on every exit.
-
-    ``contextlib.aclosing`` is not enough: httpx nests several async generators, and
-    closing the outer one leaves the inner ones suspended until the garbage collector
-    finds them (Trio then warns). Once the response is closed, asking for one more chunk
-    ends every layer. All of it is shielded: it must run while the producer is being
-    cancelled.
-    """
-    chunks = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
-    try:
-        yield chunks
-    finally:
-        with trio.CancelScope(shield=True):
-            with trio.move_on_after(5):
-                await response.aclose()
-            with trio.move_on_after(1):
-                # The closed connection makes the next read fail (or end): expected.
-                # A hang is cut short by move_on_after, which absorbs its Cancelled.
-                with suppress(Exception):
-                    while True:
-                        await chunks.__anext__()
-            await chunks.aclose()
-
-
-async def _read_events(response: httpx.Response, handler: _EventHandler) -> None:
-    """Feed the body to the handler (pi-ai's ``iterateAnthropicEvents``).
-
-    Events are dispatched by their SSE event name; data-only events and unknown names
-    are skipped. A pending event is dispatched at the end of the body even without its
-    blank line, as pi-ai's parser does.
-    """
-    decoder = SSEDecoder(dispatch_at_eof=True)
-    try:
-        async with _body_chunks(response) as chunks:
-            async for chunk in chunks:
-                for sse in decoder.feed(chunk):
-                    _dispatch(sse.event, sse.data, sse.raw, handler)
-    except httpx.TransportError as exc:
-        # The connection broke mid-body (Node's fetch says "terminated").
-        raise _StreamError(str(exc) or "terminated") from exc
-    for sse in decoder.flush():
-        _dispatch(sse.event, sse.data, sse.raw, handler)
-    if handler.saw_message_start and not handler.saw_message_stop:
-        msg = "Anthropic stream ended before message_stop"
-        raise _StreamError(msg)
-
-
-def _dispatch(name: str | None, data: str, raw: Sequence[str], handler: _EventHandler) -> None:
+def _dispatch(name: str | None, data: str, raw: Sequence[str], handler: _EventHandler) -> bool:
+    """One SSE event by its event name; ``True`` at ``message_stop`` (the body is not
+    read further). Data-only events and unknown names are skipped."""
     if name == "error":
         raise _StreamError(data)
     if name not in _ANTHROPIC_MESSAGE_EVENTS:
-        return
+        return False
     assert name is not None
     event = _parse_event(name, data, raw)
     if not isinstance(event, dict):
-        return
+        return False
     kind = event.get("type")
     if kind == "message_start":
         handler.saw_message_start = True
     elif kind == "message_stop":
         handler.saw_message_stop = True
     handler.handle(event)
+    return kind == "message_stop"

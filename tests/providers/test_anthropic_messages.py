@@ -517,6 +517,14 @@ def test_max_tokens_is_clamped_to_the_context_window() -> None:
     assert request.body["max_tokens"] == 10_000 - 1000 - 4096
 
 
+def test_sampling_params_are_merged_into_the_body_last() -> None:
+    """``sampling_params`` reach the wire, over what pitrio set (as for the other APIs)."""
+    opts = options(temperature=0.5, sampling_params={"top_k": 40, "temperature": 0.1})
+    request = build_request(MODEL, context(), opts)
+    assert request.body["top_k"] == 40
+    assert request.body["temperature"] == 0.1
+
+
 def test_headers_and_betas() -> None:
     """The SDK's headers, then model headers, then option headers (``None`` removes one);
     a configured anthropic-beta list replaces pi-ai's own betas."""
