@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import random as _random
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, final
 
 import attrs
 import trio
@@ -76,8 +76,10 @@ from ._hooks import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from ._messages import convert_to_llm as harness_convert_to_llm
 from ._resources import ContextFile, PromptTemplate, Skill
 from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
+from ._session import Session
 
 if TYPE_CHECKING:
     from pitrio import AbortSignal
@@ -143,7 +145,7 @@ class TurnState:
         tool_context: what the tools are bound to.
     """
 
-    session: Any
+    session: Session | None
     model: Model
     thinking_level: ThinkingLevel
     tools: tuple[AgentTool, ...]
@@ -156,38 +158,6 @@ SystemPromptFn: TypeAlias = Callable[[TurnState], "str | Awaitable[str]"]
 
 HarnessListener: TypeAlias = Callable[[HarnessEvent], "Awaitable[None] | None"]
 """``(event)``; a plain or async function, awaited in order."""
-
-
-class _Session(Protocol):
-    """What the harness needs of a session (see :mod:`pitrio.harness`'s stores)."""
-
-    @property
-    def entries(self) -> Sequence[Any]: ...
-
-    @property
-    def leaf_id(self) -> str | None: ...
-
-    async def append_message(self, message: AgentMessage) -> str: ...
-
-    async def append_model_change(self, provider: str, model_id: str) -> Any: ...
-
-    async def append_thinking_level_change(self, level: Any) -> Any: ...
-
-    async def append_compaction(
-        self,
-        summary: str,
-        *,
-        tokens_before: int,
-        retained_tail: Sequence[AgentMessage] | None = None,
-        details: Any = None,
-        usage: Any = None,
-    ) -> str: ...
-
-    def get_branch(self) -> list[Any]: ...
-
-    async def flush(self) -> None: ...
-
-    def build_context(self) -> Any: ...
 
 
 _ERROR_STOPS = ("error", "aborted")
@@ -233,7 +203,7 @@ class Harness:
         *,
         model: Model,
         stream_fn: StreamFn | None = None,
-        session: Any = None,
+        session: Session | None = None,
         tools: Sequence[AgentTool | ToolFactory] = (),
         active_tools: Sequence[str] | None = None,
         system_prompt: str | SystemPromptFn = "",
@@ -252,7 +222,7 @@ class Harness:
         _check_model(model)
         self.hooks = Hooks()
         """The hook registry (:meth:`Hooks.on`)."""
-        self._session: _Session | None = session
+        self._session = session
         self._model = model
         self._thinking_level: ThinkingLevel = thinking_level
         self._tool_sources: tuple[AgentTool | ToolFactory, ...] = tuple(tools)
@@ -272,9 +242,7 @@ class Harness:
         compaction off."""
         self._random = random if random is not None else _random.random
         if convert_to_llm is None:
-            from ._messages import convert_to_llm as harness_convert
-
-            convert_to_llm = harness_convert
+            convert_to_llm = harness_convert_to_llm
         self._agent = Agent(
             model=model,
             thinking_level=thinking_level,
@@ -317,7 +285,7 @@ class Harness:
         return self._agent
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Session | None:
         """The session, or ``None``."""
         return self._session
 
@@ -1097,7 +1065,7 @@ async def _finish(
             await result
 
 
-def _branch(session: _Session) -> list[Any]:
+def _branch(session: Session) -> list[Any]:
     return list(session.get_branch())
 
 
