@@ -20,11 +20,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from pitrio import (
@@ -75,40 +73,6 @@ def comparable(view: dict[str, Any], *, renumber: bool = False) -> dict[str, Any
         text = text.replace(json.dumps(old), json.dumps(new))
     out: dict[str, Any] = json.loads(text)
     return out
-
-
-def _has_pi(node_modules: Path) -> bool:
-    package = node_modules / PI_CORE / "package.json"
-    return package.is_file() and json.loads(package.read_text()).get("version") == "0.85.0"
-
-
-@pytest.fixture(scope="session")
-def pi_node_modules() -> Path:
-    if shutil.which("node") is None:
-        if os.environ.get("CI"):
-            pytest.fail("node (>= 20) is needed for the Pi interop tests")
-        pytest.skip("node is not installed: the Pi interop tests need Node 20")
-    candidates = []
-    if os.environ.get("PITRIO_PI_NODE_MODULES"):
-        candidates.append(Path(os.environ["PITRIO_PI_NODE_MODULES"]))
-    candidates.append(NODE_DIR / "node_modules")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    candidates.append(cache / "pitrio-oracle" / "node_modules")
-    for candidate in candidates:
-        if _has_pi(candidate):
-            return candidate
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail(
-            "npm is needed to install Pi for the interop tests (or set PITRIO_PI_NODE_MODULES)"
-        )
-    subprocess.run(
-        [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=NODE_DIR,
-        check=True,
-    )
-    assert _has_pi(NODE_DIR / "node_modules")
-    return NODE_DIR / "node_modules"
 
 
 async def run_pi(node_modules: Path, *args: str) -> dict[str, Any]:
