@@ -33,6 +33,8 @@ KINDS = ("text", "tool", "tool", "retryable", "retryable", "overflow", "auth", "
 class Prompt:
     responses: tuple[tuple[str, int], ...]
     abort_at: float | None
+    steer: bool = False
+    follow_up: bool = False
 
 
 @attrs.frozen
@@ -47,6 +49,8 @@ steps = st.lists(
             Prompt,
             st.lists(response, min_size=1, max_size=6).map(tuple),
             st.one_of(st.none(), st.floats(min_value=0.0, max_value=8.0)),
+            st.booleans(),
+            st.booleans(),
         ),
         st.just(Compact()),
     ),
@@ -115,10 +119,15 @@ async def _drive(plan: list[Prompt | Compact], store: SessionStore) -> None:
         responder.queue = list(step.responses)
         async with trio.open_nursery() as nursery:
             await nursery.start(harness.prompt, f"prompt {prompts}")
+            if step.steer:
+                harness.steer(f"steer {prompts}")
+            if step.follow_up:
+                harness.follow_up(f"follow-up {prompts}")
             if step.abort_at is not None:
                 await trio.sleep(step.abort_at)
                 harness.abort()
         assert not harness.is_busy
+        harness.agent.clear_all_queues()  # an aborted run may leave them queued
 
     # -- what the events said ----------------------------------------------------------
     said: list[tuple[str, Any]] = []
