@@ -30,8 +30,8 @@ from __future__ import annotations
 import inspect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar, Final, Literal, final
 
 import attrs
@@ -60,9 +60,15 @@ __all__ = [
     "Exchange",
     "HttpRequest",
     "ProviderFailure",
+    "RequestPhase",
+    "call_on_response",
     "exchange_stream",
+    "idle_timeout",
     "maybe_await",
+    "push_failure",
     "run_exchange",
+    "send_request",
+    "settle",
 ]
 
 ABORTED_BEFORE_HEADERS: Final = "Request aborted"
@@ -208,72 +214,134 @@ def _aborted(options: StreamOptions) -> bool:
     return options.signal is not None and options.signal.aborted
 
 
+@final
+@attrs.define(eq=False)
+class RequestPhase:
+    """How far a request got: pi-ai says ``Request aborted`` for an abort before the
+    response headers arrive, ``Request was aborted`` after."""
+
+    headers_received: bool = False
+
+
+@contextmanager
+def settle(
+    stream: AssistantMessageEventStream,
+    output: PartialMessage,
+    options: StreamOptions,
+    *,
+    error_text: Callable[[Exception], str],
+    before_failure: Callable[[RequestPhase, bool], None] | None = None,
+) -> Iterator[RequestPhase]:
+    """Run a request's block; what it raises becomes the stream's final ``error`` event.
+
+    - ``trio.Cancelled`` (``stream.cancel()``, the agent's abort, or ``options.signal``
+      aborted: the block runs in the signal's cancel scope): an ``aborted`` event, then
+      the cancellation goes on;
+    - any other exception: an ``error`` event (``aborted`` when the signal is aborted)
+      whose text is ``error_text(exc)``.
+
+    ``before_failure(phase, cancelled)`` runs just before either event.
+    """
+    phase = RequestPhase()
+    try:
+        with _signal_scope(options):
+            try:
+                yield phase
+            except trio.Cancelled:
+                # Report the abort as data, then let the cancellation go on (push()
+                # never blocks).
+                if before_failure is not None:
+                    before_failure(phase, True)
+                text = ABORTED_AFTER_HEADERS if phase.headers_received else ABORTED_BEFORE_HEADERS
+                push_failure(stream, output, "aborted", text)
+                raise
+    except Exception as exc:
+        if before_failure is not None:
+            before_failure(phase, False)
+        reason: Literal["error", "aborted"] = "aborted" if _aborted(options) else "error"
+        push_failure(stream, output, reason, error_text(exc))
+
+
 async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
     """Run one request to its final ``done`` or ``error`` event (never raises, except
     ``trio.Cancelled`` after its ``aborted`` event)."""
     stream, output, options = exchange.stream, exchange.output, exchange.options
-    headers_received = False
-    response: httpx.Response | None = None
-    try:
-        with _signal_scope(options):
-            try:
-                request = exchange.build_request()
-                body = request.body
-                if options.on_payload is not None:
-                    replaced = await maybe_await(options.on_payload(body, exchange.model))
-                    if replaced is not None:
-                        body = exchange.replace_payload(replaced)
-                response = await _send(exchange, client, request, body)
-                headers_received = True
-                if options.on_response is not None:
-                    await maybe_await(
-                        options.on_response(
-                            response.status_code, dict(response.headers.items()), exchange.model
-                        )
-                    )
-                stream.push(StartEvent(partial=output.snapshot()))
-                exchange.start(response)
-                await _read_body(exchange, response)
-                exchange.close_blocks()
-                if _aborted(options):
-                    raise ProviderFailure(ABORTED_AFTER_HEADERS)
-                exchange.check_end()
-                message = exchange.final_message()
-                stream.push(DoneEvent(reason=message.stop_reason, message=message))  # type: ignore[arg-type]  # stop, length, toolUse or deferred here
-            except trio.Cancelled:
-                # An abort (or the caller's own cancellation): report it as data, then
-                # let the cancellation go on. push() never blocks.
-                if headers_received:
-                    exchange.close_blocks()
-                exchange.before_failure()
-                text = ABORTED_AFTER_HEADERS if headers_received else ABORTED_BEFORE_HEADERS
-                _push_failure(stream, output, "aborted", text)
-                raise
-            finally:
-                if response is not None:
-                    await close_response(response)
-    except Exception as exc:
+
+    def before_failure(phase: RequestPhase, cancelled: bool) -> None:
+        if cancelled and phase.headers_received:
+            exchange.close_blocks()
         exchange.before_failure()
-        reason: Literal["error", "aborted"] = "aborted" if _aborted(options) else "error"
-        _push_failure(stream, output, reason, exchange.error_text(exc))
+
+    with settle(
+        stream, output, options, error_text=exchange.error_text, before_failure=before_failure
+    ) as phase:
+        request = exchange.build_request()
+        body = request.body
+        if options.on_payload is not None:
+            replaced = await maybe_await(options.on_payload(body, exchange.model))
+            if replaced is not None:
+                body = exchange.replace_payload(replaced)
+        response = await send_request(
+            client,
+            request,
+            None if body is None else exchange.encode(body),
+            options,
+            error_member=exchange.error_member,
+            body_fallback=exchange.body_fallback,
+        )
+        phase.headers_received = True
+        try:
+            await call_on_response(options, response, exchange.model)
+            stream.push(StartEvent(partial=output.snapshot()))
+            exchange.start(response)
+            await _read_body(exchange, response)
+        finally:
+            await close_response(response)
+        exchange.close_blocks()
+        if _aborted(options):
+            raise ProviderFailure(ABORTED_AFTER_HEADERS)
+        exchange.check_end()
+        message = exchange.final_message()
+        stream.push(DoneEvent(reason=message.stop_reason, message=message))  # type: ignore[arg-type]  # stop, length, toolUse or deferred here
 
 
-def _push_failure(
+async def call_on_response(options: StreamOptions, response: httpx.Response, model: Model) -> None:
+    """``options.on_response(status, headers, model)`` once the headers arrived."""
+    if options.on_response is not None:
+        await maybe_await(
+            options.on_response(response.status_code, dict(response.headers.items()), model)
+        )
+
+
+def push_failure(
     stream: AssistantMessageEventStream,
     output: PartialMessage,
     reason: Literal["error", "aborted"],
     text: str,
 ) -> None:
+    """End the stream with an ``error`` event built from ``output``."""
     output.stop_reason = reason
     output.error_message = text
     stream.push(ErrorEvent(reason=reason, error=output.snapshot()))
 
 
-async def _send(
-    exchange: Exchange, client: httpx.AsyncClient, request: HttpRequest, body: JSONValue
+async def send_request(
+    client: httpx.AsyncClient,
+    request: HttpRequest,
+    content: bytes | None,
+    options: StreamOptions,
+    *,
+    error_member: str | None = "error",
+    body_fallback: bool = False,
 ) -> httpx.Response:
-    options = exchange.options
-    content = None if body is None else exchange.encode(body)
+    """Send ``request`` with ``content`` as its body, with pi-ai's retries and the SDKs'
+    header timeout; returns the open 2xx response (the caller closes it).
+
+    Raises:
+        APIError: an HTTP error status, a connection error or a timeout, once the
+            retries are used up.
+        RetryDelayTooLongError: the server asked for a retry delay over the limit.
+    """
 
     async def send_once() -> httpx.Response:
         http_request = client.build_request(
@@ -283,8 +351,8 @@ async def _send(
             client,
             http_request,
             timeout_ms=options.timeout_ms,
-            error_member=exchange.error_member,
-            body_fallback=exchange.body_fallback,
+            error_member=error_member,
+            body_fallback=body_fallback,
         )
 
     return await send_with_retries(
