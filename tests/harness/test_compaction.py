@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, strategies as st
 
 from pitrio import (
     AbortSignal,
@@ -521,3 +522,85 @@ async def test_leaving_a_branch_collects_its_entries_back_to_the_fork() -> None:
     )
     assert "[User]: try A\n\n[Assistant]: A failed" in _request_text(model)
     assert result.summary.endswith("## Goal\nA")
+
+
+@st.composite
+def branches(draw: st.DrawFn) -> list[SessionEntry]:
+    """Turns of a coding session: a user message (or a shell command, or a branch
+    summary), assistant steps with tool calls, each followed by its results."""
+    from pitrio.harness._messages import BashExecutionMessage
+    from pitrio.harness._session import BranchSummaryEntry, CustomEntry
+
+    entries: list[SessionEntry] = []
+    calls = 0
+
+    def add(make: Any) -> None:
+        n = len(entries)
+        entries.append(make(id=f"e{n}", parent_id=f"e{n - 1}" if n else None, seq=n, timestamp=n))
+
+    def message(m: Any) -> None:
+        add(lambda **kw: MessageEntry(message=m, **kw))
+
+    words = st.text(alphabet="ab ", max_size=300)
+    for _ in range(draw(st.integers(1, 6))):
+        opener = draw(st.sampled_from(["user", "user", "bash", "branch", "custom"]))
+        if opener == "bash":
+            message(BashExecutionMessage(command="ls", output=draw(words)))
+        elif opener == "branch":
+            add(lambda **kw: BranchSummaryEntry(from_id=None, summary=draw(words), **kw))
+        elif opener == "custom":
+            add(lambda **kw: CustomEntry(custom_type="note", **kw))
+        message(_user(draw(words)))
+        for _ in range(draw(st.integers(0, 3))):
+            ids = [f"c{calls + i}" for i in range(draw(st.integers(1, 3)))]
+            calls += len(ids)
+            message(_calls(*[(i, "read", f"{i}.py") for i in ids]))
+            for i in ids:
+                message(_result(i, draw(words)))
+        message(_answer(draw(words)))
+    return entries
+
+
+@given(branches(), st.integers(0, 600))
+def test_compaction_partitions_a_branch_at_a_turn_boundary(
+    branch: list[SessionEntry], keep: int
+) -> None:
+    preparation = prepare_compaction(branch, CompactionSettings(keep_recent_tokens=keep))
+    assert preparation is not None
+    summarized = preparation.messages_to_summarize
+    prefix = preparation.turn_prefix_messages
+    tail = preparation.retained_tail
+    everything = [m for e in branch if (m := _entry_as_message(e)) is not None]
+    assert [*summarized, *prefix, *tail] == everything
+    assert tail, "the newest messages are always kept"
+    assert tail[0].role != "toolResult"
+    kept_calls = {c.id for m in (*prefix, *tail) if m.role == "assistant" for c in m.tool_calls}
+    assert {m.tool_call_id for m in tail if m.role == "toolResult"} <= kept_calls
+    if prefix:
+        # A split turn: its start is summarised apart (a cut right at a shell command
+        # or branch summary is "split" too in Pi, with an empty prefix).
+        assert preparation.is_split_turn
+        assert prefix[0].role in ("user", "bashExecution", "branchSummary")
+        # (The tail may still start with a user message: Pi moves a cut back over a
+        # custom entry just before it and then finds the previous turn's start.)
+    # The budget is reached somewhere after the previous turn boundary; the cut is the
+    # first boundary at or after that point ("about" keep_recent_tokens, as in Pi).
+    start = len(summarized) + len(prefix)
+    cut_roles = ("user", "assistant", "bashExecution", "branchSummary")
+    previous = [i for i in range(start) if everything[i].role in cut_roles]
+    if previous:
+        total = sum(estimate_tokens(m) for m in everything)
+        after_previous = sum(estimate_tokens(m) for m in everything[previous[-1] + 1 :])
+        assert after_previous >= min(keep, total)
+
+
+def _entry_as_message(entry: SessionEntry) -> Any:
+    from pitrio.harness._messages import BranchSummaryMessage
+
+    if entry.type == "message":
+        return entry.message
+    if entry.type == "branch_summary":
+        return BranchSummaryMessage(
+            summary=entry.summary, from_id=entry.from_id, timestamp=entry.timestamp
+        )
+    return None
