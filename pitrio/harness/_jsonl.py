@@ -228,6 +228,7 @@ def _is_v3_header(value: Any) -> bool:
         and isinstance(value.get("id"), str)
         and isinstance(value.get("cwd"), str)
         and isinstance(value.get("timestamp"), str)
+        and _v3_time(value) != 0
     )
 
 
@@ -346,12 +347,20 @@ def _header_id(path: str) -> str | None:
         return None
 
 
+def _v3_time(record: Mapping[str, Any]) -> int:
+    """A v3 record's time in milliseconds; 0 when it has none (Pi reads those too)."""
+    try:
+        return timestamp_ms(record["timestamp"])
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
 def _custom_message(entry: Mapping[str, Any]) -> dict[str, Any]:
     out = {"role": "custom", "customType": entry.get("customType"), "content": entry.get("content")}
     for key in ("details", "display"):
         if entry.get(key) is not None:
             out[key] = entry[key]
-    out["timestamp"] = timestamp_ms(entry["timestamp"])
+    out["timestamp"] = _v3_time(entry)
     return out
 
 
@@ -409,7 +418,7 @@ def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[s
                         "role": "branchSummary",
                         "summary": entry["summary"],
                         "fromId": from_id(entry.get("fromId")),
-                        "timestamp": timestamp_ms(entry["timestamp"]),
+                        "timestamp": _v3_time(entry),
                     }
                 ]
             case "compaction":
@@ -418,7 +427,7 @@ def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[s
                         "role": "compactionSummary",
                         "summary": entry["summary"],
                         "tokensBefore": entry["tokensBefore"],
-                        "timestamp": timestamp_ms(entry["timestamp"]),
+                        "timestamp": _v3_time(entry),
                     }
                 ]
         return []
@@ -448,7 +457,7 @@ def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[s
             "id": record["id"],
             "parentId": resolve(record.get("parentId")),
             "seq": len(writes) + 1,
-            "timestamp": timestamp_ms(record["timestamp"]),
+            "timestamp": _v3_time(record),
         }
         match record["type"]:
             case "message":

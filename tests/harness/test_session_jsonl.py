@@ -321,3 +321,17 @@ async def test_ids_that_end_like_another_id_are_told_apart(tmp_path: Path) -> No
     other = await store.open("x_abc")
     assert other.entries == ()
     await other.close()
+
+
+async def test_v3_records_without_a_time_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+        '{"type":"message","id":"u1","parentId":null,"message":{"role":"user","content":"hi"}}\n'
+        '{"type":"message","id":"a1","parentId":"u1","timestamp":"not a date",'
+        '"message":{"role":"assistant","content":[{"type":"text","text":"yo"}],"stopReason":"stop"}}\n'
+    )
+    session = await JsonlSessionStore(tmp_path).open(path)
+    assert [e.timestamp for e in session.entries] == [0, 0]
+    assert [m.role for m in session.build_context().messages] == ["user", "assistant"]
+    await session.close()
