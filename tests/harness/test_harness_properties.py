@@ -21,7 +21,7 @@ from pitrio.harness import (
     RetrySettings,
     SessionStore,
 )
-from pitrio.testing import ScriptedModel, ScriptedResponse, run_virtual
+from pitrio.testing import ScriptedModel, ScriptedResponse, check_trace, run_virtual
 
 MODEL = Model(id="m", api="scripted", provider="scripted", context_window=4000)
 SYSTEM = "agent system prompt"
@@ -65,6 +65,7 @@ class Responder:
     def __init__(self) -> None:
         self.queue: list[tuple[str, int]] = []
         self.summaries = 0
+        self.calls = 0
 
     def __call__(self, context: Context) -> ScriptedResponse:
         if context.system_prompt != SYSTEM:
@@ -75,7 +76,9 @@ class Responder:
         if kind == "text":
             return ScriptedResponse.text(f"answer {tokens}", usage=usage)
         if kind == "tool":
-            return ScriptedResponse.tool_calls(("c", "echo", {"n": tokens}), usage=usage)
+            self.calls += 1
+            call = (f"c{self.calls}", "echo", {"n": tokens})
+            return ScriptedResponse.tool_calls(call, usage=usage)
         if kind == "retryable":
             return ScriptedResponse(stop_reason="error", error_message="503 Service Unavailable")
         if kind == "overflow":
@@ -136,6 +139,24 @@ async def _drive(plan: list[Prompt | Compact], store: SessionStore) -> None:
             said.append(("message", event.message))
         elif isinstance(event, CompactionEnd) and event.status == "completed":
             said.append(("compaction", (event.entry_id, event.summary)))
+    # Every Agent run in between is well formed.
+    harness_only = {
+        "save_point",
+        "settled",
+        "auto_retry_start",
+        "auto_retry_end",
+        "compaction_start",
+        "compaction_end",
+    }
+    runs: list[list[Any]] = []
+    for event in events:
+        if event.type in harness_only:
+            continue
+        if event.type == "agent_start":
+            runs.append([])
+        runs[-1].append(event)
+    for run in runs:
+        assert check_trace(run) == []
     types = [e.type for e in events]
     for kind in ("auto_retry_start", "compaction_end", "save_point"):
         note_event(f"{kind}: {min(types.count(kind), 3)}")

@@ -165,7 +165,20 @@ async def test_exponential_delays_then_success(autojump_clock: trio.testing.Mock
     for request in scripted.requests:
         assert [m.role for m in request.messages] == ["user"]
     assert recorder.types()[-1] == "settled"
-    check_trace([e for _, e in recorder.events if not _is_harness_only(e)][:9])  # type: ignore[arg-type]  # Agent events only
+    # Each of the four runs is a well-formed Agent run.
+    agent_events: list[Any] = [e for _, e in recorder.events if not _is_harness_only(e)]
+    traces = _runs(agent_events)
+    assert len(traces) == 4
+    assert all(check_trace(trace) == [] for trace in traces)
+
+
+def _runs(events: list[Any]) -> list[list[Any]]:
+    runs: list[list[Any]] = []
+    for event in events:
+        if event.type == "agent_start":
+            runs.append([])
+        runs[-1].append(event)
+    return runs
 
 
 def _busy(harness: Harness) -> bool:
