@@ -34,37 +34,33 @@ What ``Models`` calls (all take the ``httpx.AsyncClient`` they share):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 from urllib.parse import quote
 
-import attrs
 import httpx
 import trio
 
-from .._events import DoneEvent, StartEvent
-from .._messages import AssistantMessage, DeferredHandle, JSONValue
-from .._model import Context, Model, StreamOptions
+from .._messages import DeferredHandle
+from .._model import Model, StreamOptions
 from .._stream import AssistantMessageEventStream
-from ._common import PartialMessage, close_response, json_parse, require_api_key
+from ._common import PartialMessage, require_api_key
 from ._openai_responses import (
     API as OPENAI_RESPONSES_API,
+    DEFAULT_POLL_AFTER_MS,
+    PENDING_STATUSES,
     JSONObject,
     ProviderFailure,
     ResponsesCompat,
-    ResponsesEventProcessor,
-    apply_on_payload,
     build_headers,
-    build_request,
-    call_on_response,
     format_error,
-    push_done,
+    push_deferred,
+    push_final,
     responses_url,
-    run_request,
-    send_request,
-    service_tier_option,
+    send_for_json,
+    stream_background_response,
     template_message,
 )
+from ._request import HttpRequest, settle
 
 __all__ = [
     "DEFAULT_POLL_AFTER_MS",
@@ -79,12 +75,6 @@ __all__ = [
 DEFERRED_APIS: Final = frozenset({OPENAI_RESPONSES_API})
 """The APIs that can defer a response."""
 
-DEFAULT_POLL_AFTER_MS: Final = 1000
-"""The polling interval suggested in a handle (``poll_after_ms``) and used by
-:func:`fetch_deferred` while it waits."""
-
-_PENDING_STATUSES: Final = frozenset({"queued", "in_progress"})
-
 
 class DeferredError(Exception):
     """A deferred-response operation failed; the text is pi-ai-style (e.g.
@@ -94,50 +84,6 @@ class DeferredError(Exception):
 def supports_deferred(api: str) -> bool:
     """Whether ``api`` can defer responses (and fetch and cancel them)."""
     return api in DEFERRED_APIS
-
-
-# ======================================================================================
-# Start
-
-
-def stream_background_response(
-    client: httpx.AsyncClient, model: Model, context: Context, options: StreamOptions
-) -> AssistantMessageEventStream:
-    """Create a background response; the stream ends with a ``deferred`` message.
-
-    The request body is the streaming one with ``background: true``, ``store: true``
-    and ``stream: false`` (``options.on_payload`` sees it that way). If the server
-    answers with a response that is already finished, the stream carries it as
-    :func:`fetch_deferred` would. ``options.deferred`` may be ``True`` or a mapping;
-    its ``window`` (for batch-style providers) does not apply to background mode.
-    """
-    service_tier = service_tier_option(options)
-
-    async def produce(stream: AssistantMessageEventStream) -> None:
-        output = PartialMessage(model)
-        with run_request(stream, output, options):
-            request = build_request(model, context, options)
-            body = dict(request.body)
-            body.update(stream=False, background=True, store=True)
-            body = await apply_on_payload(options, body, model)
-            response = await _send_for_json(
-                client, model, "POST", request.url, request.headers, body, options
-            )
-            status = response.get("status")
-            if status in _PENDING_STATUSES:
-                handle = DeferredHandle(
-                    provider=model.provider,
-                    model_id=model.id,
-                    api=model.api,
-                    id=_response_id(response),
-                    poll_after_ms=DEFAULT_POLL_AFTER_MS,
-                    data={"serviceTier": service_tier} if service_tier is not None else None,
-                )
-                _push_deferred(stream, output, handle)
-            else:
-                _push_final(stream, output, model, response, options, service_tier)
-
-    return AssistantMessageEventStream(produce, template=template_message(model))
 
 
 # ======================================================================================
@@ -163,14 +109,14 @@ def fetch_deferred(
 
     async def produce(stream: AssistantMessageEventStream) -> None:
         output = PartialMessage(model)
-        with run_request(stream, output, options):
+        with settle(stream, output, options, error_text=format_error):
             _check_handle(model, handle)
             response = await _poll(client, model, handle, options, wait_ms)
             status = response.get("status")
-            if status in _PENDING_STATUSES:
-                _push_deferred(stream, output, handle)
+            if status in PENDING_STATUSES:
+                push_deferred(stream, output, handle)
                 return
-            _push_final(stream, output, model, response, options, _handle_service_tier(handle))
+            push_final(stream, output, model, response, options, _handle_service_tier(handle))
 
     return AssistantMessageEventStream(produce, template=template_message(model))
 
@@ -187,9 +133,10 @@ async def _poll(
     deadline = trio.current_time() + max(0.0, wait_ms) / 1000
     interval = (handle.poll_after_ms or DEFAULT_POLL_AFTER_MS) / 1000
     while True:
-        response = await _send_for_json(client, model, "GET", url, headers, None, options)
+        request = HttpRequest(method="GET", url=url, headers=headers, body=None)
+        response = await send_for_json(client, model, request, options)
         remaining = deadline - trio.current_time()
-        if response.get("status") not in _PENDING_STATUSES or remaining <= 0:
+        if response.get("status") not in PENDING_STATUSES or remaining <= 0:
             return response
         await trio.sleep(min(interval, remaining))
 
@@ -216,7 +163,8 @@ async def cancel_deferred(
     try:
         _check_handle(model, handle)
         url = responses_url(model, "/" + _quote(handle.id) + "/cancel")
-        await _send_for_json(client, model, "POST", url, _headers(model, options), None, options)
+        request = HttpRequest(url=url, headers=_headers(model, options), body=None)
+        await send_for_json(client, model, request, options)
     except trio.Cancelled:
         raise
     except Exception as exc:
@@ -246,145 +194,10 @@ def _headers(model: Model, options: StreamOptions) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() != "content-type"}
 
 
-async def _send_for_json(
-    client: httpx.AsyncClient,
-    model: Model,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: JSONObject | None,
-    options: StreamOptions,
-) -> JSONObject:
-    """Send with retries, read the whole body, and decode a JSON object."""
-    response = await send_request(client, method, url, headers, body, options)
-    try:
-        await call_on_response(options, response, model)
-        raw = await response.aread()
-    finally:
-        await close_response(response)
-    value = json_parse(raw.decode("utf-8", "replace"))
-    if not isinstance(value, dict):
-        msg = f"OpenAI returned {type(value).__name__} instead of a response object"
-        raise ProviderFailure(msg)
-    return value
-
-
-def _response_id(response: Mapping[str, Any]) -> str:
-    response_id = response.get("id")
-    if not isinstance(response_id, str) or not response_id:
-        msg = "OpenAI background response without an id"
-        raise ProviderFailure(msg)
-    return response_id
-
-
 def _handle_service_tier(handle: DeferredHandle) -> str | None:
     data = handle.data
     tier = data.get("serviceTier") if isinstance(data, dict) else None
     return tier if isinstance(tier, str) else None
-
-
-def _push_deferred(
-    stream: AssistantMessageEventStream, output: PartialMessage, handle: DeferredHandle
-) -> None:
-    """``start`` then ``done(deferred)``, as pi-ai's faux provider streams it."""
-    stream.push(StartEvent(partial=output.snapshot()))
-    output.stop_reason = "deferred"
-    output.response_id = handle.id
-    message = output.snapshot()
-    stream.push(DoneEvent(reason="deferred", message=_with_handle(message, handle)))
-
-
-def _with_handle(message: AssistantMessage, handle: DeferredHandle) -> AssistantMessage:
-    return attrs.evolve(message, deferred=handle)
-
-
-def _push_final(
-    stream: AssistantMessageEventStream,
-    output: PartialMessage,
-    model: Model,
-    response: JSONObject,
-    options: StreamOptions,
-    service_tier: str | None,
-) -> None:
-    """Stream a finished response object as a streamed response would have arrived:
-    ``start``, each output item as added, one delta, done; then the terminal event."""
-    stream.push(StartEvent(partial=output.snapshot()))
-    processor = ResponsesEventProcessor(output, stream.push, model, service_tier=service_tier)
-    for event in _synthetic_events(response):
-        processor.handle(event)
-    status = response.get("status")
-    if status == "cancelled" and output.stop_reason == "error" and not output.error_message:
-        output.error_message = "Response was cancelled"
-    push_done(stream, output, options)
-
-
-def _synthetic_events(response: JSONObject) -> list[JSONValue]:
-    """The stream events a finished response object stands for."""
-    events: list[JSONValue] = [{"type": "response.created", "response": response}]
-    items = response.get("output")
-    for index, item in enumerate(items if isinstance(items, list) else []):
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "reasoning":
-            added = {**item, "summary": [], "content": []}
-            events.append(
-                {"type": "response.output_item.added", "output_index": index, "item": added}
-            )
-            text = _texts(item.get("summary")) or _texts(item.get("content"))
-            if text:
-                events.append(
-                    {"type": "response.reasoning_text.delta", "output_index": index, "delta": text}
-                )
-        elif kind == "message":
-            added = {**item, "content": []}
-            events.append(
-                {"type": "response.output_item.added", "output_index": index, "item": added}
-            )
-            text = _message_text(item.get("content"))
-            if text:
-                events.append(
-                    {"type": "response.output_text.delta", "output_index": index, "delta": text}
-                )
-        elif kind == "function_call":
-            added = {**item, "arguments": ""}
-            events.append(
-                {"type": "response.output_item.added", "output_index": index, "item": added}
-            )
-            arguments = item.get("arguments")
-            if isinstance(arguments, str) and arguments:
-                events.append(
-                    {
-                        "type": "response.function_call_arguments.delta",
-                        "output_index": index,
-                        "delta": arguments,
-                    }
-                )
-        else:
-            continue
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    if response.get("status") == "failed":
-        events.append({"type": "response.failed", "response": response})
-    else:
-        events.append({"type": "response.completed", "response": response})
-    return events
-
-
-def _message_text(parts: Any) -> str:
-    out = []
-    for part in parts if isinstance(parts, list) else []:
-        if isinstance(part, dict):
-            text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
-            out.append(text if isinstance(text, str) else "")
-    return "".join(out)
-
-
-def _texts(parts: Any) -> str:
-    if not isinstance(parts, list):
-        return ""
-    return "\n\n".join(
-        p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
-    )
 
 
 def _quote(response_id: str) -> str:

@@ -14,41 +14,33 @@ The entry point is :func:`stream_openai_responses`, pi-ai's ``streamSimple`` for
             ...
         message = await stream.result()
 
-The module has three parts, which :mod:`pitrio.providers._deferred` reuses for
-background-mode responses:
+The module has four parts; :mod:`pitrio.providers._deferred` (fetching and cancelling
+background responses) builds on them and this module never imports it:
 
 - request conversion (:func:`build_request`, :func:`convert_messages`,
   :func:`convert_tools`): pitrio messages and tools into Responses ``input`` items and a
   request body;
+- the streamed request (:class:`_ResponsesExchange`): what the shared lifecycle of
+  :mod:`._request` asks this API for;
+- background mode (:func:`stream_background_response`, :func:`push_final`): a request
+  made with ``options.deferred``, and a finished response object streamed as events;
 - event handling (:class:`ResponsesEventProcessor`): Responses stream events into
-  provider events, building the assistant message as they come;
-- the producer (:func:`run_request`, :func:`consume_sse`): HTTP, SSE, and turning
-  failures and aborts into the stream's final ``error`` event.
+  provider events, building the assistant message as they come.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final, Literal, TypeAlias, final
 
 import attrs
 import httpx
-import trio
 
 from .._events import (
     AssistantMessageEvent,
     DoneEvent,
-    ErrorEvent,
     StartEvent,
     TextDeltaEvent,
     TextEndEvent,
@@ -63,6 +55,7 @@ from .._events import (
 from .._messages import (
     AssistantMessage,
     Cost,
+    DeferredHandle,
     ImageContent,
     JSONValue,
     TextContent,
@@ -73,7 +66,6 @@ from .._messages import (
     UserMessage,
 )
 from .._model import Context, Model, StreamOptions
-from .._signal import AbortSignal
 from .._stream import AssistantMessageEventStream
 from ._common import (
     APIError,
@@ -93,30 +85,49 @@ from ._common import (
     require_api_key,
     resolve_cache_retention,
     sanitize_surrogates,
-    send_streaming,
-    send_with_retries,
     short_hash,
     transform_messages,
 )
-from ._sse import ServerSentEvent, SSEDecoder
+from ._request import (
+    ABORTED_AFTER_HEADERS,
+    Exchange,
+    HttpRequest,
+    ProviderFailure,
+    call_on_response,
+    exchange_stream,
+    maybe_await,
+    send_request,
+    settle,
+)
+from ._sse import ServerSentEvent
 
 __all__ = [
     "API",
+    "DEFAULT_POLL_AFTER_MS",
     "ERROR_PREFIX",
+    "PENDING_STATUSES",
     "ProviderFailure",
     "ResponsesCompat",
     "ResponsesEventProcessor",
     "ResponsesRequest",
+    "apply_response_object",
     "apply_service_tier_pricing",
     "build_body",
     "build_headers",
     "build_request",
-    "consume_sse",
+    "check_done",
     "convert_messages",
     "convert_tools",
-    "run_request",
-    "send_request",
+    "format_error",
+    "push_deferred",
+    "push_done",
+    "push_final",
+    "response_as_events",
+    "responses_url",
+    "send_for_json",
+    "stream_background_response",
     "stream_openai_responses",
+    "template_message",
 ]
 
 API: Final = "openai-responses"
@@ -144,7 +155,7 @@ def stream_openai_responses(
     ``async with``. Failures and aborts end the stream with an ``error`` event (stop
     reason ``error`` or ``aborted``); nothing is raised. With ``options.deferred`` set,
     the request runs in OpenAI's background mode and the stream ends with a ``deferred``
-    message (see :func:`pitrio.providers._deferred.stream_background_response`).
+    message (see :func:`stream_background_response`).
 
     Args:
         client: the HTTP client (borrowed, not closed).
@@ -158,14 +169,14 @@ def stream_openai_responses(
             its lower-level ``stream``.
     """
     if options.deferred:
-        from ._deferred import stream_background_response  # import cycle
-
         return stream_background_response(client, model, context, options)
-
-    async def produce(stream: AssistantMessageEventStream) -> None:
-        await _stream_response(client, model, context, options, stream)
-
-    return AssistantMessageEventStream(produce, template=template_message(model))
+    return exchange_stream(
+        partial(_ResponsesExchange, context=context),
+        client,
+        model,
+        options,
+        template=template_message(model),
+    )
 
 
 def template_message(model: Model) -> AssistantMessage:
@@ -175,113 +186,77 @@ def template_message(model: Model) -> AssistantMessage:
     )
 
 
-async def _stream_response(
-    client: httpx.AsyncClient,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    stream: AssistantMessageEventStream,
-) -> None:
-    output = PartialMessage(model)
-    with run_request(stream, output, options) as phase:
-        request = build_request(model, context, options)
-        body = await apply_on_payload(options, request.body, model)
-        response = await send_request(client, "POST", request.url, request.headers, body, options)
-        phase.headers_received = True
-        try:
-            await call_on_response(options, response, model)
-            stream.push(StartEvent(partial=output.snapshot()))
-            processor = ResponsesEventProcessor(
-                output, stream.push, model, service_tier=service_tier_option(options)
-            )
-            await consume_sse(response, processor)
-        finally:
-            await close_response(response)
-        push_done(stream, output, options)
-
-
-class ProviderFailure(Exception):
-    """A failure whose text becomes the final message's ``errorMessage`` as it is."""
-
-
 @final
-@attrs.define(eq=False)
-class RequestPhase:
-    """How far a request got. pi-ai says ``Request aborted`` for an abort before the
-    response headers arrive; after that pitrio says ``Request was aborted``."""
+class _ResponsesExchange(Exchange):
+    """One streamed Responses request (see :mod:`._request` for the lifecycle)."""
 
-    headers_received: bool = False
+    api_label = "OpenAI Responses"
 
+    def __init__(
+        self,
+        stream: AssistantMessageEventStream,
+        output: PartialMessage,
+        model: Model,
+        options: StreamOptions,
+        *,
+        context: Context,
+    ) -> None:
+        super().__init__(stream, output, model, options)
+        self._context = context
+        self._processor = ResponsesEventProcessor(
+            output, stream.push, model, service_tier=service_tier_option(options)
+        )
 
-@contextmanager
-def run_request(
-    stream: AssistantMessageEventStream, output: PartialMessage, options: StreamOptions
-) -> Iterator[RequestPhase]:
-    """Run a request's block; what it raises becomes the stream's final ``error`` event.
+    def build_request(self) -> HttpRequest:
+        request = build_request(self.model, self._context, self.options)
+        return HttpRequest(url=request.url, headers=request.headers, body=request.body)
 
-    - ``trio.Cancelled`` (``stream.cancel()``, or ``options.signal`` aborted): an
-      ``aborted`` event, then the cancellation goes on (a signal's own cancel scope ends
-      here);
-    - any other exception: an ``error`` event (``aborted`` when the signal is aborted)
-      whose text is pi-ai's formatting (``OpenAI API error (<status>): ...``).
+    def handle_sse(self, sse: ServerSentEvent) -> bool:
+        return _dispatch(sse, self._processor)
 
-    In both cases no ``*_end`` events are sent for blocks still open, as in pi-ai.
-    """
-    phase = RequestPhase()
-    signal = options.signal
-    try:
-        with _signal_scope(signal):
-            try:
-                yield phase
-            except trio.Cancelled:
-                text = "Request was aborted" if phase.headers_received else "Request aborted"
-                push_failure(stream, output, "aborted", text)
-                raise
-    except Exception as exc:
-        aborted = signal is not None and signal.aborted
-        push_failure(stream, output, "aborted" if aborted else "error", format_error(exc))
+    def handle_complete(self, body: JSONValue) -> None:
+        if not isinstance(body, dict) or body.get("object") != "response":
+            super().handle_complete(body)
+        assert isinstance(body, dict)
+        apply_response_object(self._processor, self.output, body)
 
+    def end_of_events(self, terminal: bool) -> None:
+        self._processor.finish()
 
-@contextmanager
-def _signal_scope(signal: AbortSignal | None) -> Iterator[None]:
-    if signal is None:
-        yield
-        return
-    with signal.cancel_scope():
-        yield
+    def check_end(self) -> None:
+        check_done(self.output)
+
+    def error_text(self, exc: Exception) -> str:
+        return format_error(exc)
 
 
-def push_failure(
-    stream: AssistantMessageEventStream,
-    output: PartialMessage,
-    reason: Literal["error", "aborted"],
-    text: str,
-) -> None:
-    """End the stream with an ``error`` event built from ``output``."""
-    output.stop_reason = reason
-    output.error_message = text
-    stream.push(ErrorEvent(reason=reason, error=output.snapshot()))
-
-
-def push_done(
-    stream: AssistantMessageEventStream, output: PartialMessage, options: StreamOptions
-) -> None:
-    """pi-ai's checks once the events are over, then the ``done`` event.
+def check_done(output: PartialMessage) -> None:
+    """pi-ai's checks once the events are over.
 
     Raises:
-        ProviderFailure: the signal is aborted, no stop reason came, or the response
-            ended in an error (``Response incomplete: <reason>`` and the like).
+        ProviderFailure: no stop reason came, or the response ended in an error
+            (``Response incomplete: <reason>`` and the like).
     """
-    if options.signal is not None and options.signal.aborted:
-        msg = "Request was aborted"
-        raise ProviderFailure(msg)
     reason = output.stop_reason
     if reason == "pending":
         msg = "OpenAI Responses stream ended without a stop reason"
         raise ProviderFailure(msg)
     if reason in ("aborted", "error"):
         raise ProviderFailure(output.error_message or "An unknown error occurred")
-    stream.push(DoneEvent(reason=reason, message=output.snapshot()))  # type: ignore[arg-type]  # stop, length, toolUse or deferred
+
+
+def push_done(
+    stream: AssistantMessageEventStream, output: PartialMessage, options: StreamOptions
+) -> None:
+    """:func:`check_done` (and the signal not aborted), then the ``done`` event.
+
+    Raises:
+        ProviderFailure: see :func:`check_done`; ``Request was aborted``.
+    """
+    if options.signal is not None and options.signal.aborted:
+        raise ProviderFailure(ABORTED_AFTER_HEADERS)
+    check_done(output)
+    stream.push(DoneEvent(reason=output.stop_reason, message=output.snapshot()))  # type: ignore[arg-type]  # stop, length, toolUse or deferred
 
 
 def format_error(exc: BaseException) -> str:
@@ -291,51 +266,174 @@ def format_error(exc: BaseException) -> str:
     return format_provider_error(exc, ERROR_PREFIX) or type(exc).__name__
 
 
-async def apply_on_payload(options: StreamOptions, body: JSONObject, model: Model) -> JSONObject:
-    """``options.on_payload(body, model)`` may replace the request body."""
-    if options.on_payload is None:
-        return body
-    result = options.on_payload(body, model)
-    if isinstance(result, Awaitable):
-        result = await result
-    return body if result is None else result
+# ======================================================================================
+# Background mode (the create request; fetching and cancelling are in ._deferred)
 
 
-async def call_on_response(options: StreamOptions, response: httpx.Response, model: Model) -> None:
-    """``options.on_response(status, headers, model)`` once the headers arrived."""
-    if options.on_response is None:
-        return
-    result = options.on_response(response.status_code, dict(response.headers.items()), model)
-    if isinstance(result, Awaitable):
-        await result
+def stream_background_response(
+    client: httpx.AsyncClient, model: Model, context: Context, options: StreamOptions
+) -> AssistantMessageEventStream:
+    """Create a background response; the stream ends with a ``deferred`` message.
 
-
-async def send_request(
-    client: httpx.AsyncClient,
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    body: JSONObject | None,
-    options: StreamOptions,
-) -> httpx.Response:
-    """Send a request with pi-ai's retries and the SDK's header timeout.
-
-    Returns the open 2xx response (the caller closes it, see
-    :func:`~pitrio.providers._common.close_response`).
-
-    Raises:
-        APIError: an HTTP error status, a connection error or a timeout, once the
-            retries are used up.
-        RetryDelayTooLongError: the server asked for a retry delay over the limit.
+    The request body is the streaming one with ``background: true``, ``store: true``
+    and ``stream: false`` (``options.on_payload`` sees it that way). If the server
+    answers with a response that is already finished, the stream carries it as
+    :func:`~pitrio.providers._deferred.fetch_deferred` would. ``options.deferred`` may
+    be ``True`` or a mapping; its ``window`` (for batch-style providers) does not apply
+    to background mode.
     """
-    content = None if body is None else json_stringify(body).encode()
+    service_tier = service_tier_option(options)
 
-    async def send_once() -> httpx.Response:
-        request = client.build_request(method, url, headers=headers, content=content)
-        return await send_streaming(client, request, timeout_ms=options.timeout_ms)
+    async def produce(stream: AssistantMessageEventStream) -> None:
+        output = PartialMessage(model)
+        with settle(stream, output, options, error_text=_format_error_text):
+            request = build_request(model, context, options)
+            body: JSONValue = dict(request.body)
+            assert isinstance(body, dict)
+            body.update(stream=False, background=True, store=True)
+            if options.on_payload is not None:
+                replaced = await maybe_await(options.on_payload(body, model))
+                if replaced is not None:
+                    body = replaced
+            http_request = HttpRequest(url=request.url, headers=request.headers, body=body)
+            response = await send_for_json(client, model, http_request, options)
+            if response.get("status") in PENDING_STATUSES:
+                handle = DeferredHandle(
+                    provider=model.provider,
+                    model_id=model.id,
+                    api=model.api,
+                    id=_response_id(response),
+                    poll_after_ms=DEFAULT_POLL_AFTER_MS,
+                    data={"serviceTier": service_tier} if service_tier is not None else None,
+                )
+                push_deferred(stream, output, handle)
+            else:
+                push_final(stream, output, model, response, options, service_tier)
 
-    return await send_with_retries(
-        send_once, max_retries=options.max_retries, max_retry_delay_ms=options.max_retry_delay_ms
+    return AssistantMessageEventStream(produce, template=template_message(model))
+
+
+def _format_error_text(exc: Exception) -> str:
+    return format_error(exc)
+
+
+DEFAULT_POLL_AFTER_MS: Final = 1000
+"""The polling interval suggested in a handle (``poll_after_ms``)."""
+
+PENDING_STATUSES: Final = frozenset({"queued", "in_progress"})
+"""The statuses of a background response that is not finished."""
+
+
+async def send_for_json(
+    client: httpx.AsyncClient, model: Model, request: HttpRequest, options: StreamOptions
+) -> JSONObject:
+    """Send with retries, read the whole body, and decode a JSON object."""
+    content = None if request.body is None else json_stringify(request.body).encode()
+    response = await send_request(client, request, content, options)
+    try:
+        await call_on_response(options, response, model)
+        raw = await response.aread()
+    finally:
+        await close_response(response)
+    value = json_parse(raw.decode("utf-8", "replace"))
+    if not isinstance(value, dict):
+        msg = f"OpenAI returned {type(value).__name__} instead of a response object"
+        raise ProviderFailure(msg)
+    return value
+
+
+def _response_id(response: Mapping[str, Any]) -> str:
+    response_id = response.get("id")
+    if not isinstance(response_id, str) or not response_id:
+        msg = "OpenAI background response without an id"
+        raise ProviderFailure(msg)
+    return response_id
+
+
+def push_deferred(
+    stream: AssistantMessageEventStream, output: PartialMessage, handle: DeferredHandle
+) -> None:
+    """``start`` then ``done(deferred)``, as pi-ai's faux provider streams it."""
+    stream.push(StartEvent(partial=output.snapshot()))
+    output.stop_reason = "deferred"
+    output.response_id = handle.id
+    message = output.snapshot()
+    stream.push(DoneEvent(reason="deferred", message=attrs.evolve(message, deferred=handle)))
+
+
+def push_final(
+    stream: AssistantMessageEventStream,
+    output: PartialMessage,
+    model: Model,
+    response: JSONObject,
+    options: StreamOptions,
+    service_tier: str | None,
+) -> None:
+    """Stream a finished response object as a streamed response would have arrived:
+    ``start``, each output item as added, one delta, done; then the terminal event."""
+    stream.push(StartEvent(partial=output.snapshot()))
+    processor = ResponsesEventProcessor(output, stream.push, model, service_tier=service_tier)
+    apply_response_object(processor, output, response)
+    push_done(stream, output, options)
+
+
+def apply_response_object(
+    processor: ResponsesEventProcessor, output: PartialMessage, response: JSONObject
+) -> None:
+    """Feed a whole response object to ``processor`` as the events it stands for."""
+    for event in response_as_events(response):
+        processor.handle(event)
+    status = response.get("status")
+    if status == "cancelled" and output.stop_reason == "error" and not output.error_message:
+        output.error_message = "Response was cancelled"
+
+
+def response_as_events(response: JSONObject) -> list[JSONValue]:
+    """The stream events a finished response object stands for."""
+    events: list[JSONValue] = [{"type": "response.created", "response": response}]
+    items = response.get("output")
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(item, dict):
+            continue
+        where: JSONObject = {"output_index": index}
+        if isinstance(item.get("id"), str):
+            where["item_id"] = item["id"]
+        kind = item.get("type")
+        if kind == "reasoning":
+            added = {**item, "summary": [], "content": []}
+            events.append({"type": "response.output_item.added", **where, "item": added})
+            text = _texts(item.get("summary")) or _texts(item.get("content"))
+            if text:
+                events.append({"type": "response.reasoning_text.delta", **where, "delta": text})
+        elif kind == "message":
+            added = {**item, "content": []}
+            events.append({"type": "response.output_item.added", **where, "item": added})
+            text = _message_text(item.get("content"))
+            if text:
+                events.append({"type": "response.output_text.delta", **where, "delta": text})
+        elif kind == "function_call":
+            added = {**item, "arguments": ""}
+            events.append({"type": "response.output_item.added", **where, "item": added})
+            arguments = item.get("arguments")
+            if isinstance(arguments, str) and arguments:
+                events.append(
+                    {"type": "response.function_call_arguments.delta", **where, "delta": arguments}
+                )
+        else:
+            continue
+        events.append({"type": "response.output_item.done", **where, "item": item})
+    if response.get("status") == "failed":
+        events.append({"type": "response.failed", "response": response})
+    else:
+        events.append({"type": "response.completed", "response": response})
+    return events
+
+
+def _texts(parts: Any) -> str:
+    if not isinstance(parts, list):
+        return ""
+    return "\n\n".join(
+        p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
     )
 
 
@@ -1175,56 +1273,6 @@ def _defined(obj: JSONObject) -> JSONObject:
 # The SSE body
 
 
-async def consume_sse(response: httpx.Response, processor: ResponsesEventProcessor) -> None:
-    """Feed an SSE body to ``processor`` with the OpenAI SDK's iteration rules.
-
-    ``data: [DONE]`` ends the events (the rest of the body is read and ignored); all other
-    data must be JSON (a ``ValueError`` otherwise); a value with a truthy top-level
-    ``error`` member raises it as an :class:`APIError`; events named ``thread.*`` are
-    parsed and dropped; a last event without its blank line is dropped.
-
-    Raises:
-        ProviderFailure: see :meth:`ResponsesEventProcessor.handle` and ``finish``.
-    """
-    decoder = SSEDecoder()
-    done = False
-    chunks = response.aiter_bytes()
-    try:
-        async for chunk in chunks:
-            if done:
-                continue
-            for sse in decoder.feed(chunk):
-                if _dispatch(sse, processor):
-                    done = True
-                    break
-    finally:
-        await close_body(response, chunks)
-    if not done:
-        for sse in decoder.flush():
-            if _dispatch(sse, processor):
-                break
-    processor.finish()
-
-
-async def close_body(response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
-    """Close the response, then run its body iterator to its end.
-
-    httpx's body iterators are async generators nested several deep; leaving the loop
-    early (an exception in the loop body) leaves them all suspended, and Trio warns
-    about each one when it is garbage collected. Once the connection is closed, asking
-    for the next chunk ends every layer at once (by ``StopAsyncIteration`` or a read
-    error, which is expected here and dropped).
-    """
-    with trio.CancelScope(shield=True):
-        await close_response(response)
-        with trio.move_on_after(1):
-            try:
-                async for _ in chunks:
-                    pass
-            except Exception:  # the closed connection's read error
-                pass
-
-
 def _reject_constant(name: str) -> Any:
     msg = f"Unexpected token '{name[0]}', \"{name}\" is not valid JSON"
     raise ValueError(msg)
@@ -1236,10 +1284,21 @@ _EVENT_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _dispatch(sse: ServerSentEvent, processor: ResponsesEventProcessor) -> bool:
-    """Handle one SSE event; ``True`` at ``[DONE]``."""
+    """Handle one SSE event with the OpenAI SDK's iteration rules; ``True`` at ``[DONE]``
+    or a terminal response event (the body is not read further).
+
+    All data but ``[DONE]`` must be JSON; a value with a truthy top-level ``error``
+    member raises it as an :class:`APIError`; events named ``thread.*`` are parsed and
+    dropped.
+    """
     if sse.data.startswith("[DONE]"):
         return True
-    value = _EVENT_DECODER.decode(sse.data)
+    try:
+        value = _EVENT_DECODER.decode(sse.data)
+    except ValueError as exc:
+        name = sse.event or "message"
+        msg = f"Could not parse OpenAI Responses SSE event {name}: {exc}; data={_excerpt(sse.data)}"
+        raise ProviderFailure(msg) from None
     if sse.event is not None and sse.event.startswith("thread."):
         return False
     if isinstance(value, dict):
@@ -1247,4 +1306,8 @@ def _dispatch(sse: ServerSentEvent, processor: ResponsesEventProcessor) -> bool:
         if js_truthy(error):
             raise APIError(APIError.make_message(None, error, None), error=error)
     processor.handle(value)
-    return False
+    return processor.saw_terminal
+
+
+def _excerpt(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more chars]"
