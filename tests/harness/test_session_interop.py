@@ -2,9 +2,8 @@
 
 Two kinds of evidence:
 
-- fixture files written by Pi 0.85.0 (``data/sessions/pi-v4.jsonl``; ``legacy-v3.jsonl``
-  is a v3 file as Pi's coding agent wrote them), each with what Pi's own code rebuilt
-  from it (``*.expected.json``, made by ``node/pi_session.mjs``): these pin the format
+- fixture files, each with what Pi's own code rebuilt from it (``*.expected.json``, made
+  by ``node/pi_session.mjs``; see ``data/sessions/README.md``): these pin the format
   without Node;
 - live runs of Pi's session code through ``node/pi_session.mjs``, in both directions.
 
@@ -39,7 +38,6 @@ from pitrio.harness import AppMessage, BashExecutionMessage, JsonlSessionStore, 
 HERE = Path(__file__).parent
 NODE_DIR = HERE / "node"
 DATA = HERE / "data" / "sessions"
-PI_CORE = Path("@earendil-works") / "pi-agent-core"
 
 
 def pitrio_view(session: Session) -> dict[str, Any]:
