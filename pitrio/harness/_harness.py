@@ -41,6 +41,7 @@ from pitrio import (
     ImageContent,
     Model,
     NextTurn,
+    QueueMode,
     StreamFn,
     StreamOptions,
     TextContent,
@@ -195,6 +196,8 @@ class Harness:
         get_api_key: ``(provider) -> key``, called before each request.
         convert_to_llm: default: the harness's converter (custom roles as Pi's).
         tool_execution: ``"parallel"`` or ``"sequential"``.
+        steering_mode: how the steering queue drains (the Agent's).
+        follow_up_mode: how the follow-up queue drains (the Agent's).
         random: the jitter source (``() -> float`` in ``[0, 1)``).
     """
 
@@ -217,6 +220,8 @@ class Harness:
         get_api_key: Callable[[str], Any] | None = None,
         convert_to_llm: Callable[[list[AgentMessage]], Any] | None = None,
         tool_execution: Literal["parallel", "sequential"] = "parallel",
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
         random: Callable[[], float] | None = None,
     ) -> None:
         _check_model(model)
@@ -252,6 +257,8 @@ class Harness:
             should_stop_after_turn=self._after_turn,
             prepare_next_turn=self._prepare_next_turn,
             tool_execution=tool_execution,
+            steering_mode=steering_mode,
+            follow_up_mode=follow_up_mode,
             stream_options=stream_options,
         )
         # The Agent resolved the stream function (pitrio's default when None); the
