@@ -1,8 +1,8 @@
-"""``python -m pitrio``: the coding-agent CLI (see :mod:`pitrio._cli`)."""
+"""``python -m pitrio``: the coding-agent CLI (see :mod:`pitrio.cli`)."""
 
 from __future__ import annotations
 
-from ._cli import run
+from .cli import run
 
 if __name__ == "__main__":
     run()

@@ -17,7 +17,7 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from pitrio._agent import Agent
-from pitrio._cli import (
+from pitrio.cli._main import (
     DEMO_PROMPT,
     _default_model,
     event_to_wire,
@@ -89,7 +89,7 @@ def test_offline_demo_never_writes_into_cwd(
 
 async def test_offline_model_follows_its_script_in_an_agent(tmp_path: Path) -> None:
     """The embedded model works with any Agent: six tool calls, then a final answer."""
-    from pitrio._coding_tools import Workspace
+    from pitrio.coding._tools import Workspace
 
     agent = Agent(stream_fn=offline_model(), tools=Workspace(tmp_path).tools())
     await agent.prompt(DEMO_PROMPT)

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from pitrio._agent import Agent
-from pitrio._coding_tools import (
+from pitrio.coding._tools import (
     DEFAULT_MAX_BYTES,
     CodingToolError,
     Workspace,

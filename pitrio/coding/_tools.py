@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from ._events import ToolResult
-from ._messages import ImageContent, TextContent
-from ._tools import Tool, ToolUpdateCallback, text_result
+from .._events import ToolResult
+from .._messages import ImageContent, TextContent
+from .._tools import Tool, ToolUpdateCallback, text_result
 
 if TYPE_CHECKING:
-    from ._signal import AbortSignal
+    from .._signal import AbortSignal
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, final, get_args
 import attrs
 import trio
 
-from ._agent import Agent
-from ._coding_tools import Workspace
-from ._events import (
+from .._agent import Agent
+from ..coding import Workspace
+from .._events import (
     AgentEnd,
     AgentEvent,
     MessageEnd,
@@ -52,19 +52,19 @@ from ._events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from ._messages import (
+from .._messages import (
     AssistantMessage,
     TextContent,
     ThinkingLevel,
     ToolResultMessage,
     UserMessage,
 )
-from ._model import Context, Model, StreamFn
-from ._wire import unstructure
+from .._model import Context, Model, StreamFn
+from .._wire import unstructure
 
 if TYPE_CHECKING:
-    from ._signal import AbortSignal
-    from .testing import ScriptedModel, ScriptedResponse
+    from .._signal import AbortSignal
+    from ..testing import ScriptedModel, ScriptedResponse
 
 __all__ = ["DEMO_PROMPT", "main", "offline_model", "run"]
 
@@ -298,7 +298,7 @@ def _catalog_model(parser: argparse.ArgumentParser, spec: str, env: Mapping[str,
             "anthropic/claude-sonnet-4-5 (for an OpenAI-compatible server add --base-url URL)"
         )
     try:
-        from .providers import Models
+        from ..providers import Models
     except ImportError as exc:  # pragma: no cover  # the providers package is part of pitrio
         parser.error(f"the model providers cannot be loaded ({exc}); use --offline")
     models = Models(env=env)
@@ -330,7 +330,7 @@ def _default_model(env: Mapping[str, str]) -> Model | None:
     if not any(value and name.endswith(("_API_KEY", "_TOKEN")) for name, value in env.items()):
         return None  # no key at all: skip loading the providers (and httpx)
     try:
-        from .providers import Models, env_api_key
+        from ..providers import Models, env_api_key
     except ImportError:  # pragma: no cover  # the providers package is part of pitrio
         return None
     for provider, model_id in DEFAULT_MODELS:
@@ -342,13 +342,13 @@ def _default_model(env: Mapping[str, str]) -> Model | None:
 
 
 def _openai_compatible(base_url: str, model_id: str) -> Model:
-    from .providers import openai_compatible
+    from ..providers import openai_compatible
 
     return openai_compatible(base_url, model_id)
 
 
 def _key_names(provider: str) -> str:
-    from . import providers
+    from .. import providers
 
     # The provider module's table of key variables; fall back to the usual spelling.
     names: tuple[str, ...] = getattr(providers, "_ENV_KEYS", {}).get(provider, ())
@@ -358,7 +358,7 @@ def _key_names(provider: str) -> str:
 
 
 def _list_models() -> int:
-    from .providers import Models
+    from ..providers import Models
 
     models = Models()
     for model in models.list():
@@ -388,7 +388,7 @@ async def _amain(config: _Config, stdin: TextIO) -> int:
             cwd = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitrio-demo-"))
         stream_fn = config.stream_fn
         if stream_fn is None:
-            from .providers import Models
+            from ..providers import Models
 
             key = config.api_key
             models = await stack.enter_async_context(
@@ -755,7 +755,7 @@ def offline_model() -> ScriptedModel:
     answers with what the command printed. It needs no network and no key.
     """
     # Imported here: pitrio.testing pulls in trio.testing, which real-model runs never need.
-    from .testing import ScriptedModel, ScriptedResponse
+    from ..testing import ScriptedModel, ScriptedResponse
 
     counter = 0
 
@@ -826,8 +826,8 @@ def _say_and_call(
     next_id: Callable[[], str],
     options: dict[str, Any],
 ) -> ScriptedResponse:
-    from ._messages import ToolCall
-    from .testing import ScriptedResponse
+    from .._messages import ToolCall
+    from ..testing import ScriptedResponse
 
     return ScriptedResponse(
         content=(
