@@ -17,6 +17,14 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from pitrio._agent import Agent
+from pitrio._events import MessageUpdate, TextDeltaEvent, ToolCallEndEvent
+from pitrio._messages import (
+    AssistantMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UserMessage,
+)
 from pitrio.cli._main import (
     DEMO_PROMPT,
     _default_model,
@@ -25,14 +33,6 @@ from pitrio.cli._main import (
     offline_model,
     repl,
     run_once,
-)
-from pitrio._events import MessageUpdate, TextDeltaEvent, ToolCallEndEvent
-from pitrio._messages import (
-    AssistantMessage,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    UserMessage,
 )
 from pitrio.testing import ScriptedModel, ScriptedResponse
 

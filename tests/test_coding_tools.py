@@ -11,6 +11,9 @@ import pytest
 import trio
 
 from pitrio._agent import Agent
+from pitrio._events import AgentEvent, ToolExecutionEnd, ToolResult
+from pitrio._messages import ImageContent, TextContent
+from pitrio._signal import AbortSignal
 from pitrio.coding._tools import (
     DEFAULT_MAX_BYTES,
     CodingToolError,
@@ -18,9 +21,6 @@ from pitrio.coding._tools import (
     _OutputTail,
     coding_tools,
 )
-from pitrio._events import AgentEvent, ToolExecutionEnd, ToolResult
-from pitrio._messages import ImageContent, TextContent
-from pitrio._signal import AbortSignal
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 

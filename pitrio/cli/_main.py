@@ -38,7 +38,6 @@ import attrs
 import trio
 
 from .._agent import Agent
-from ..coding import Workspace
 from .._events import (
     AgentEnd,
     AgentEvent,
@@ -61,6 +60,7 @@ from .._messages import (
 )
 from .._model import Context, Model, StreamFn
 from .._wire import unstructure
+from ..coding import Workspace
 
 if TYPE_CHECKING:
     from .._signal import AbortSignal
