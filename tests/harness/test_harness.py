@@ -568,3 +568,37 @@ async def test_resources_reach_the_system_prompt(autojump_clock: trio.testing.Mo
     await harness.prompt("two")
     assert "<name>pdf</name>" in scripted.requests[1].system_prompt
     assert "/s/pdf/SKILL.md" in scripted.requests[1].system_prompt
+
+
+async def test_threshold_compaction_after_the_run(autojump_clock: trio.testing.MockClock) -> None:
+    _, session = await _session()
+    scripted = ScriptedModel(
+        [
+            _big("a" * 400, 300),
+            _big("b" * 400, 900),  # now above the threshold (1000 - 200)
+            ScriptedResponse.text("SUMMARY"),
+            ScriptedResponse.text("PREFIX"),
+        ]
+    )
+    harness = Harness(model=MODEL, stream_fn=scripted, session=session, compaction=SMALL)
+    events: list[HarnessEvent] = []
+    harness.subscribe(events.append)
+    await harness.prompt("one " * 100)
+    assert "compaction_start" not in _types(events)
+    events.clear()
+    await harness.prompt("two " * 100)
+    assert _types(events)[-4:] == ["agent_end", "compaction_start", "compaction_end", "settled"]
+    end = events[-2]
+    assert isinstance(end, CompactionEnd)
+    assert (end.reason, end.status, end.will_retry) == ("threshold", "completed", False)
+    assert harness.messages[0].role == "compactionSummary"
+    # With automatic compaction disabled, the same context is left as it is.
+    disabled = Harness(
+        model=MODEL,
+        stream_fn=ScriptedModel([_big("c", 990)]),
+        session=session,
+        compaction=CompactionSettings(enabled=False),
+    )
+    await disabled.prompt("three")
+    assert disabled.messages[0].role == "compactionSummary"
+    assert len([e for e in session.entries if e.type == "compaction"]) == 1
