@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
 import attrs
+import trio
 
 from pitrio import (
     AbortSignal,
@@ -58,6 +59,7 @@ from pitrio import (
 )
 
 from ._messages import BranchSummaryMessage, CompactionSummaryMessage, convert_to_llm
+from ._retry import RetrySettings, is_retryable
 from ._session import MessageEntry, SessionEntry, build_session_context
 
 __all__ = [
@@ -655,7 +657,7 @@ Summarize the prefix to provide context for the retained suffix:
 Be concise. Focus on what's needed to understand the kept suffix."""  # noqa: E501
 
 
-async def _request(
+async def _request_once(
     stream_fn: StreamFn,
     model: Model,
     prompt_text: str,
@@ -700,6 +702,51 @@ async def _request(
             remove()
 
 
+async def _request(
+    stream_fn: StreamFn,
+    model: Model,
+    prompt_text: str,
+    *,
+    max_tokens: int,
+    thinking_level: ThinkingLevel | None,
+    stream_options: StreamOptions | None,
+    signal: AbortSignal | None,
+    retry: RetrySettings | None = None,
+) -> AssistantMessage:
+    """A summary request, retried as pi-ai's ``retryAssistantCall`` does: a retryable
+    error is tried again after ``base_delay * 2 ** (attempt - 1)`` seconds, up to
+    ``max_retries`` times; an abort during the wait ends it as ``aborted``."""
+    attempt = 0
+    while True:
+        response = await _request_once(
+            stream_fn,
+            model,
+            prompt_text,
+            max_tokens=max_tokens,
+            thinking_level=thinking_level,
+            stream_options=stream_options,
+            signal=signal,
+        )
+        if (
+            response.stop_reason != "error"
+            or retry is None
+            or not retry.enabled
+            or attempt >= retry.max_retries
+            or not is_retryable(response)
+        ):
+            return response
+        attempt += 1
+        with trio.CancelScope() as scope:
+            remove = signal.add_callback(scope.cancel) if signal is not None else None
+            try:
+                await trio.sleep(retry.base_delay * 2 ** (attempt - 1))
+            finally:
+                if remove is not None:
+                    remove()
+        if scope.cancelled_caught:
+            return attrs.evolve(response, stop_reason="aborted", error_message=None)
+
+
 def _max_tokens(model: Model, fraction: float, reserve_tokens: int) -> int:
     limit = math.floor(fraction * reserve_tokens)
     return min(limit, model.max_tokens) if model.max_tokens > 0 else limit
@@ -716,6 +763,7 @@ async def generate_summary(
     thinking_level: ThinkingLevel | None = None,
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
+    retry: RetrySettings | None = None,
 ) -> tuple[str, Usage]:
     """Ask the model to summarise ``messages`` (or to update ``previous_summary`` with
     them), with Pi's prompts. Returns the summary text and the request's usage.
@@ -740,6 +788,7 @@ async def generate_summary(
         thinking_level=thinking_level,
         stream_options=stream_options,
         signal=signal,
+        retry=retry,
     )
     if response.stop_reason == "aborted":
         msg = response.error_message or "Summarization aborted"
@@ -759,6 +808,7 @@ async def _turn_prefix_summary(
     thinking_level: ThinkingLevel | None,
     stream_options: StreamOptions | None,
     signal: AbortSignal | None,
+    retry: RetrySettings | None = None,
 ) -> tuple[str, Usage]:
     conversation = serialize_conversation(convert_to_llm(messages))
     text = f"<conversation>\n{conversation}\n</conversation>\n\n{TURN_PREFIX_SUMMARIZATION_PROMPT}"
@@ -770,6 +820,7 @@ async def _turn_prefix_summary(
         thinking_level=thinking_level,
         stream_options=stream_options,
         signal=signal,
+        retry=retry,
     )
     if response.stop_reason == "aborted":
         msg = response.error_message or "Turn prefix summarization aborted"
@@ -840,6 +891,7 @@ async def compact(
     thinking_level: ThinkingLevel | None = None,
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
+    retry: RetrySettings | None = None,
 ) -> CompactionResult:
     """Summarise a prepared branch with the model (Pi's ``compact``).
 
@@ -847,6 +899,9 @@ async def compact(
     under "Turn Context (split turn)"). ``stream_options`` is a template for the
     requests (API key, headers); each gets ``max_tokens`` from the reserve, no cache
     writes and a session id of its own. ``thinking_level`` applies to reasoning models.
+    With ``retry`` (the harness's :class:`~pitrio.harness.RetrySettings`) a request that
+    fails with a retryable error is tried again as Pi does: after ``base_delay``,
+    doubling, up to ``max_retries`` times (no jitter, no server-requested delay).
 
     Raises:
         CompactionError: a summary request failed or was aborted (through ``signal``).
@@ -859,6 +914,7 @@ async def compact(
         "thinking_level": thinking_level,
         "stream_options": stream_options,
         "signal": signal,
+        "retry": retry,
     }
     if preparation.is_split_turn and preparation.turn_prefix_messages:
         history = "No prior history."
@@ -1029,6 +1085,7 @@ async def generate_branch_summary(
     reserve_tokens: int = 16384,
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
+    retry: RetrySettings | None = None,
 ) -> BranchSummaryResult:
     """Summarise the entries of a branch being left (Pi's ``generateBranchSummary``).
 
@@ -1060,6 +1117,7 @@ async def generate_branch_summary(
         thinking_level=None,
         stream_options=stream_options,
         signal=signal,
+        retry=retry,
     )
     if response.stop_reason == "aborted":
         msg = response.error_message or "Branch summary aborted"

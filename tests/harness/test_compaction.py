@@ -604,3 +604,59 @@ def _entry_as_message(entry: SessionEntry) -> Any:
             summary=entry.summary, from_id=entry.from_id, timestamp=entry.timestamp
         )
     return None
+
+
+async def test_summary_requests_are_retried_like_pis(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from pitrio.harness._retry import RetrySettings
+
+    branch = _branch(_user("a " * 100), _answer("b " * 100), _user("c"))
+    preparation = prepare_compaction(branch, CompactionSettings(keep_recent_tokens=1))
+    assert preparation is not None
+    overloaded = ScriptedResponse(stop_reason="error", error_message="529 overloaded")
+    model = ScriptedModel([overloaded, overloaded, ScriptedResponse.text("## Goal\nX")])
+    start = trio.current_time()
+    result = await compact(
+        preparation, stream_fn=model, model=MODEL, retry=RetrySettings(base_delay=2.0)
+    )
+    assert result.summary.startswith("## Goal\nX")
+    assert model.calls == 3
+    assert trio.current_time() - start == 2.0 + 4.0  # 2 s, then 4 s, as Pi (no jitter)
+
+    # Not retryable, or out of retries: the error ends the compaction.
+    model = ScriptedModel([ScriptedResponse(stop_reason="error", error_message="invalid api key")])
+    with pytest.raises(CompactionError, match="invalid api key"):
+        await compact(preparation, stream_fn=model, model=MODEL, retry=RetrySettings())
+    assert model.calls == 1
+    model = ScriptedModel([overloaded] * 3)
+    with pytest.raises(CompactionError, match=r"^Summarization failed: 529 overloaded$"):
+        await compact(preparation, stream_fn=model, model=MODEL, retry=RetrySettings(max_retries=2))
+    assert model.calls == 3
+
+    # An abort during the wait ends it at once, as an aborted summary.
+    signal = AbortSignal()
+    model = ScriptedModel([overloaded, ScriptedResponse.text("never")])
+    caught: list[CompactionError] = []
+
+    async def run() -> None:
+        try:
+            await compact(
+                preparation,
+                stream_fn=model,
+                model=MODEL,
+                signal=signal,
+                retry=RetrySettings(base_delay=30.0),
+            )
+        except CompactionError as exc:
+            caught.append(exc)
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await trio.sleep(5)
+        signal.abort()
+    (error,) = caught
+    assert (error.reason, str(error)) == ("aborted", "Summarization aborted")
+    assert trio.current_time() - start == 5
+    assert model.calls == 1
