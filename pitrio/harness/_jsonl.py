@@ -50,6 +50,7 @@ from ._session import (
     MAIN_BRANCH,
     SESSION_NAME,
     THINKING_LEVELS,
+    ReadOnlyWriter,
     Session,
     SessionExistsError,
     SessionFormatError,
@@ -792,10 +793,11 @@ class JsonlSessionStore:
             raise
         return fd
 
-    async def open(self, session_id: str | os.PathLike[str]) -> Session:
+    async def open(self, session_id: str | os.PathLike[str], *, read_only: bool = False) -> Session:
         """Open a session by id, or by the path of its file (any JSONL session file,
-        such as one Pi wrote)."""
-        return await trio.to_thread.run_sync(self._open_sync, session_id)
+        such as one Pi wrote). See :meth:`SessionStore.open`; a read-only open leaves a
+        torn last line in the file (only a writer repairs it)."""
+        return await trio.to_thread.run_sync(self._open_sync, session_id, read_only)
 
     def _find(self, session_id: str) -> str:
         if os.path.isdir(self.root):
@@ -808,13 +810,16 @@ class JsonlSessionStore:
         msg = f"no session {session_id!r} under {self.root}"
         raise SessionNotFoundError(msg)
 
-    def _open_sync(self, session_id: str | os.PathLike[str]) -> Session:
+    def _open_sync(self, session_id: str | os.PathLike[str], read_only: bool = False) -> Session:
         text = os.fspath(session_id)
         if text.endswith(".jsonl") and os.path.exists(text):
             path = os.path.abspath(text)
         else:
             path = self._find(text)
-        fd = open_locked(path, os.O_RDWR | os.O_APPEND, f"session {os.path.basename(path)}")
+        if read_only:
+            fd = os.open(path, os.O_RDONLY)
+        else:
+            fd = open_locked(path, os.O_RDWR | os.O_APPEND, f"session {os.path.basename(path)}")
         try:
             size = os.fstat(fd).st_size
             data = _read_all(fd, size)
@@ -825,12 +830,26 @@ class JsonlSessionStore:
                     f"{path}: dropped a torn last line ({len(loaded.torn)} bytes after byte "
                     f"{loaded.complete_size}) left by an interrupted write"
                 )
-                os.ftruncate(fd, loaded.complete_size)
+                if not read_only:
+                    os.ftruncate(fd, loaded.complete_size)
                 warnings.warn(recovered, SessionRecoveredWarning, stacklevel=1)
         except BaseException:
             os.close(fd)
             raise
         header = loaded.header
+        if read_only:
+            os.close(fd)
+            return Session(
+                session_id=header["id"],
+                cwd=header["cwd"],
+                created_at=header["createdAt"],
+                parent_session_id=header.get("parentSessionId"),
+                state=loaded.state,
+                writer=ReadOnlyWriter(),
+                store=self,
+                recovered=recovered,
+                read_only=True,
+            )
         return Session(
             session_id=header["id"],
             cwd=header["cwd"],

@@ -593,6 +593,7 @@ class Session:
         "cwd",
         "id",
         "parent_session_id",
+        "read_only",
         "recovered",
     )
 
@@ -607,6 +608,7 @@ class Session:
         writer: _Writer,
         store: _Creator,
         recovered: str | None = None,
+        read_only: bool = False,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -616,6 +618,8 @@ class Session:
         self.recovered = recovered
         """When opening dropped a torn last write (a crash mid-write): what was dropped.
         ``None`` when the stored session was complete."""
+        self.read_only = read_only
+        """Opened with ``read_only=True``: changes are refused, and other writers are not."""
         self._state = state
         self._writer = writer
         self._store = store
@@ -732,6 +736,12 @@ class Session:
 
     def _commit(self, writes: Sequence[Write], message: AgentMessage | None = None) -> None:
         self._check_open()
+        if self.read_only:
+            msg = (
+                f"session {self.id} was opened read-only; open it with read_only=False "
+                "(no other writer may hold it) to change it"
+            )
+            raise SessionError(msg)
         ts = _now_ms()
         committed: list[Write] = []
         seq = self._state.next_seq
@@ -1031,9 +1041,13 @@ class SessionStore(Protocol):
         process's), open for writing."""
         ...
 
-    async def open(self, session_id: str) -> Session:
+    async def open(self, session_id: str, *, read_only: bool = False) -> Session:
         """Open a stored session for writing (raise :class:`SessionNotFoundError`, or
-        :class:`SessionLockedError` if it is open elsewhere)."""
+        :class:`SessionLockedError` if it is open elsewhere).
+
+        With ``read_only=True``: a snapshot of what was flushed, which refuses changes and
+        takes no lock (it opens even while another process writes the session).
+        """
         ...
 
     async def list(self, *, cwd: str | os.PathLike[str] | None = None) -> list[SessionInfo]:
@@ -1053,6 +1067,20 @@ class SessionStore(Protocol):
 def resolve_cwd(cwd: str | os.PathLike[str] | None) -> str:
     """An absolute working directory (the process's when ``None``)."""
     return os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())
+
+
+@final
+class ReadOnlyWriter:
+    """The writer of a session opened read-only: nothing to write, nothing to release."""
+
+    __slots__ = ()
+
+    async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
+        msg = f"session {session.id} was opened read-only"  # pragma: no cover - refused earlier
+        raise SessionError(msg)  # pragma: no cover
+
+    async def close(self) -> None:
+        await trio.lowlevel.checkpoint()
 
 
 @final
@@ -1132,13 +1160,24 @@ class InMemorySessionStore:
             store=self,
         )
 
-    async def open(self, session_id: str) -> Session:
+    async def open(self, session_id: str, *, read_only: bool = False) -> Session:
         """See :meth:`SessionStore.open`."""
         await trio.lowlevel.checkpoint()
         record = self._records.get(session_id)
         if record is None:
             msg = f"no session {session_id!r} in this store"
             raise SessionNotFoundError(msg)
+        if read_only:
+            return Session(
+                session_id=session_id,
+                cwd=record.cwd,
+                created_at=record.created_at,
+                parent_session_id=record.parent_session_id,
+                state=_replay(copy.deepcopy(record.transactions)),
+                writer=ReadOnlyWriter(),
+                store=self,
+                read_only=True,
+            )
         if session_id in self._open:
             msg = f"session {session_id} is already open for writing; close it first"
             raise SessionLockedError(msg)

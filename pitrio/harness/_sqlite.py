@@ -27,6 +27,7 @@ import trio
 
 from ._jsonl import open_locked
 from ._session import (
+    ReadOnlyWriter,
     Session,
     SessionExistsError,
     SessionInfo,
@@ -314,11 +315,11 @@ class SqliteSessionStore:
                 raise
             conn.execute("COMMIT")
 
-    async def open(self, session_id: str) -> Session:
+    async def open(self, session_id: str, *, read_only: bool = False) -> Session:
         """See :meth:`SessionStore.open`."""
-        return await trio.to_thread.run_sync(self._open_sync, session_id)
+        return await trio.to_thread.run_sync(self._open_sync, session_id, read_only)
 
-    def _open_sync(self, sid: str) -> Session:
+    def _open_sync(self, sid: str, read_only: bool = False) -> Session:
         with self._lock:
             row = (
                 self._connect()
@@ -331,6 +332,17 @@ class SqliteSessionStore:
         if row is None:
             msg = f"no session {sid!r} in {self.path}"
             raise SessionNotFoundError(msg)
+        if read_only:
+            return Session(
+                session_id=sid,
+                cwd=row[0],
+                created_at=row[1],
+                parent_session_id=row[2],
+                state=self._load(sid),
+                writer=ReadOnlyWriter(),
+                store=self,
+                read_only=True,
+            )
         fd, lock_path = self._lock_session(sid)
         try:
             state = self._load(sid)

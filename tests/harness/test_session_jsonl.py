@@ -335,3 +335,18 @@ async def test_v3_records_without_a_time_still_load(tmp_path: Path) -> None:
     assert [e.timestamp for e in session.entries] == [0, 0]
     assert [m.role for m in session.build_context().messages] == ["user", "assistant"]
     await session.close()
+
+
+async def test_a_read_only_open_leaves_a_torn_file_alone(tmp_path: Path) -> None:
+    path, store, session = await _write_sample(tmp_path)
+    full = path.read_bytes()
+    path.write_bytes(full[:-5])
+    with pytest.warns(SessionRecoveredWarning):
+        reader = await store.open(path, read_only=True)
+    assert reader.recovered is not None
+    await reader.close()
+    assert path.read_bytes() == full[:-5]  # only a writer repairs the file
+    with pytest.warns(SessionRecoveredWarning):
+        writer = await store.open(session.id)
+    await writer.close()
+    assert path.read_bytes() == full[: full[:-5].rfind(b"\n") + 1]

@@ -40,6 +40,7 @@ from pitrio.harness import (
     ModelRef,
     Session,
     SessionClosedError,
+    SessionError,
     SessionExistsError,
     SessionLockedError,
     SessionNotFoundError,
@@ -470,4 +471,31 @@ async def test_concurrent_appends_and_flushes_in_one_session(open_store: StoreFa
     got = [c for _, c in texts(again)]
     assert sorted(got) == sorted([f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)])
     assert [e.id for e in again.entries] == [e.id for e in session.entries]
+    await again.close()
+
+
+async def test_a_read_only_open_sees_what_was_flushed_and_changes_nothing(
+    open_store: StoreFactory,
+) -> None:
+    store = open_store()
+    writer = await store.create()
+    first = await writer.append_message(user("flushed"))
+    await writer.flush()
+    await writer.append_message(user("not yet"))
+
+    reader = await open_store().open(writer.id, read_only=True)  # no lock needed
+    assert reader.read_only
+    assert [e.id for e in reader.entries] == [first]
+    with pytest.raises(SessionError, match="read-only"):
+        await reader.append_message(user("refused"))
+    with pytest.raises(SessionError, match="read-only"):
+        await reader.set_leaf(None)
+    await reader.close()
+    # The reader held nothing: the writer still owns the session, and goes on.
+    with pytest.raises(SessionLockedError):
+        await open_store().open(writer.id)
+    await writer.append_message(user("later"))
+    await writer.close()
+    again = await open_store().open(writer.id, read_only=True)
+    assert texts(again) == [("user", "flushed"), ("user", "not yet"), ("user", "later")]
     await again.close()
