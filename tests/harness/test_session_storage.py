@@ -499,3 +499,35 @@ async def test_a_read_only_open_sees_what_was_flushed_and_changes_nothing(
     again = await open_store().open(writer.id, read_only=True)
     assert texts(again) == [("user", "flushed"), ("user", "not yet"), ("user", "later")]
     await again.close()
+
+
+async def test_every_async_session_method_checkpoints(open_store: StoreFactory) -> None:
+    from trio.testing import assert_checkpoints
+
+    store = open_store()
+    with assert_checkpoints():
+        session = await store.create()
+    with assert_checkpoints():
+        first = await session.append_message(user("q"))
+    with assert_checkpoints():
+        await session.append_custom("c", {"x": 1})
+    with assert_checkpoints():
+        await session.append_label(first, "l")
+    with assert_checkpoints():
+        await session.append_model_change("p", "m")
+    with assert_checkpoints():
+        await session.append_thinking_level_change("low")
+    with assert_checkpoints():
+        await session.set_name("n")
+    with assert_checkpoints():
+        await session.set_leaf(first)
+    with assert_checkpoints():
+        await session.flush()
+    with assert_checkpoints():
+        await session.flush()  # nothing pending: still a checkpoint
+    with assert_checkpoints():
+        await session.close()
+    with assert_checkpoints():
+        await session.close()  # closed already
+    with assert_checkpoints():
+        await store.list()
