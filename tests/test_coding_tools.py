@@ -406,3 +406,77 @@ async def test_abort_kills_the_running_command(ws: Workspace) -> None:
     assert events[-1].type == "agent_end"
     assert agent.state.messages[-1].stop_reason == "aborted"
     assert await _wait_dead(pid)
+
+
+# -- confinement: every path-taking tool, every escape ---------------------------------
+
+SECRET = "the secret outside the root\n"
+ESCAPES = ["dotdot", "absolute", "symlinked-dir", "symlinked-file"]
+FILE_CALLS: dict[str, dict[str, Any]] = {
+    "read": {},
+    "write": {"content": "overwritten\n"},
+    "edit": {"oldText": "secret", "newText": "EDITED"},
+    "grep": {"pattern": "secret"},
+    "ls": {},
+}
+
+
+@pytest.fixture
+def jail(tmp_path: Path) -> tuple[Workspace, Path]:
+    """A workspace ``root`` next to a directory ``outside`` holding ``secret.txt``,
+    with a symlinked directory and a symlinked file inside the root pointing there."""
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text(SECRET)
+    (root / "linkdir").symlink_to(outside, target_is_directory=True)
+    (root / "linkfile").symlink_to(outside / "secret.txt")
+    (root / "inside.txt").write_text("inside\n")
+    return Workspace(root), outside
+
+
+def escape_path(escape: str, outside: Path, *, directory: bool) -> str:
+    target = "" if directory else "/secret.txt"
+    if escape == "dotdot":
+        return "../outside" + target
+    if escape == "absolute":
+        return str(outside) + target
+    if escape == "symlinked-dir":
+        return "linkdir" + target
+    return "linkfile"  # a symlinked file (for ls: still leads outside)
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+@pytest.mark.parametrize("tool", sorted(FILE_CALLS))
+async def test_every_path_tool_refuses_every_escape(
+    jail: tuple[Workspace, Path], tool: str, escape: str
+) -> None:
+    """read, write, edit, ls and grep refuse ``..``, absolute paths, a symlinked
+    directory and a symlinked file that lead outside, and the outside is unchanged."""
+    ws, outside = jail
+    before = sorted(p.name for p in outside.iterdir())
+    path = escape_path(escape, outside, directory=tool == "ls")
+    with pytest.raises(CodingToolError, match=r"is outside the working directory"):
+        await call(ws, tool, path=path, **FILE_CALLS[tool])
+    assert (outside / "secret.txt").read_text() == SECRET
+    assert sorted(p.name for p in outside.iterdir()) == before
+
+
+async def test_grep_over_the_root_skips_files_symlinked_out_of_it(
+    jail: tuple[Workspace, Path],
+) -> None:
+    """Searching the whole root does not follow a symlinked file (or directory) out of
+    it: only the file inside matches."""
+    ws, _ = jail
+    (ws.root / "inside.txt").write_text("a secret kept inside\n")
+    text = await run_text(ws, "grep", pattern="secret")
+    assert text == "inside.txt:1: a secret kept inside"
+
+
+async def test_symlinks_that_stay_inside_the_root_work(ws: Workspace) -> None:
+    """Confinement is about where a path lands: an inner symlink is followed."""
+    (ws.root / "real.txt").write_text("real\n")
+    (ws.root / "alias.txt").symlink_to(ws.root / "real.txt")
+    assert await run_text(ws, "read", path="alias.txt") == "real\n"
+    assert await run_text(ws, "grep", pattern="real", path="alias.txt") == "real.txt:1: real"

@@ -369,6 +369,7 @@ class Workspace:
             raise CodingToolError(msg) from None
         search = partial(
             _grep_files,
+            self.root,
             full,
             path,
             regex,
@@ -675,6 +676,7 @@ def _list_dir(full: Path, path: str, limit: int) -> str:
 
 
 def _grep_files(
+    root: Path,
     full: Path,
     path: str,
     regex: re.Pattern[str],
@@ -695,8 +697,13 @@ def _grep_files(
     matches = 0
     for file, shown in files:
         trio.from_thread.check_cancelled()
+        # A symlinked file inside the directory may point outside it: resolve each file
+        # before reading, and skip what lands outside the root.
+        real = Path(os.path.realpath(file))
+        if real != root and not real.is_relative_to(root):
+            continue
         try:
-            data = file.read_bytes()
+            data = real.read_bytes()
         except OSError:
             continue
         if b"\0" in data[:8192]:
