@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Any, Final, final
 
 import attrs
@@ -500,24 +501,30 @@ def _read_exchanges(path: str | os.PathLike[str]) -> list[_Exchange]:
     return [by_index[i] for i in expected]
 
 
-def _first_difference(recorded: Any, actual: Any, path: str = "$") -> tuple[str, Any, Any] | None:
-    if recorded == actual:
+def _first_difference(
+    recorded: Any, actual: Any, ignore: frozenset[str], path: str = "$"
+) -> tuple[str, Any, Any] | None:
+    if recorded == actual or path in ignore:
         return None
     if isinstance(recorded, dict) and isinstance(actual, dict):
         for key in sorted(recorded.keys() | actual.keys()):
             child = f"{path}.{key}" if key.isidentifier() else f"{path}[{json.dumps(key)}]"
+            if child in ignore:
+                continue
             if key not in recorded or key not in actual:
                 return child, recorded.get(key), actual.get(key)
-            found = _first_difference(recorded[key], actual[key], child)
+            found = _first_difference(recorded[key], actual[key], ignore, child)
             if found is not None:
                 return found
+        return None
     if isinstance(recorded, list) and isinstance(actual, list):
         for index, (a, b) in enumerate(zip(recorded, actual, strict=False)):
-            found = _first_difference(a, b, f"{path}[{index}]")
+            found = _first_difference(a, b, ignore, f"{path}[{index}]")
             if found is not None:
                 return found
         if len(recorded) != len(actual):
             return f"{path}.length", len(recorded), len(actual)
+        return None
     return path, recorded, actual
 
 
@@ -530,15 +537,24 @@ class ReplayStreamFn:
     default) each request must equal the recorded one, else the call raises
     :class:`ReplayMismatchError` naming the request and the first JSON path where the
     two differ (an Agent turns it into an error message ending the run). A request
-    beyond the recording raises :class:`ReplayMismatchError` too.
+    beyond the recording raises :class:`ReplayMismatchError` too. ``ignore`` names
+    JSON paths left out of the comparison, e.g. ``{"$.systemPrompt"}`` when the system
+    prompt carries the current date, or ``{"$.options.metadata"}``.
 
     The file is read when the object is made; :class:`ReplayFileError` says what is
     wrong with a missing, empty, torn or foreign file.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, strict: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        strict: bool = True,
+        ignore: Iterable[str] = (),
+    ) -> None:
         self.path = path
         self.strict = strict
+        self.ignore = frozenset(ignore)
         self._exchanges = _read_exchanges(path)
         self._next = 0
 
@@ -557,7 +573,8 @@ class ReplayStreamFn:
             )
         exchange = self._exchanges[index]
         if self.strict:
-            found = _first_difference(exchange.request, request_to_wire(model, context, options))
+            actual = request_to_wire(model, context, options)
+            found = _first_difference(exchange.request, actual, self.ignore)
             if found is not None:
                 raise ReplayMismatchError(index, *found)
         self._next += 1

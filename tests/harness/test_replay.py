@@ -373,3 +373,16 @@ def test_partials_survive_the_file_format(partials: list[AssistantMessage]) -> N
     ]
     records = json.loads(json.dumps(_encode_events(events)))
     assert _decode_events(records) == events
+
+
+async def test_ignored_paths_are_not_compared(tmp_path: Path, autojump_clock: Clock) -> None:
+    path = tmp_path / "run.jsonl"
+    await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+    events = await _run(
+        _agent(ReplayStreamFn(path, ignore={"$.systemPrompt"}), "Today is another day."),
+        "compare a and b",
+    )
+    assert events[-1]["messages"][-1]["content"][0]["text"].startswith("Both files")
+    replay = ReplayStreamFn(path, ignore={"$.messages[0].content"})
+    with pytest.raises(ReplayMismatchError, match=r"at \$\.systemPrompt"):
+        replay(MODEL, _context("changed", "other words"), StreamOptions(temperature=0.5))
