@@ -16,7 +16,7 @@ active before it returns its promise)::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Literal, TypeAlias, assert_never, final
 
 import attrs
 import trio
@@ -25,9 +25,15 @@ from ._errors import AgentBusyError, UsageError
 from ._events import (
     AgentEnd,
     AgentEvent,
+    AgentStart,
     MessageEnd,
     MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
     TurnEnd,
+    TurnStart,
 )
 from ._loop import _resolve_stream_fn, run_agent_loop, run_agent_loop_continue
 from ._loop_config import (
@@ -527,22 +533,31 @@ class Agent:
         its first ``await``.
         """
         state = self.state
-        kind = event.type
-        if kind == "message_update" or kind == "message_start":
-            state.streaming_message = event.message  # type: ignore[union-attr]
-        elif kind == "message_end":
+        # Dispatch on the exact class (the event classes are final), most frequent
+        # first: this runs for every event, and a failed isinstance() or a class-pattern
+        # match costs several times more. It ends in assert_never, so a new event type
+        # fails mypy here until it is handled.
+        if type(event) is MessageUpdate or type(event) is MessageStart:
+            state.streaming_message = event.message
+        elif type(event) is ToolExecutionUpdate or type(event) is TurnStart:
+            pass
+        elif type(event) is MessageEnd:
             state.streaming_message = None
-            state._messages.append(event.message)  # type: ignore[union-attr]
-        elif kind == "tool_execution_start":
-            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
-        elif kind == "tool_execution_end":
-            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}  # type: ignore[union-attr]
-        elif kind == "turn_end":
-            message = event.message  # type: ignore[union-attr]
-            if message.role == "assistant" and message.error_message:
+            state._messages.append(event.message)
+        elif type(event) is ToolExecutionStart:
+            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}
+        elif type(event) is ToolExecutionEnd:
+            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}
+        elif type(event) is TurnEnd:
+            message = event.message
+            if isinstance(message, AssistantMessage) and message.error_message:
                 state.error_message = message.error_message
-        elif kind == "agent_end":
+        elif type(event) is AgentEnd:
             state.streaming_message = None
+        elif type(event) is AgentStart:
+            pass
+        else:
+            assert_never(event)
         run = self._run
         if run is None:
             msg = "Agent listener invoked outside active run"

@@ -418,14 +418,15 @@ async def _consume(
     msgs = context.messages
     added_partial = False
     async for event in response:
-        # isinstance() narrowing, not match: this runs for every streamed delta, and
-        # a class-pattern match costs ~4% of a turn. Exhaustive all the same: what is
-        # neither a start nor a terminal event must be an UpdateEvent (mypy checks).
-        if isinstance(event, StartEvent):
+        # Dispatch on the exact class (the event classes are final), not match or
+        # isinstance(): this runs for every streamed delta, where either costs ~4% of a
+        # turn. Still checked by mypy: what is neither a start nor a terminal event must
+        # be an UpdateEvent.
+        if type(event) is StartEvent:
             msgs.append(event.partial)
             added_partial = True
             await emit(MessageStart(message=event.partial))
-        elif isinstance(event, (DoneEvent, ErrorEvent)):
+        elif type(event) is DoneEvent or type(event) is ErrorEvent:
             break  # the terminal event carries the final message: the stream's result
         elif added_partial:
             partial = event.partial
