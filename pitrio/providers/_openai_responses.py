@@ -810,6 +810,8 @@ class _Slot:
     kind: SlotKind
     index: int
     partial_json: str = ""
+    item_id: str | None = None
+    index_key: Any = None
 
 
 @final
@@ -817,8 +819,11 @@ class ResponsesEventProcessor:
     """Applies Responses stream events to a :class:`PartialMessage` and pushes the
     provider events (pi-ai's ``processResponsesStream``, one event at a time).
 
-    Output items are tracked by ``output_index``; events for an index without an open
-    item of the right kind are ignored, as are event types pi-ai does not handle.
+    Output items are tracked by their ``item_id`` (pi-ai uses ``output_index``, which
+    some servers leave out); an event without ``item_id`` is matched by
+    ``output_index``, and one whose ``output_index`` several open items share is an
+    error naming the event. Events for no open item, or an item of another kind, are
+    ignored, as are event types pi-ai does not handle.
 
     Args:
         output: the message being built.
@@ -828,12 +833,13 @@ class ResponsesEventProcessor:
     """
 
     __slots__ = (
+        "_by_id",
+        "_by_index",
         "_model",
         "_output",
         "_push",
         "_reasoning_by_id",
         "_service_tier",
-        "_slots",
         "saw_terminal",
     )
 
@@ -849,7 +855,10 @@ class ResponsesEventProcessor:
         self._push = push
         self._model = model
         self._service_tier = service_tier
-        self._slots: dict[Any, _Slot] = {}
+        # Open output items by item id, and by output index (several when a server
+        # leaves the index out).
+        self._by_id: dict[str, _Slot] = {}
+        self._by_index: dict[Any, list[_Slot]] = {}
         self._reasoning_by_id: dict[Any, int] = {}
         self.saw_terminal = False
         """Whether ``response.completed``, ``.incomplete`` or ``.failed`` arrived."""
@@ -875,11 +884,11 @@ class ResponsesEventProcessor:
         elif kind == "response.output_item.added":
             item = event.get("item")
             if isinstance(item, dict):
-                self._create_slot(event.get("output_index"), item)
+                self._create_slot(event, item)
         elif kind == "response.output_item.done":
             item = event.get("item")
             if isinstance(item, dict):
-                self._item_done(event.get("output_index"), item)
+                self._item_done(event, item)
         elif kind == "response.function_call_arguments.done":
             self._arguments_done(event)
         elif kind == "response.created":
@@ -909,22 +918,58 @@ class ResponsesEventProcessor:
 
     # -- items ------------------------------------------------------------------------
 
+    def _find(self, event: Mapping[str, Any], item_id: Any) -> _Slot | None:
+        if isinstance(item_id, str) and item_id:
+            slot = self._by_id.get(item_id)
+            if slot is not None:
+                return slot
+        # No open item with that id: pi-ai's match by output_index.
+        at_index = self._by_index.get(_slot_key(event.get("output_index")))
+        if not at_index:
+            return None
+        if len(at_index) > 1:
+            msg = (
+                f"OpenAI Responses: cannot tell which output item the "
+                f"{_js_string(event.get('type'))} event belongs to: it names no open item "
+                f"(item_id {_js_string(event.get('item_id', _UNDEFINED))}) and "
+                f"{len(at_index)} open items share its output_index "
+                f"({_js_string(event.get('output_index', _UNDEFINED))})"
+            )
+            raise ProviderFailure(msg)
+        return at_index[0]
+
     def _slot(self, event: Mapping[str, Any], kind: SlotKind) -> _Slot | None:
-        slot = self._slots.get(_slot_key(event.get("output_index")))
+        slot = self._find(event, event.get("item_id"))
         return slot if slot is not None and slot.kind == kind else None
 
-    def _create_slot(self, output_index: Any, item: Mapping[str, Any]) -> _Slot | None:
+    def _open(self, slot: _Slot, event: Mapping[str, Any], item: Mapping[str, Any]) -> None:
+        item_id = item.get("id")
+        if isinstance(item_id, str) and item_id:
+            slot.item_id = item_id
+            self._by_id[item_id] = slot
+        slot.index_key = _slot_key(event.get("output_index"))
+        self._by_index.setdefault(slot.index_key, []).append(slot)
+
+    def _close(self, slot: _Slot) -> None:
+        if slot.item_id is not None and self._by_id.get(slot.item_id) is slot:
+            del self._by_id[slot.item_id]
+        at_index = self._by_index[slot.index_key]
+        at_index.remove(slot)
+        if not at_index:
+            del self._by_index[slot.index_key]
+
+    def _create_slot(self, event: Mapping[str, Any], item: Mapping[str, Any]) -> _Slot | None:
         output = self._output
         item_type = item.get("type")
         if item_type == "reasoning":
             slot = _Slot("thinking", output.add_block(ThinkingContent(thinking="")))
-            self._slots[_slot_key(output_index)] = slot
+            self._open(slot, event, item)
             self._push(ThinkingStartEvent(content_index=slot.index, partial=output.snapshot()))
             return slot
         if item_type == "message":
             self._apply_phase(item)
             slot = _Slot("text", output.add_block(TextContent(text="")))
-            self._slots[_slot_key(output_index)] = slot
+            self._open(slot, event, item)
             self._push(TextStartEvent(content_index=slot.index, partial=output.snapshot()))
             return slot
         if item_type == "function_call":
@@ -944,7 +989,7 @@ class ResponsesEventProcessor:
                 output.add_block(block),
                 _js_string(initial) if js_truthy(initial) else "",
             )
-            self._slots[_slot_key(output_index)] = slot
+            self._open(slot, event, item)
             self._push(ToolCallStartEvent(content_index=slot.index, partial=output.snapshot()))
             return slot
         # custom_tool_call answers grammar tools, which pitrio never offers.
@@ -955,10 +1000,12 @@ class ResponsesEventProcessor:
         if item.get("type") == "message" and item.get("phase") == "final_answer":
             self._output.stop_reason = "stop"
 
-    def _item_done(self, output_index: Any, item: Mapping[str, Any]) -> None:
+    def _item_done(self, event: Mapping[str, Any], item: Mapping[str, Any]) -> None:
         self._apply_phase(item)
-        key = _slot_key(output_index)
-        slot = self._slots.get(key) or self._create_slot(output_index, item)
+        item_id = event.get("item_id")
+        if not (isinstance(item_id, str) and item_id):
+            item_id = item.get("id")
+        slot = self._find(event, item_id) or self._create_slot(event, item)
         if slot is None:
             return
         output = self._output
@@ -1010,7 +1057,7 @@ class ResponsesEventProcessor:
             )
         else:
             return
-        del self._slots[key]
+        self._close(slot)
 
     # -- deltas -----------------------------------------------------------------------
 

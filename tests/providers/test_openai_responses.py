@@ -717,6 +717,57 @@ async def test_stream_errors_are_data() -> None:
     assert message.error_message == "OpenAI Responses stream ended before a terminal response event"
 
 
+def _call(item_id: str, call_id: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {"id": item_id, "type": "function_call", "call_id": call_id, "name": name, **extra}
+
+
+async def test_items_are_matched_by_item_id_when_output_index_is_missing() -> None:
+    """Servers such as llama.cpp leave out ``output_index``: two parallel function calls
+    with interleaved deltas still get their own arguments (keyed by ``item_id``)."""
+    body = sse(
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress"}},
+        {"type": "response.output_item.added", "item": _call("fc_a", "call_a", "read")},
+        {"type": "response.output_item.added", "item": _call("fc_b", "call_b", "read")},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_a", "delta": '{"path"'},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_b", "delta": '{"path"'},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_a", "delta": ':"a"}'},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_b", "delta": ':"b"}'},
+        {
+            "type": "response.output_item.done",
+            "item": _call("fc_a", "call_a", "read", arguments='{"path":"a"}'),
+        },
+        {
+            "type": "response.output_item.done",
+            "item": _call("fc_b", "call_b", "read", arguments='{"path":"b"}'),
+        },
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    )
+    events, message = await run(Server([ok(body)]), GPT, hi(), options())
+    assert message.stop_reason == "toolUse", message.error_message
+    calls = [block for block in message.content if isinstance(block, ToolCall)]
+    assert [(c.id, c.arguments) for c in calls] == [
+        ("call_a|fc_a", {"path": "a"}),
+        ("call_b|fc_b", {"path": "b"}),
+    ]
+    assert [e.type for e in events].count("toolcall_end") == 2
+
+
+async def test_an_event_that_matches_several_open_items_is_an_error() -> None:
+    """No ``item_id`` and an ``output_index`` shared by two open items: pitrio cannot
+    tell where the delta goes and says so, naming the event."""
+    body = sse(
+        {"type": "response.output_item.added", "item": _call("fc_a", "call_a", "read")},
+        {"type": "response.output_item.added", "item": _call("fc_b", "call_b", "read")},
+        {"type": "response.function_call_arguments.delta", "delta": "{}"},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+    )
+    _, message = await run(Server([ok(body)]), GPT, hi(), options())
+    assert message.stop_reason == "error"
+    assert message.error_message is not None
+    assert "response.function_call_arguments.delta" in message.error_message
+    assert "2 open items" in message.error_message
+
+
 async def test_on_payload_and_on_response_hooks() -> None:
     seen: list[Any] = []
 
