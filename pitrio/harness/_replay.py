@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any, Final, final
 
 import attrs
@@ -373,24 +373,57 @@ class RecordingStreamFn:
 
     def __call__(
         self, model: Model, context: Context, options: StreamOptions
-    ) -> AssistantMessageEventStream:
+    ) -> AssistantMessageEventStream | Awaitable[AssistantMessageEventStream]:
         index = self.requests
         self.requests += 1
-        request = request_to_wire(model, context, options)
+        record: dict[str, Any] = {
+            "kind": "exchange",
+            "index": index,
+            "request": request_to_wire(model, context, options),
+        }
         template = AssistantMessage(
             api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
         )
+        # ``inner`` is called now, as the caller would have called it: a stream function
+        # that raises still raises (after the exchange is written), and an async one is
+        # awaited by the caller.
+        try:
+            returned = self.inner(model, context, options)
+        except Exception as exc:
+            return self._raise(record, exc)
+        if isinstance(returned, EventStream):
+            return self._relay(returned, record, template)
+        return self._await(returned, record, template)
 
+    async def _raise(self, record: dict[str, Any], exc: Exception) -> AssistantMessageEventStream:
+        record["raised"] = str(exc) or exc.__class__.__name__
+        record["events"] = []
+        record["interrupted"] = False
+        with trio.CancelScope(shield=True):
+            await self._write(record)
+        raise exc
+
+    async def _await(
+        self,
+        returned: Awaitable[EventStream[Any, AssistantMessage]],
+        record: dict[str, Any],
+        template: AssistantMessage,
+    ) -> AssistantMessageEventStream:
+        try:
+            inner = await returned
+        except Exception as exc:
+            return await self._raise(record, exc)
+        return self._relay(inner, record, template)
+
+    def _relay(
+        self,
+        inner: EventStream[Any, AssistantMessage],
+        record: dict[str, Any],
+        template: AssistantMessage,
+    ) -> AssistantMessageEventStream:
         async def produce(stream: AssistantMessageEventStream) -> None:
             events: list[Any] = []
-            record: dict[str, Any] = {"kind": "exchange", "index": index, "request": request}
             try:
-                try:
-                    returned = self.inner(model, context, options)
-                    inner = returned if isinstance(returned, EventStream) else await returned
-                except Exception as exc:
-                    record["raised"] = str(exc) or exc.__class__.__name__
-                    raise
                 if inner.has_producer:
                     async with inner:
                         await _relay(inner, stream, events)
@@ -398,7 +431,7 @@ class RecordingStreamFn:
                     await _relay(inner, stream, events)
             finally:
                 record["events"] = _encode_events(events)
-                record["interrupted"] = not stream.done and "raised" not in record
+                record["interrupted"] = not stream.done
                 with trio.CancelScope(shield=True):
                     await self._write(record)
 

@@ -225,17 +225,34 @@ async def test_an_aborted_request_replays_until_the_replay_is_aborted(
 async def test_a_stream_function_that_raised_raises_again(
     tmp_path: Path, autojump_clock: Clock
 ) -> None:
+    """Recording is transparent: a stream function that raises (at once, or when
+    awaited) ends the run exactly as without the recorder, and so does its replay."""
     path = tmp_path / "run.jsonl"
 
     def broken(model: Model, context: Any, options: StreamOptions) -> Any:
         raise ConnectionError("no route to host")
 
-    agent = _agent(RecordingStreamFn(broken, path))
-    await agent.prompt("hi")
-    assert agent.state.messages[-1].error_message == "no route to host"
-    agent = _agent(ReplayStreamFn(path))
-    await agent.prompt("hi")
-    assert agent.state.messages[-1].error_message == "no route to host"
+    async def broken_async(model: Model, context: Any, options: StreamOptions) -> Any:
+        await trio.sleep(1)
+        raise ConnectionError("no route to host")
+
+    for stream_fn in (broken, broken_async):
+        plain = await _run(_agent(stream_fn), "hi")
+        assert plain[-1]["messages"][-1]["errorMessage"] == "no route to host"
+        assert await _run(_agent(RecordingStreamFn(stream_fn, path)), "hi") == plain
+        assert await _run(_agent(ReplayStreamFn(path)), "hi") == plain
+
+
+async def test_an_async_stream_function_is_recorded(tmp_path: Path, autojump_clock: Clock) -> None:
+    path = tmp_path / "run.jsonl"
+    scripted = ScriptedModel(_script())
+
+    async def slow_to_connect(model: Model, context: Any, options: StreamOptions) -> Any:
+        await trio.sleep(2)
+        return scripted(model, context, options)
+
+    recorded = await _run(_agent(RecordingStreamFn(slow_to_connect, path)), "compare a and b")
+    assert await _run(_agent(ReplayStreamFn(path)), "compare a and b") == recorded
 
 
 def test_bad_files_give_clear_errors(tmp_path: Path) -> None:
