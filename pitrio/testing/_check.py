@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import assert_never
 
-from .._events import AgentEnd, AgentEvent, MessageEnd, MessageStart, TurnEnd
+from .._events import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    TurnStart,
+)
 from .._messages import AssistantMessage, ToolCall, ToolResultMessage
 
 __all__ = ["check_trace"]
@@ -28,7 +41,9 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
     """
     problems = _check(events, cut=False)
     if problems and _is_failure_tail(events[-4:]):
-        failure = events[-1].messages[0]  # type: ignore[union-attr]  # an AgentEnd
+        agent_end = events[-1]
+        assert isinstance(agent_end, AgentEnd)  # checked by _is_failure_tail
+        failure = agent_end.messages[0]
         prefix = events[:-4]
         if not any(getattr(e, "message", None) is failure for e in prefix) and not _check(
             prefix, cut=True
@@ -87,78 +102,78 @@ def _check(events: Sequence[AgentEvent], *, cut: bool) -> list[str]:
         where = f"event {i} ({kind})"
         if kind not in ("agent_start", "agent_end", "turn_start") and not in_turn:
             problems.append(f"{where}: outside a turn")
-        if kind == "turn_start":
-            if in_turn:
-                problems.append(f"{where}: turn_start inside an open turn")
-            in_turn = True
-            assistant, results_seen = None, []
-        elif kind == "turn_end":
-            if open_message is not None:
-                problems.append(f"{where}: turn_end while a message is open")
-            in_turn = False
-            message = event.message  # type: ignore[union-attr]  # a TurnEnd
-            tool_results = event.tool_results  # type: ignore[union-attr]  # a TurnEnd
-            ids = [r.tool_call_id for r in tool_results]
-            if ids != results_seen:
-                problems.append(
-                    f"{where}: tool_results {ids} differ from the result messages {results_seen}"
-                )
-            if isinstance(message, AssistantMessage):
-                order = [b.id for b in message.content if isinstance(b, ToolCall)]
-                positions = [order.index(x) for x in ids if x in order]
-                if positions != sorted(positions):
-                    problems.append(f"{where}: tool results {ids} not in source order {order}")
-        elif kind == "message_start":
-            if open_message is not None:
-                problems.append(f"{where}: message_start inside an open message")
-            open_message = event.message  # type: ignore[union-attr]  # a MessageStart
-        elif kind == "message_update":
-            if open_message is None or getattr(open_message, "role", None) != "assistant":
-                problems.append(f"{where}: message_update outside an assistant message")
-        elif kind == "message_end":
-            if open_message is None:
-                problems.append(f"{where}: message_end without message_start")
-            message = event.message  # type: ignore[union-attr]  # a MessageEnd
-            open_message = None
-            ended_messages.append(message)
-            if isinstance(message, AssistantMessage):
-                assistant = message
-            elif isinstance(message, ToolResultMessage):
-                if message.tool_call_id not in ended:
+        match event:
+            case AgentStart():
+                pass
+            case TurnStart():
+                if in_turn:
+                    problems.append(f"{where}: turn_start inside an open turn")
+                in_turn = True
+                assistant, results_seen = None, []
+            case TurnEnd(message=message, tool_results=tool_results):
+                if open_message is not None:
+                    problems.append(f"{where}: turn_end while a message is open")
+                in_turn = False
+                ids = [r.tool_call_id for r in tool_results]
+                if ids != results_seen:
                     problems.append(
-                        f"{where}: result message for {message.tool_call_id!r} "
-                        "before its tool_execution_end"
+                        f"{where}: tool_results {ids} differ from the result messages "
+                        f"{results_seen}"
                     )
-                results_seen.append(message.tool_call_id)
-        elif kind == "tool_execution_start":
-            call_id = event.tool_call_id  # type: ignore[union-attr]  # a ToolExecutionStart
-            if call_id in started:
-                problems.append(f"{where}: tool call {call_id!r} started twice")
-            started[call_id] = i
-            if assistant is None or call_id not in {
-                b.id for b in assistant.content if isinstance(b, ToolCall)
-            }:
-                problems.append(
-                    f"{where}: tool call {call_id!r} is not in the turn's assistant message"
-                )
-        elif kind == "tool_execution_update":
-            call_id = event.tool_call_id  # type: ignore[union-attr]  # a ToolExecutionUpdate
-            if call_id not in started or call_id in ended:
-                problems.append(f"{where}: update for {call_id!r} outside its execution")
-        elif kind == "tool_execution_end":
-            call_id = event.tool_call_id  # type: ignore[union-attr]  # a ToolExecutionEnd
-            if call_id not in started:
-                problems.append(f"{where}: tool call {call_id!r} ended without starting")
-            if call_id in ended:
-                problems.append(f"{where}: tool call {call_id!r} ended twice")
-            ended.add(call_id)
-        elif kind == "agent_end":
-            if in_turn:
-                problems.append(f"{where}: agent_end inside an open turn")
-            if list(event.messages) != ended_messages:  # type: ignore[union-attr]  # an AgentEnd
-                problems.append(
-                    f"{where}: agent_end.messages differ from the messages ended in the run"
-                )
+                if isinstance(message, AssistantMessage):
+                    order = [b.id for b in message.content if isinstance(b, ToolCall)]
+                    positions = [order.index(x) for x in ids if x in order]
+                    if positions != sorted(positions):
+                        problems.append(f"{where}: tool results {ids} not in source order {order}")
+            case MessageStart():
+                if open_message is not None:
+                    problems.append(f"{where}: message_start inside an open message")
+                open_message = event.message
+            case MessageUpdate():
+                if open_message is None or getattr(open_message, "role", None) != "assistant":
+                    problems.append(f"{where}: message_update outside an assistant message")
+            case MessageEnd(message=message):
+                if open_message is None:
+                    problems.append(f"{where}: message_end without message_start")
+                open_message = None
+                ended_messages.append(message)
+                if isinstance(message, AssistantMessage):
+                    assistant = message
+                elif isinstance(message, ToolResultMessage):
+                    if message.tool_call_id not in ended:
+                        problems.append(
+                            f"{where}: result message for {message.tool_call_id!r} "
+                            "before its tool_execution_end"
+                        )
+                    results_seen.append(message.tool_call_id)
+            case ToolExecutionStart(tool_call_id=call_id):
+                if call_id in started:
+                    problems.append(f"{where}: tool call {call_id!r} started twice")
+                started[call_id] = i
+                if assistant is None or call_id not in {
+                    b.id for b in assistant.content if isinstance(b, ToolCall)
+                }:
+                    problems.append(
+                        f"{where}: tool call {call_id!r} is not in the turn's assistant message"
+                    )
+            case ToolExecutionUpdate(tool_call_id=call_id):
+                if call_id not in started or call_id in ended:
+                    problems.append(f"{where}: update for {call_id!r} outside its execution")
+            case ToolExecutionEnd(tool_call_id=call_id):
+                if call_id not in started:
+                    problems.append(f"{where}: tool call {call_id!r} ended without starting")
+                if call_id in ended:
+                    problems.append(f"{where}: tool call {call_id!r} ended twice")
+                ended.add(call_id)
+            case AgentEnd():
+                if in_turn:
+                    problems.append(f"{where}: agent_end inside an open turn")
+                if list(event.messages) != ended_messages:
+                    problems.append(
+                        f"{where}: agent_end.messages differ from the messages ended in the run"
+                    )
+            case _:
+                assert_never(event)
     if not cut:
         for call_id in started:
             if call_id not in ended:

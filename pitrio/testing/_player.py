@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal, assert_never, cast
 
 import attrs
 import trio
@@ -30,9 +30,14 @@ import trio.testing
 
 from .._agent import Agent
 from .._events import (
+    AgentEnd,
     AgentEvent,
+    AgentStart,
     DoneEvent,
     ErrorEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
     StartEvent,
     TextDeltaEvent,
     TextEndEvent,
@@ -43,7 +48,13 @@ from .._events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
     ToolResult,
+    TurnEnd,
+    TurnStart,
+    UpdateEvent,
 )
 from .._loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
 from .._loop_config import AgentContext, LoopConfig, NextTurn, TurnContext, error_text
@@ -121,69 +132,73 @@ def normalize_message(message: AgentMessage) -> Record:
 
 
 def _norm_tool_result(result: ToolResult) -> Record:
-    return _norm_obj(unstructure(result))  # type: ignore[no-any-return]  # a dict
+    record: Record = _norm_obj(unstructure(result))  # a ToolResult unstructures to a dict
+    return record
 
 
-def _norm_assistant_event(event: Any) -> Record:
-    out: Record = {"type": event.type}
-    index = getattr(event, "content_index", None)
-    if index is not None:
-        out["contentIndex"] = index
-    delta = getattr(event, "delta", None)
-    if delta is not None:
-        out["delta"] = delta
-    if event.type in ("text_end", "thinking_end"):
-        out["content"] = event.content
-    if event.type == "toolcall_end":
-        out["toolCall"] = unstructure(event.tool_call)
+def _norm_assistant_event(event: UpdateEvent) -> Record:
+    out: Record = {"type": event.type, "contentIndex": event.content_index}
+    match event:
+        case TextDeltaEvent() | ThinkingDeltaEvent() | ToolCallDeltaEvent():
+            out["delta"] = event.delta
+        case TextEndEvent() | ThinkingEndEvent():
+            out["content"] = event.content
+        case ToolCallEndEvent():
+            out["toolCall"] = unstructure(event.tool_call)
+        case TextStartEvent() | ThinkingStartEvent() | ToolCallStartEvent():
+            pass
+        case _:
+            assert_never(event)
     return out
 
 
 def normalize_event(event: AgentEvent) -> Record:
     """An agent event as a trace record."""
     kind = event.type
-    if kind in ("agent_start", "turn_start"):
-        return {"type": kind}
-    if kind in ("message_start", "message_end"):
-        return {"type": kind, "message": normalize_message(event.message)}  # type: ignore[union-attr]
-    if kind == "message_update":
-        return {
-            "type": kind,
-            "event": _norm_assistant_event(event.assistant_message_event),  # type: ignore[union-attr]
-            "message": normalize_message(event.message),  # type: ignore[union-attr]
-        }
-    if kind == "tool_execution_start":
-        return {
-            "type": kind,
-            "toolCallId": event.tool_call_id,  # type: ignore[union-attr]
-            "toolName": event.tool_name,  # type: ignore[union-attr]
-            "args": copy.deepcopy(event.args),  # type: ignore[union-attr]
-        }
-    if kind == "tool_execution_update":
-        return {
-            "type": kind,
-            "toolCallId": event.tool_call_id,  # type: ignore[union-attr]
-            "toolName": event.tool_name,  # type: ignore[union-attr]
-            "args": copy.deepcopy(event.args),  # type: ignore[union-attr]
-            "partialResult": _norm_tool_result(event.partial_result),  # type: ignore[union-attr]
-        }
-    if kind == "tool_execution_end":
-        return {
-            "type": kind,
-            "toolCallId": event.tool_call_id,  # type: ignore[union-attr]
-            "toolName": event.tool_name,  # type: ignore[union-attr]
-            "result": _norm_tool_result(event.result),  # type: ignore[union-attr]
-            "isError": event.is_error,  # type: ignore[union-attr]
-        }
-    if kind == "turn_end":
-        return {
-            "type": kind,
-            "message": normalize_message(event.message),  # type: ignore[union-attr]
-            "toolResults": [normalize_message(m) for m in event.tool_results],  # type: ignore[union-attr]
-        }
-    if kind == "agent_end":
-        return {"type": kind, "messages": [normalize_message(m) for m in event.messages]}  # type: ignore[union-attr]
-    return {"type": "unknown_event", "event": repr(event)}  # pragma: no cover
+    match event:
+        case AgentStart() | TurnStart():
+            return {"type": kind}
+        case MessageStart() | MessageEnd():
+            return {"type": kind, "message": normalize_message(event.message)}
+        case MessageUpdate():
+            return {
+                "type": kind,
+                "event": _norm_assistant_event(event.assistant_message_event),
+                "message": normalize_message(event.message),
+            }
+        case ToolExecutionStart():
+            return {
+                "type": kind,
+                "toolCallId": event.tool_call_id,
+                "toolName": event.tool_name,
+                "args": copy.deepcopy(event.args),
+            }
+        case ToolExecutionUpdate():
+            return {
+                "type": kind,
+                "toolCallId": event.tool_call_id,
+                "toolName": event.tool_name,
+                "args": copy.deepcopy(event.args),
+                "partialResult": _norm_tool_result(event.partial_result),
+            }
+        case ToolExecutionEnd():
+            return {
+                "type": kind,
+                "toolCallId": event.tool_call_id,
+                "toolName": event.tool_name,
+                "result": _norm_tool_result(event.result),
+                "isError": event.is_error,
+            }
+        case TurnEnd():
+            return {
+                "type": kind,
+                "message": normalize_message(event.message),
+                "toolResults": [normalize_message(m) for m in event.tool_results],
+            }
+        case AgentEnd():
+            return {"type": kind, "messages": [normalize_message(m) for m in event.messages]}
+        case _:
+            assert_never(event)
 
 
 _LEADING = ("type", "role", "op", "hook")
@@ -429,12 +444,13 @@ class Player:
     def _pick_behaviour(self, t: Record, tool_call_id: str) -> Record:
         n = self.tool_call_counts.get(t["name"], 0) + 1
         self.tool_call_counts[t["name"]] = n
-        by_id = t.get("byCallId") or {}
+        by_id: dict[str, Record] = t.get("byCallId") or {}
         if tool_call_id in by_id:
-            return by_id[tool_call_id]  # type: ignore[no-any-return]
-        calls = t.get("calls") or []
-        if n - 1 < len(calls) and calls[n - 1] is not None:  # {} is truthy in JS
-            return calls[n - 1]  # type: ignore[no-any-return]
+            return by_id[tool_call_id]
+        calls: list[Record | None] = t.get("calls") or []
+        chosen = calls[n - 1] if n - 1 < len(calls) else None
+        if chosen is not None:  # {} is truthy in JS
+            return chosen
         default: Record = t.get("default") or {}
         return default
 
@@ -1367,7 +1383,8 @@ class _ScriptedTool:
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: Any
     ) -> ToolResult:
-        return await self.execute_fn(tool_call_id, params, signal, on_update)  # type: ignore[no-any-return]
+        result: ToolResult = await self.execute_fn(tool_call_id, params, signal, on_update)
+        return result
 
 
 def _run_to_completion(coro: Coroutine[Any, Any, None]) -> None:
