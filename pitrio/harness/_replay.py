@@ -435,6 +435,11 @@ class RecordingStreamFn:
                 with trio.CancelScope(shield=True):
                     await self._write(record)
 
+        if isinstance(inner, AssistantMessageEventStream):
+            # An abort then ends the response as the inner stream would have ended it.
+            return AssistantMessageEventStream(
+                produce, template=inner.template, abort_message=inner.abort_message
+            )
         return AssistantMessageEventStream(produce, template=template)
 
     async def _write(self, record: dict[str, Any]) -> None:

@@ -217,6 +217,8 @@ async def test_an_aborted_request_replays_until_the_replay_is_aborted(
 
     recorded = await run_and_abort(RecordingStreamFn(slow, path))
     assert recorded[-1]["messages"][-1]["stopReason"] == "aborted"
+    fresh = ScriptedModel([ScriptedResponse.text("never finished", chunk_size=3, delay=10)])
+    assert await run_and_abort(fresh) == recorded  # recording changed nothing
     record = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
     assert record["interrupted"] is True
     assert await run_and_abort(ReplayStreamFn(path)) == recorded
