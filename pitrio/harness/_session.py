@@ -776,6 +776,10 @@ class Session:
         if getattr(message, "role", None) is None:
             msg = f"append_message() needs a message with a role; got {message!r:.100}"
             raise TypeError(msg)
+        if message.role == "assistant" and getattr(message, "stop_reason", None) == "pending":
+            # Pi's SessionPendingAssistantMessageError: only settled replies are history.
+            msg = "cannot persist a pending assistant message; append it at message_end"
+            raise SessionError(msg)
         fields: Write = {"type": "message", "message": wire.unstructure(message)}
         if terminate:
             fields["terminate"] = True

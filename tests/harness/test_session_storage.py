@@ -531,3 +531,25 @@ async def test_every_async_session_method_checkpoints(open_store: StoreFactory) 
         await session.close()  # closed already
     with assert_checkpoints():
         await store.list()
+
+
+async def test_every_settled_stop_reason_round_trips_and_pending_is_refused(
+    open_store: StoreFactory,
+) -> None:
+    store = open_store()
+    session = await store.create()
+    settled = ["stop", "length", "toolUse", "error", "aborted", "deferred"]
+    for reason in settled:
+        await session.append_message(reply(reason, stop_reason=reason))
+    with pytest.raises(SessionError, match="pending assistant message"):
+        await session.append_message(reply("streaming", stop_reason="pending"))
+    again = await reopen(open_store, session)
+    stored = [e.message.stop_reason for e in again.entries if isinstance(e, MessageEntry)]
+    assert stored == settled
+    # The model sees neither failed, aborted nor deferred replies (Pi's context rule).
+    assert texts(again) == [
+        ("assistant", "stop"),
+        ("assistant", "length"),
+        ("assistant", "toolUse"),
+    ]
+    await again.close()
