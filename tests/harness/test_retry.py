@@ -361,3 +361,97 @@ async def test_a_retry_mid_run_continues_after_the_tool_results(
     assert ran == ["c1"]  # the tool is not run again
     assert [m.role for m in scripted.requests[2].messages] == ["user", "assistant", "toolResult"]
     assert [m.role for m in harness.messages] == ["user", "assistant", "toolResult", "assistant"]
+
+
+# Pi's own answers (pi-ai 0.85.0 isRetryableAssistantError, isContextOverflow) for these
+# texts, produced with this Node script (argv[2]: a JSON list of texts):
+#
+#   import { isRetryableAssistantError } from "@earendil-works/pi-ai/dist/utils/retry.js";
+#   import { isContextOverflow } from "@earendil-works/pi-ai/dist/utils/overflow.js";
+#   const texts = JSON.parse(process.argv[2]);
+#   const out = texts.map((t) => {
+#     const usage = { input: 0, output: 0, cacheRead: 0 };
+#     const m = { stopReason: "error", errorMessage: t, usage };
+#     return [t, isRetryableAssistantError(m), isContextOverflow(m, 0)];
+#   });
+#   console.log(JSON.stringify(out));
+PI_CLASSIFICATION: list[tuple[str, bool, bool]] = [
+    ("429 Too Many Requests", True, False),
+    ("Rate limit reached for requests", True, False),
+    (
+        "rate_limit_error: Number of request tokens has exceeded your per-minute rate limit",
+        True,
+        False,
+    ),
+    (
+        '529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+        True,
+        False,
+    ),
+    ("500 Internal Server Error", True, False),
+    ("502 Bad Gateway", True, False),
+    ("503 Service Unavailable", True, False),
+    ("504 Gateway Timeout", True, False),
+    ("524 A timeout occurred", True, False),
+    ("Internal server error", True, False),
+    ("Connection error.", True, False),
+    ("connection refused", True, False),
+    ("other side closed", True, False),
+    ("fetch failed", True, False),
+    ("terminated", True, False),
+    ("Request timed out.", True, False),
+    ("timeout", True, False),
+    ("socket hang up", True, False),
+    ("getaddrinfo ENOTFOUND api.example.com", True, False),
+    ("Anthropic stream ended before message_stop", True, False),
+    ("stream ended without a done event", True, False),
+    ("Server requested 120s retry delay (max: 60s). 429", True, False),
+    ("Provider returned error", True, False),
+    ("An error occurred while processing your request. You can retry your request", True, False),
+    ("ResourceExhausted: quota", True, False),
+    ("websocket closed", True, False),
+    ("401 invalid x-api-key", False, False),
+    ("401 Unauthorized", False, False),
+    ("403 Forbidden", False, False),
+    ("400 Bad Request: messages: field required", False, False),
+    ("404 model not found", False, False),
+    (
+        "429 You exceeded your current quota, please check your plan and billing details: "
+        "insufficient_quota",
+        False,
+        False,
+    ),
+    ("Monthly usage limit reached", False, False),
+    ("prompt is too long: 213462 tokens > 200000 maximum", False, True),
+    ("Your input exceeds the context window of this model", False, True),
+    ("This model's maximum context length is 8192 tokens", False, True),
+    (
+        "Requested token count exceeds the model's maximum context length of 131072 tokens",
+        False,
+        True,
+    ),
+    ("the request exceeds the available context size, try increasing it", False, True),
+    ("400 status code (no body)", False, True),
+    ("413 (no body)", False, True),
+    ("Throttling error: Too many tokens, please wait before trying again.", False, False),
+    ("Rate limit: too many tokens per minute", True, False),
+    ("request_too_large", False, True),
+    ("Operation aborted", False, False),
+    ("Invalid JSON in tool arguments", False, False),
+    ("context_length_exceeded", False, True),
+    ("Input is too long for requested model.", False, True),
+    (
+        "input token count (1196265) exceeds the maximum number of tokens allowed (1048575)",
+        False,
+        True,
+    ),
+    ("Please reduce the length of the messages or completion", False, True),
+]
+
+
+@pytest.mark.parametrize(("text", "retryable", "overflow"), PI_CLASSIFICATION)
+def test_classification_matches_pi(text: str, retryable: bool, overflow: bool) -> None:
+    message = _failed(text)
+    assert is_context_overflow(message) is overflow
+    # The coding agent retries what pi-ai calls retryable, unless it is an overflow.
+    assert is_retryable(message) is (retryable and not overflow)
