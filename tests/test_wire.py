@@ -239,3 +239,55 @@ async def test_every_event_of_a_run_round_trips_in_pis_wire_form() -> None:
     assert {"message_update", "tool_execution_update", "turn_end", "agent_end"} <= kinds
     update = next(wire.unstructure(e) for e in events if e.type == "message_update")
     assert set(update) == {"type", "message", "assistantMessageEvent"}
+
+
+def test_the_event_tag_table_is_the_event_unions() -> None:
+    """Every class of AgentEvent and AssistantMessageEvent is on the wire under its own
+    tag, and nothing else is: the table is built from the unions."""
+    from typing import get_args
+
+    from pitrio import _events, _wire
+
+    classes = [*get_args(_events.AssistantMessageEvent), *get_args(_events.AgentEvent)]
+    assert len(classes) == 22
+    assert {cls.type: cls for cls in classes} == _wire._EVENT_TYPES
+    for cls in classes:
+        assert _wire.structure_event({"type": cls.type, **_minimal_fields(cls)}).__class__ is cls
+    with pytest.raises(ValueError, match="unknown event type None"):
+        _wire.structure_event({})
+
+
+def _minimal_fields(cls: type[Any]) -> dict[str, Any]:
+    """Wire fields that make a valid event of ``cls`` (the message fields are assistant
+    messages, the rest the simplest value of its type)."""
+    message = {"role": "assistant", "content": [], "stopReason": "stop"}
+    values: dict[str, Any] = {
+        "partial": message,
+        "message": message,
+        "error": message,
+        "messages": [message],
+        "toolResults": [],
+        "contentIndex": 0,
+        "delta": "",
+        "content": "",
+        "toolCall": {"type": "toolCall", "id": "c", "name": "t", "arguments": {}},
+        "reason": "stop" if cls.type == "done" else "error",
+        "toolCallId": "c",
+        "toolName": "t",
+        "args": {},
+        "partialResult": {"content": []},
+        "result": {"content": []},
+        "isError": False,
+        "assistantMessageEvent": {
+            "type": "text_delta",
+            "contentIndex": 0,
+            "delta": "",
+            "partial": message,
+        },
+    }
+    fields = [f.name for f in attrs.fields(cls)]
+    return {k: v for k, v in values.items() if _snake(k) in fields}
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
