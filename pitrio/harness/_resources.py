@@ -546,10 +546,15 @@ def _load_skills_from_dir(
     rules: _IgnoreRules,
     root: str,
     diagnostics: list[ResourceDiagnostic],
+    ancestors: frozenset[str],
 ) -> list[Skill]:
     skills: list[Skill] = []
     if _kind(directory) != "directory":
         return skills
+    real = os.path.realpath(directory)
+    if real in ancestors:  # a symbolic link back up the tree (Pi would recurse forever)
+        return skills
+    ancestors |= {real}
     _add_ignore_rules(rules, directory, root, diagnostics)
     try:
         names = os.listdir(directory)
@@ -575,7 +580,7 @@ def _load_skills_from_dir(
         if rules.ignores(f"{relative}/" if kind == "directory" else relative):
             continue
         if kind == "directory":
-            skills.extend(_load_skills_from_dir(full, False, rules, root, diagnostics))
+            skills.extend(_load_skills_from_dir(full, False, rules, root, diagnostics, ancestors))
         elif include_root_files and name.endswith(".md"):
             skill = _skill_from_file(full, parent_name, diagnostics)
             if skill is not None:
@@ -590,7 +595,9 @@ def _load_skills_sync(dirs: list[str]) -> SkillsResult:
         if _kind(directory) != "directory":
             continue
         skills.extend(
-            _load_skills_from_dir(directory, True, _IgnoreRules(), directory, diagnostics)
+            _load_skills_from_dir(
+                directory, True, _IgnoreRules(), directory, diagnostics, frozenset()
+            )
         )
     return SkillsResult(skills, diagnostics)
 

@@ -241,3 +241,15 @@ def test_the_pinned_fixture_is_what_pi_computes_now() -> None:
         [node, str(script)], check=True, capture_output=True, text=True, timeout=120
     ).stdout
     assert json.loads(output) == _pinned()
+
+
+async def test_a_symbolic_link_loop_is_not_followed(tmp_path: Path) -> None:
+    """A link back up the tree is skipped; other links are followed, as in Pi."""
+    _write(tmp_path / "skills" / "a" / "one" / "SKILL.md", "---\ndescription: d\n---\nx")
+    (tmp_path / "skills" / "a" / "loop").symlink_to(tmp_path / "skills")
+    (tmp_path / "skills" / "linked").symlink_to(tmp_path / "skills" / "a" / "one")
+    result = await load_skills(tmp_path / "skills")
+    assert [Path(s.file_path).relative_to(tmp_path).as_posix() for s in result.skills] == [
+        "skills/a/one/SKILL.md",
+        "skills/linked/SKILL.md",
+    ]
