@@ -43,6 +43,7 @@ __all__ = [
     "SkillsResult",
     "TemplatesResult",
     "expand_prompt_template",
+    "expand_skill_command",
     "format_context_files",
     "format_skill_invocation",
     "format_skills_for_prompt",
@@ -667,6 +668,24 @@ def format_skill_invocation(skill: Skill, additional_instructions: str | None = 
         f"{skill.content}\n</skill>"
     )
     return f"{block}\n\n{additional_instructions}" if additional_instructions else block
+
+
+def expand_skill_command(text: str, skills: Iterable[Skill]) -> str:
+    """Expand ``/skill:name args`` into the skill's invocation prompt (the coding agent's
+    skill commands; :func:`format_skill_invocation` with ``args`` as additional
+    instructions). Any other text, or an unknown skill, is returned unchanged.
+
+    Apply it before :func:`expand_prompt_template`, as Pi does.
+    """
+    if not text.startswith("/skill:"):
+        return text
+    space = text.find(" ")
+    name = text[7:] if space == -1 else text[7:space]
+    rest = "" if space == -1 else _JS_TRIM.sub("", text[space + 1 :])
+    for skill in skills:
+        if skill.name == name:
+            return format_skill_invocation(skill, rest or None)
+    return text
 
 
 # -- context files ----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pitrio.harness._resources import (
     PromptTemplate,
     Skill,
     expand_prompt_template,
+    expand_skill_command,
     format_context_files,
     format_skill_invocation,
     format_skills_for_prompt,
@@ -253,3 +254,17 @@ async def test_a_symbolic_link_loop_is_not_followed(tmp_path: Path) -> None:
         "skills/a/one/SKILL.md",
         "skills/linked/SKILL.md",
     ]
+
+
+def test_skill_commands_expand_to_the_skill() -> None:
+    skill = Skill(
+        name="pdf", description="d", content="Use extract.py.", file_path="/s/pdf/SKILL.md"
+    )
+    block = '<skill name="pdf" location="/s/pdf/SKILL.md">\nReferences are relative to /s/pdf.'
+    block += "\n\nUse extract.py.\n</skill>"
+    assert expand_skill_command("/skill:pdf", [skill]) == block
+    assert expand_skill_command("/skill:pdf   fill the form  ", [skill]) == (
+        block + "\n\nfill the form"
+    )
+    assert expand_skill_command("/skill:other x", [skill]) == "/skill:other x"
+    assert expand_skill_command("/pdf", [skill]) == "/pdf"
