@@ -355,11 +355,16 @@ class Harness:
     def set_system_prompt(self, system_prompt: str | SystemPromptFn) -> None:
         self._system_prompt = system_prompt
 
-    def set_tool_context(self, *, cwd: str | None = None, data_dir: str | None = None) -> None:
+    def set_tool_context(
+        self,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
         """Rebind the tools from the next request on."""
         self._tool_context = ToolContext(
-            cwd=cwd if cwd is not None else self._tool_context.cwd,
-            data_dir=data_dir if data_dir is not None else self._tool_context.data_dir,
+            cwd=os.fspath(cwd) if cwd is not None else self._tool_context.cwd,
+            data_dir=os.fspath(data_dir) if data_dir is not None else self._tool_context.data_dir,
         )
 
     # -- listeners and queues -------------------------------------------------------------

@@ -602,3 +602,36 @@ async def test_threshold_compaction_after_the_run(autojump_clock: trio.testing.M
     await disabled.prompt("three")
     assert disabled.messages[0].role == "compactionSummary"
     assert len([e for e in session.entries if e.type == "compaction"]) == 1
+
+
+async def test_the_coding_tools_bound_to_the_working_directory(
+    tmp_path: Any, autojump_clock: trio.testing.MockClock
+) -> None:
+    from pitrio.coding import coding_tools
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "only-in-a.txt").write_text("x")
+    (tmp_path / "b" / "only-in-b.txt").write_text("y")
+    scripted = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("c1", "ls", {})),
+            ScriptedResponse.text("ok"),
+            ScriptedResponse.tool_calls(("c2", "ls", {})),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    harness = Harness(
+        model=ROOMY,
+        stream_fn=scripted,
+        tools=[lambda ctx: coding_tools(ctx.cwd)],  # a factory returning several tools
+        cwd=tmp_path / "a",
+    )
+    await harness.prompt("list")
+    harness.set_tool_context(cwd=tmp_path / "b")
+    await harness.prompt("list again")
+    listings = [_text(m) for m in harness.messages if m.role == "toolResult"]
+    assert "only-in-a.txt" in listings[0]
+    assert "only-in-b.txt" in listings[1]
+    assert "only-in-a.txt" not in listings[1]
+    assert {t.name for t in scripted.requests[0].tools} >= {"ls", "read", "bash"}
