@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pytest
 
 from benchmarks.bench_sessions import UNITS, main, measure
@@ -21,14 +24,17 @@ def test_main_prints_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
 
     original = bench.measure
 
-    async def small(backend: str, reps: int) -> dict[str, float]:
-        return await original(backend, reps, entries=5, sessions=2)
+    async def small(backend: str, reps: int, *args: Any) -> dict[str, float]:
+        clock = args[-1]
+        assert clock is time.process_time
+        return await original(backend, reps, 5, 2, clock)
 
     bench.measure = small  # type: ignore[assignment]
     try:
-        assert main(["--backend", "memory", "--reps", "1", "--json"]) == 0
+        assert main(["--backend", "memory", "--reps", "1", "--json", "--clock", "cpu"]) == 0
     finally:
         bench.measure = original
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {line["metric"] for line in lines} == set(UNITS)
     assert {line["backend"] for line in lines} == {"memory"}
+    assert {line["clock"] for line in lines} == {"cpu"}
