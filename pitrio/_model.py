@@ -103,6 +103,10 @@ class StreamOptions:
     max_retries: int | None = None
     max_retry_delay_ms: int | None = None
     timeout_ms: int | None = None
+    idle_timeout: float | None = None
+    """Seconds a provider may wait for the next bytes of a response body before the
+    stream ends as an error (``None``: 600, the OpenAI and Anthropic SDKs' read
+    timeout; ``0`` or less: no limit). ``timeout_ms`` covers only the headers."""
     thinking_budgets: Mapping[str, int] | None = None
     cache_retention: str | None = None
     metadata: Mapping[str, JSONValue] | None = None

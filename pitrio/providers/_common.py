@@ -35,6 +35,7 @@ import platform
 import random
 import re
 import time
+import warnings
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -58,6 +59,7 @@ from .._messages import (
     Cost as Cost,
     ImageContent,
     JSONValue,
+    LazyValue,
     LlmMessage,
     TextContent,
     ThinkingContent,
@@ -113,6 +115,7 @@ __all__ = [
     "send_streaming",
     "send_with_retries",
     "setup_error_message",
+    "MaxTokensClampedWarning",
     "short_hash",
     "supported_thinking_levels",
     "thinking_budget_for_level",
@@ -680,6 +683,11 @@ def api_status_error(
         parsed = True
     except ValueError:
         body, parsed = None, False
+        # A server that streams its error (an SSE body): its event's JSON is the body,
+        # not the raw stream.
+        event_body = _sse_error_body(body_text)
+        if event_body is not None:
+            body, parsed = event_body, True
     message = None if parsed and js_truthy(body) else body_text
     if error_member is None:
         error = body
@@ -690,6 +698,29 @@ def api_status_error(
     return APIError(
         APIError.make_message(status, error, message), status=status, headers=headers, error=error
     )
+
+
+def _sse_error_body(text: str) -> JSONValue:
+    """The JSON of the first SSE event of ``text`` that has an ``error`` member (else of
+    its first JSON object event); ``None`` when ``text`` is not an SSE stream of JSON."""
+    if "data:" not in text:
+        return None
+    from ._sse import SSEDecoder  # _sse is a leaf; kept out of import time
+
+    decoder = SSEDecoder(dispatch_at_eof=True)
+    events = [*decoder.feed(text.encode()), *decoder.flush()]
+    first: JSONValue = None
+    for event in events:
+        try:
+            value = json_parse(event.data)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            if js_truthy(value.get("error")):
+                return value
+            if first is None:
+                first = value
+    return first
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -807,11 +838,20 @@ async def send_streaming(
     response: httpx.Response | None = None
     try:
         with trio.move_on_after(max(limit, 0) / 1000):
-            response = await client.send(request, stream=True)
+            try:
+                response = await client.send(request, stream=True)
+            except _DEAD_CONNECTION_ERRORS as exc:
+                if not _nothing_received(exc):
+                    raise
+                # A pooled connection the server had closed (a streamed reply without
+                # "Connection: close"): nothing of the response arrived, so the request
+                # is sent once more (httpx dropped that connection), whatever
+                # max_retries says.
+                response = await client.send(request, stream=True)
     except httpx.TimeoutException:
         raise APIConnectionTimeoutError from None
     except httpx.TransportError as exc:
-        raise APIConnectionError(_connection_error_text(exc)) from exc
+        raise APIConnectionError(_connection_error_text(exc, request)) from exc
     if response is None:
         raise APIConnectionTimeoutError
     if 200 <= response.status_code < 300:
@@ -833,10 +873,26 @@ async def send_streaming(
     )
 
 
-def _connection_error_text(exc: BaseException) -> str:
+_DEAD_CONNECTION_ERRORS: Final = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
+def _nothing_received(exc: httpx.TransportError) -> bool:
+    """Whether ``exc`` ended a request before any byte of the response arrived."""
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "without sending a response" in str(exc)
+    return True  # a read or write error while sending or waiting for the status line
+
+
+def _connection_error_text(exc: BaseException, request: httpx.Request) -> str:
+    """pi-ai's ``Connection error.`` (``Request timed out.``), followed by the URL and
+    the cause, which pi-ai leaves out."""
     if re.search(r"timed? ?out", f"{exc!r} {exc.__cause__!r}", re.IGNORECASE):
         return "Request timed out."
-    return "Connection error."
+    cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    inner = exc.__cause__ or exc.__context__
+    if inner is not None and str(inner) and str(inner) not in cause:
+        cause += f" ({type(inner).__name__}: {inner})"
+    return f"Connection error. {request.method} {request.url} failed: {cause}"
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -1331,13 +1387,35 @@ def estimate_context_tokens(context: Context) -> int:
     return tokens + _estimate_tools_tokens(context.tools)
 
 
+class MaxTokensClampedWarning(UserWarning):
+    """``max_tokens`` was lowered to fit the model's context window (pi-ai's clamp)."""
+
+
 def clamp_max_tokens_to_context(model: Model, context: Context, max_tokens: int) -> int:
     """``min(max_tokens, max(1, context_window - estimate - 4096))`` (pi-ai's
-    ``clampMaxTokensToContext``)."""
+    ``clampMaxTokensToContext``).
+
+    A clamp warns (:class:`MaxTokensClampedWarning`, once per model, window and
+    requested ``max_tokens`` under Python's default warning filter): with a small
+    ``context_window`` the 4,096-token safety margin alone can bring ``max_tokens``
+    down to 1.
+    """
     if model.context_window <= 0:
         return max(1, max_tokens)
     available = model.context_window - estimate_context_tokens(context) - _CONTEXT_SAFETY_TOKENS
-    return min(max_tokens, max(1, available))
+    clamped = min(max_tokens, max(1, available))
+    if clamped < max_tokens:
+        warnings.warn(
+            f"max_tokens={max_tokens} for model {model.provider}/{model.id} is lowered to "
+            f"fit its context_window of {model.context_window} tokens: pi-ai's clamp "
+            f"allows context_window - estimated context - {_CONTEXT_SAFETY_TOKENS} (at "
+            f"most {max(1, model.context_window - _CONTEXT_SAFETY_TOKENS)}, at least 1). "
+            "If the server's window is larger, give the Model its real context_window "
+            "(or a larger one) to avoid this.",
+            MaxTokensClampedWarning,
+            stacklevel=3,
+        )
+    return clamped
 
 
 def supported_thinking_levels(model: Model) -> list[str]:
@@ -1438,9 +1516,15 @@ class PartialMessage:
     frozen :class:`AssistantMessage` each event carries. Blocks are frozen values too:
     :meth:`add_block` appends one and returns its content index, and changed blocks are
     put back with :meth:`set_block` (or :meth:`append_text` / :meth:`append_thinking`).
+
+    Snapshots share what did not change: the tuple of blocks is copied (O(blocks)), and
+    a text or thinking block that grows by deltas keeps its chunks in one list shared by
+    all its snapshots, each holding a :class:`LazyValue` that joins its own prefix when
+    read. A delta therefore costs the same at the start and at the end of a long answer.
     """
 
     __slots__ = (
+        "_builders",
         "api",
         "content",
         "diagnostics",
@@ -1470,6 +1554,8 @@ class PartialMessage:
         self.raw_stop_reason: str | None = None
         self.provider_thinking_level: str | None = None
         self.diagnostics: tuple[JSONValue, ...] | None = None
+        # content index -> (the block last built by append_*, its shared chunks)
+        self._builders: dict[int, tuple[AssistantContent, list[str]]] = {}
 
     def snapshot(self) -> AssistantMessage:
         """The message as it is now (a frozen copy)."""
@@ -1499,22 +1585,46 @@ class PartialMessage:
         self.content[index] = block
 
     def append_text(self, index: int, delta: str) -> None:
-        """Append to the text block at ``index``."""
+        """Append to the text block at ``index`` (O(1): the text is joined when read)."""
         block = self.content[index]
         assert isinstance(block, TextContent)
-        self.content[index] = TextContent(
-            text=block.text + delta, text_signature=block.text_signature
-        )
+        # The chunks are shared while the block is the one the last append built (a
+        # block replaced by set_block starts a new list).
+        built = self._builders.get(index)
+        if built is not None and built[0] is block:
+            chunks = built[1]
+        else:
+            chunks = [block.text] if block.text else []
+        chunks.append(delta)
+        text: Any = LazyValue(join_chunks, chunks, len(chunks))
+        new = TextContent(text=text, text_signature=block.text_signature)
+        self.content[index] = new
+        self._builders[index] = (new, chunks)
 
     def append_thinking(self, index: int, delta: str) -> None:
-        """Append to the thinking block at ``index``."""
+        """Append to the thinking block at ``index`` (O(1), like :meth:`append_text`)."""
         block = self.content[index]
         assert isinstance(block, ThinkingContent)
-        self.content[index] = ThinkingContent(
-            thinking=block.thinking + delta,
+        built = self._builders.get(index)
+        if built is not None and built[0] is block:
+            chunks = built[1]
+        else:
+            chunks = [block.thinking] if block.thinking else []
+        chunks.append(delta)
+        thinking: Any = LazyValue(join_chunks, chunks, len(chunks))
+        new = ThinkingContent(
+            thinking=thinking,
             thinking_signature=block.thinking_signature,
             redacted=block.redacted,
         )
+        self.content[index] = new
+        self._builders[index] = (new, chunks)
+
+
+def join_chunks(chunks: list[str], count: int) -> str:
+    """The first ``count`` chunks joined (a :class:`LazyValue` function: the list is
+    shared by every snapshot of a block and only grows)."""
+    return "".join(chunks[:count] if count < len(chunks) else chunks)
 
 
 def setup_error_message(model: Model, text: str) -> AssistantMessage:

@@ -362,7 +362,7 @@ async def send_request(
 
 def idle_timeout(options: StreamOptions) -> float:
     """The idle timeout of ``options`` in seconds (``inf``: none)."""
-    value = getattr(options, "idle_timeout", None)
+    value = options.idle_timeout
     if value is None:
         return DEFAULT_IDLE_TIMEOUT
     return math.inf if value <= 0 else float(value)

@@ -14,6 +14,7 @@ import json
 import re
 import socket
 import struct
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn, final
 
@@ -28,7 +29,7 @@ from .._model import Context, Model, ModelCost, StreamOptions
 from .._signal import AbortSignal
 from .._stream import AssistantMessageEventStream
 from ..providers import stream_simple
-from ..providers._common import register_cost_tiers
+from ..providers._common import MaxTokensClampedWarning, register_cost_tiers
 
 __all__ = [
     "APIS",
@@ -975,7 +976,10 @@ async def play_fixture(
             timeout=httpx.Timeout(None), trust_env=False, verify=False
         )
         try:
-            with trio.move_on_after(limit) as timeout_scope:
+            # pi-ai clamps max_tokens silently; pitrio warns (MaxTokensClampedWarning),
+            # which is not part of the trace. The player runs one fixture at a time.
+            with warnings.catch_warnings(), trio.move_on_after(limit) as timeout_scope:
+                warnings.simplefilter("ignore", MaxTokensClampedWarning)
                 await _consume(
                     fixture,
                     port,

@@ -31,6 +31,7 @@ from pitrio._messages import (
 )
 from pitrio._model import Context, Model, ModelCost, StreamOptions
 from pitrio.providers._anthropic_messages import build_request, stream_anthropic_messages
+from pitrio.providers._common import MaxTokensClampedWarning
 
 API = "anthropic-messages"
 MODEL = Model(
@@ -513,7 +514,8 @@ def test_reasoning_off_disables_thinking() -> None:
 def test_max_tokens_is_clamped_to_the_context_window() -> None:
     """max_tokens <= context window - estimated input - 4096."""
     model = attrs.evolve(MODEL, context_window=10_000)
-    request = build_request(model, context(user("x" * 4000)), options(max_tokens=9000))
+    with pytest.warns(MaxTokensClampedWarning):
+        request = build_request(model, context(user("x" * 4000)), options(max_tokens=9000))
     assert request.body["max_tokens"] == 10_000 - 1000 - 4096
 
 

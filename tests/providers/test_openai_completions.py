@@ -32,6 +32,7 @@ from pitrio._events import DoneEvent, ErrorEvent
 from pitrio.providers import openai_compatible
 from pitrio.providers._common import (
     APIError,
+    MaxTokensClampedWarning,
     calculate_cost,
     format_provider_error,
     merge_headers,
@@ -334,7 +335,8 @@ async def test_images_become_placeholders_for_text_only_models() -> None:
 async def test_max_tokens_is_clamped_to_the_context_window() -> None:
     model = attrs.evolve(MODEL, context_window=5000, max_tokens=4000)
     recorder = Recorder(ok_stream())
-    await run(recorder, Context(messages=[UserMessage(content="x" * 400)]), model=model)
+    with pytest.warns(MaxTokensClampedWarning, match="max_tokens=4000 .* context_window of 5000"):
+        await run(recorder, Context(messages=[UserMessage(content="x" * 400)]), model=model)
     # 5000 - ceil(400 / 4) - 4096 = 804
     assert recorder.bodies[0]["max_completion_tokens"] == 804
 
@@ -499,7 +501,10 @@ async def test_http_errors_keep_the_provider_message(response: httpx.Response, t
 @pytest.mark.parametrize(
     ("exc", "text"),
     [
-        (httpx.ConnectError("refused"), "Connection error."),
+        (
+            httpx.ConnectError("refused"),
+            "Connection error. POST http://test/v1/chat/completions failed: ConnectError: refused",
+        ),
         (httpx.ReadTimeout("slow"), "Request timed out."),
     ],
 )

@@ -41,6 +41,7 @@ from pitrio._messages import (
 from pitrio._model import Context, Model, ModelCost, StreamOptions
 from pitrio._signal import AbortSignal
 from pitrio._stream import AssistantMessageEventStream
+from pitrio.providers._common import MaxTokensClampedWarning
 from pitrio.providers._deferred import (
     DEFAULT_POLL_AFTER_MS,
     DeferredError,
@@ -234,7 +235,8 @@ def test_max_output_tokens_has_a_floor_and_follows_the_context_window() -> None:
     assert body_of(GPT, hi(), options(max_tokens=3))["max_output_tokens"] == 16
     small = attrs.evolve(GPT, context_window=5000)
     # 5000 - ceil(len("hi") / 4) - 4096 = 903
-    assert body_of(small, hi())["max_output_tokens"] == 903
+    with pytest.warns(MaxTokensClampedWarning):
+        assert body_of(small, hi())["max_output_tokens"] == 903
 
 
 @pytest.mark.parametrize(
