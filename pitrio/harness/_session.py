@@ -12,7 +12,8 @@ The model is Pi's (pi-agent-core 0.85.0, ``harness/session/``). A session is a l
   back and writes them out again unchanged).
 
 Appending a message adds the entry and moves the tip of the ``main`` branch to it, in
-one transaction. Going back to an earlier entry (:meth:`Session.set_leaf`) and appending
+one transaction (pitrio works on Pi's ``main`` branch; the tips of other named branches
+in a file Pi wrote are kept as values). Going back to an earlier entry (:meth:`Session.set_leaf`) and appending
 again makes a new branch of the tree; :meth:`Session.fork` copies the path to an entry
 into a new session. :meth:`Session.build_context` rebuilds what the model sees.
 
