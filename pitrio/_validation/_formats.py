@@ -18,43 +18,44 @@ from collections.abc import Callable
 from typing import Final
 
 from ._jsregex import _WS_CLASS, _JSRegexError, _RegexTranslator
+from ._jsvalues import _LazyRegex
 
-_DATE: Final = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
+_DATE: Final = _LazyRegex(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
 _DAYS: Final = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_TIME: Final = re.compile(
+_TIME: Final = _LazyRegex(
     r"([0-9]{2}):([0-9]{2}):([0-9]{2}(?:\.[0-9]+)?)(?:[zZ]|([+-])([0-9]{2}):([0-9]{2}))?\Z"
 )
-_DURATION: Final = re.compile(
+_DURATION: Final = _LazyRegex(
     r"P(?:(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
     r"(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?"
     r"|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)|[0-9]+W)\Z"
 )
-_EMAIL: Final = re.compile(
+_EMAIL: Final = _LazyRegex(
     r"(?!.*\.\.)[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@"
     r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\Z",
     re.ASCII | re.IGNORECASE,
 )
-_UUID: Final = re.compile(
+_UUID: Final = _LazyRegex(
     r"[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}\Z", re.ASCII | re.IGNORECASE
 )
-_JSON_POINTER: Final = re.compile(r"(?:/(?:[^~/]|~0|~1)*)*\Z")
-_RELATIVE_JSON_POINTER: Final = re.compile(r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~0|~1)*)*)\Z")
-_JSON_POINTER_URI_FRAGMENT: Final = re.compile(
+_JSON_POINTER: Final = _LazyRegex(r"(?:/(?:[^~/]|~0|~1)*)*\Z")
+_RELATIVE_JSON_POINTER: Final = _LazyRegex(r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~0|~1)*)*)\Z")
+_JSON_POINTER_URI_FRAGMENT: Final = _LazyRegex(
     r"#(?:/(?:[a-z0-9_\-.!$&'()*+,;:=@]|%[0-9a-f]{2}|~0|~1)*)*\Z", re.ASCII | re.IGNORECASE
 )
-_URI_TEMPLATE: Final = re.compile(
+_URI_TEMPLATE: Final = _LazyRegex(
     r"(?:(?:[^\x00-\x20\"'<>%\\^`{|}]|%[0-9a-f]{2})|\{[+#./;?&=,!@|]?(?:[a-z0-9_]|%[0-9a-f]{2})+"
     r"(?::[1-9][0-9]{0,3}|\*)?(?:,(?:[a-z0-9_]|%[0-9a-f]{2})+(?::[1-9][0-9]{0,3}|\*)?)*\})*\Z",
     re.ASCII | re.IGNORECASE,
 )
-_URI_REFERENCE: Final = re.compile(
+_URI_REFERENCE: Final = _LazyRegex(
     r"(?!.*[^\x00-\x7F])(?!.*\\)(?:(?:[a-z][a-z0-9+\-.]*:)?(?:\/\/[^\s\[\]{}<>^`|]*)?"
     r"|[^\s\[\]{}<>^`|]*)(?:\?[^\s\[\]{}<>^`|]*)?(?:#[^\s\[\]{}<>^`|]*)?\Z",
     re.ASCII | re.IGNORECASE,
 )
 _NS: Final = f"[^{_WS_CLASS}]"  # JavaScript \S
 _U: Final = r"[a-z0-9\u00a1-\uffff]"
-_URL: Final = re.compile(
+_URL: Final = _LazyRegex(
     rf"(?:https?|ftp)://(?:{_NS}+(?::{_NS}*)?@)?(?:(?!(?:10|127)(?:\.[0-9]{{1,3}}){{3}})"
     r"(?!(?:169\.254|192\.168)(?:\.[0-9]{1,3}){2})(?!172\.(?:1[6-9]|2[0-9]|3[0-1])"
     r"(?:\.[0-9]{1,3}){2})(?:[1-9][0-9]?|1[0-9][0-9]|2[01][0-9]|22[0-3])"
