@@ -10,7 +10,7 @@ same object can be shared by every event that carries it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, TypeAlias, final
 
 import attrs
@@ -211,6 +211,61 @@ class CustomMessage:
     def get(self, key: str, default: JSONValue = None) -> JSONValue:
         """The field ``key``, or ``default``."""
         return self.fields.get(key, default)
+
+
+# ---------------------------------------------------------------------------------------
+# Values built on first read (structure sharing for streamed partial messages)
+
+
+@final
+class LazyValue:
+    """A field value computed on first read (``function(*args)``) and then cached in
+    the field: private to pitrio's providers, never seen by users.
+
+    A streamed message carries a frozen snapshot per delta. Built eagerly, a long
+    answer would copy its text once per delta (O(n^2)); instead the providers put a
+    ``LazyValue`` that joins shared chunks into ``TextContent.text``,
+    ``ThinkingContent.thinking`` and ``ToolCall.arguments``. Reading the field (equality,
+    hashing, ``repr``, the wire form all read it) builds the value once; a snapshot
+    nobody reads costs O(1).
+    """
+
+    __slots__ = ("args", "function")
+
+    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        self.function = function
+        self.args = args
+
+
+@final
+class _LazyField:
+    """Wraps a slot so that a :class:`LazyValue` stored in it is built on first read."""
+
+    __slots__ = ("_get", "_set", "_slot")
+
+    def __init__(self, slot: Any) -> None:
+        self._slot = slot
+        self._get = slot.__get__
+        self._set = slot.__set__
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self._slot
+        value = self._get(obj, owner)
+        if type(value) is LazyValue:
+            value = value.function(*value.args)
+            self._set(obj, value)
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self._set(obj, value)
+
+    def __delete__(self, obj: Any) -> None:
+        self._slot.__delete__(obj)
+
+
+for _cls, _name in ((TextContent, "text"), (ThinkingContent, "thinking"), (ToolCall, "arguments")):
+    setattr(_cls, _name, _LazyField(_cls.__dict__[_name]))
 
 
 LlmMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage

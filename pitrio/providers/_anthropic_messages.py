@@ -69,7 +69,6 @@ from ._common import (
     make_strict_json_schema,
     now_ms,
     parse_json_with_repair,
-    parse_streaming_json,
     pi_user_agent,
     require_api_key,
     resolve_cache_retention,
@@ -77,6 +76,7 @@ from ._common import (
     sanitize_surrogates,
     transform_messages,
 )
+from ._partial_json import PartialJSONParser, lazy_arguments
 from ._request import Exchange, HttpRequest, ProviderFailure, exchange_stream
 from ._sse import ServerSentEvent
 
@@ -1007,7 +1007,7 @@ class _EventHandler:
         # the first block with that index that has not stopped yet).
         self._open: dict[object, list[int]] = {}
         # Accumulated input JSON of tool-call blocks, by content index.
-        self._json: dict[int, str] = {}
+        self._json: dict[int, PartialJSONParser] = {}  # tool input, parsed incrementally
         self.input_transformations: list[JSONValue] | None = None
         self.saw_message_start = False
         self.saw_message_stop = False
@@ -1129,7 +1129,7 @@ class _EventHandler:
                 )
             )
             self._open.setdefault(wire_index, []).append(index)
-            self._json[index] = ""
+            self._json[index] = PartialJSONParser()
             self._stream.push(ToolCallStartEvent(content_index=index, partial=output.snapshot()))
 
     def _block_delta(self, event: dict[str, JSONValue]) -> None:
@@ -1147,9 +1147,7 @@ class _EventHandler:
                 text = delta.get("text", _UNDEFINED)
                 if type(text) is not str:
                     text = _js_string(text)
-                output.content[index] = TextContent(
-                    text=block.text + text, text_signature=block.text_signature
-                )
+                output.append_text(index, text)
                 self._stream.push(
                     TextDeltaEvent(content_index=index, delta=text, partial=output.snapshot())
                 )
@@ -1158,11 +1156,7 @@ class _EventHandler:
                 thinking = delta.get("thinking", _UNDEFINED)
                 if type(thinking) is not str:
                     thinking = _js_string(thinking)
-                output.content[index] = ThinkingContent(
-                    thinking=block.thinking + thinking,
-                    thinking_signature=block.thinking_signature,
-                    redacted=block.redacted,
-                )
+                output.append_thinking(index, thinking)
                 self._stream.push(
                     ThinkingDeltaEvent(
                         content_index=index, delta=thinking, partial=output.snapshot()
@@ -1171,12 +1165,16 @@ class _EventHandler:
         elif kind == "input_json_delta":
             if isinstance(block, ToolCall):
                 fragment = _js_string(delta.get("partial_json", _UNDEFINED))
-                text = self._json.get(index, "") + fragment
-                self._json[index] = text
-                if text:
+                parser = self._json.get(index)
+                if parser is None:
+                    parser = self._json[index] = PartialJSONParser()
+                parser.feed(fragment)
+                if not parser.empty:
                     # Until some input JSON arrives, the arguments stay those given in
                     # content_block_start (pi-ai would reset them to {}).
-                    output.content[index] = attrs.evolve(block, arguments=_arguments(text))
+                    output.content[index] = attrs.evolve(
+                        block, arguments=lazy_arguments(parser, objects_only=True)
+                    )
                 self._stream.push(
                     ToolCallDeltaEvent(
                         content_index=index, delta=fragment, partial=output.snapshot()
@@ -1208,9 +1206,9 @@ class _EventHandler:
                 )
             )
         else:
-            text = self._json.pop(index, "")
-            if text:
-                block = attrs.evolve(block, arguments=_arguments(text))
+            parser = self._json.pop(index, None)
+            if parser is not None and not parser.empty:
+                block = attrs.evolve(block, arguments=_arguments(parser))
                 output.content[index] = block
             self._stream.push(
                 ToolCallEndEvent(content_index=index, tool_call=block, partial=output.snapshot())
@@ -1253,10 +1251,10 @@ class _EventHandler:
         self._recompute_cost()
 
 
-def _arguments(text: str) -> dict[str, JSONValue]:
+def _arguments(parser: PartialJSONParser) -> dict[str, JSONValue]:
     """The partial-JSON parse of a tool call's input text, as an object: JSON that is
     not an object (pi-ai would keep e.g. ``12`` or a list) gives ``{}``."""
-    arguments = parse_streaming_json(text)
+    arguments = parser.value()
     return arguments if isinstance(arguments, dict) else {}
 
 

@@ -58,7 +58,6 @@ from ._common import (
     json_stringify,
     make_strict_json_schema,
     merge_headers,
-    parse_streaming_json,
     pi_user_agent,
     require_api_key,
     resolve_cache_retention,
@@ -69,6 +68,7 @@ from ._common import (
     thinking_budget_for_level,
     transform_messages,
 )
+from ._partial_json import PartialJSONParser, lazy_arguments
 from ._request import (
     ABORTED_AFTER_HEADERS,
     Exchange,
@@ -821,12 +821,12 @@ def _map_stop_reason(reason: JSONValue) -> tuple[str, str | None]:
 
 @final
 class _ToolDraft:
-    __slots__ = ("index", "partial_args", "stream_index")
+    __slots__ = ("args", "index", "stream_index")
 
     def __init__(self, index: int, stream_index: float | None) -> None:
         self.index = index
         self.stream_index = stream_index
-        self.partial_args = ""
+        self.args = PartialJSONParser()  # the streamed arguments, parsed incrementally
 
 
 @final
@@ -1003,8 +1003,8 @@ class _ChunkHandler:
         arguments = _get(function, "arguments")
         if js_truthy(arguments):
             delta = _js_str(arguments)
-            draft.partial_args += delta
-            parsed = parse_streaming_json(draft.partial_args)
+            draft.args.feed(delta)
+            parsed = lazy_arguments(draft.args, objects_only=False)
             block = ToolCall(
                 id=block.id,
                 name=block.name,
@@ -1049,7 +1049,7 @@ class _ChunkHandler:
                 )
             elif isinstance(block, ToolCall):
                 draft = drafts.get(index)
-                arguments = parse_streaming_json(draft.partial_args if draft else "")
+                arguments = draft.args.value() if draft else {}
                 call = ToolCall(
                     id=block.id,
                     name=block.name,

@@ -88,6 +88,7 @@ from ._common import (
     short_hash,
     transform_messages,
 )
+from ._partial_json import PartialJSONParser, lazy_arguments
 from ._request import (
     ABORTED_AFTER_HEADERS,
     Exchange,
@@ -809,7 +810,7 @@ class _Slot:
 
     kind: SlotKind
     index: int
-    partial_json: str = ""
+    arguments_json: PartialJSONParser = attrs.field(factory=PartialJSONParser, eq=False)
     item_id: str | None = None
     index_key: Any = None
 
@@ -984,11 +985,9 @@ class ResponsesEventProcessor:
                 namespace=namespace if isinstance(namespace, str) else None,
             )
             initial = item.get("arguments")
-            slot = _Slot(
-                "toolCall",
-                output.add_block(block),
-                _js_string(initial) if js_truthy(initial) else "",
-            )
+            slot = _Slot("toolCall", output.add_block(block))
+            if js_truthy(initial):
+                slot.arguments_json.feed(_js_string(initial))
             self._open(slot, event, item)
             self._push(ToolCallStartEvent(content_index=slot.index, partial=output.snapshot()))
             return slot
@@ -1042,7 +1041,7 @@ class ResponsesEventProcessor:
             assert isinstance(block, ToolCall)
             source = item.get("arguments")
             if not js_truthy(source):
-                source = slot.partial_json or "{}"
+                source = slot.arguments_json.text or "{}"
             namespace = item.get("namespace")
             call = attrs.evolve(
                 block,
@@ -1087,7 +1086,7 @@ class ResponsesEventProcessor:
         if slot is None:
             return
         delta = _js_string(event.get("delta", _UNDEFINED))
-        slot.partial_json += delta
+        slot.arguments_json.feed(delta)
         self._set_arguments(slot)
         self._push_arguments_delta(slot, delta)
 
@@ -1095,18 +1094,22 @@ class ResponsesEventProcessor:
         slot = self._slot(event, "toolCall")
         if slot is None:
             return
-        previous = slot.partial_json
-        slot.partial_json = _js_string(event.get("arguments", _UNDEFINED))
+        previous = slot.arguments_json.text
+        arguments = _js_string(event.get("arguments", _UNDEFINED))
+        if arguments != previous:
+            slot.arguments_json = PartialJSONParser()
+            slot.arguments_json.feed(arguments)
         self._set_arguments(slot)
         # Whatever the deltas missed is sent as one more delta.
-        if slot.partial_json.startswith(previous) and len(slot.partial_json) > len(previous):
-            self._push_arguments_delta(slot, slot.partial_json[len(previous) :])
+        if arguments.startswith(previous) and len(arguments) > len(previous):
+            self._push_arguments_delta(slot, arguments[len(previous) :])
 
     def _set_arguments(self, slot: _Slot) -> None:
         block = self._output.content[slot.index]
         assert isinstance(block, ToolCall)
         self._output.set_block(
-            slot.index, attrs.evolve(block, arguments=_arguments(slot.partial_json))
+            slot.index,
+            attrs.evolve(block, arguments=lazy_arguments(slot.arguments_json, objects_only=True)),
         )
 
     def _push_arguments_delta(self, slot: _Slot, delta: str) -> None:

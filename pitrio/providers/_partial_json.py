@@ -34,10 +34,10 @@ from __future__ import annotations
 import re
 from typing import Any, Final, final
 
-from .._messages import JSONValue
+from .._messages import JSONValue, LazyValue
 from ._common import json_parse, parse_streaming_json
 
-__all__ = ["PartialJSONParser", "PartialJSONSnapshot"]
+__all__ = ["PartialJSONParser", "PartialJSONSnapshot", "lazy_arguments"]
 
 _JS_WHITESPACE: Final = (
     " \t\n\r\v\f\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
@@ -151,6 +151,8 @@ class PartialJSONSnapshot:
 
     def _materialise(self) -> JSONValue:
         tail = self._tail
+        if not self._path and type(tail) is str:  # the reference parser's text
+            return parse_streaming_json(tail)
         if type(tail) is tuple:  # a string: (chunks, count, carry, blank tail)
             chunks, count, carry, blank_tail = tail
             text = "".join(chunks[:count])
@@ -219,6 +221,11 @@ class PartialJSONParser:
         self._root: _Frame | None = None
 
     @property
+    def empty(self) -> bool:
+        """Whether no text has been fed yet."""
+        return not self._parts
+
+    @property
     def text(self) -> str:
         """All the text fed so far."""
         if len(self._parts) > 1:
@@ -244,13 +251,13 @@ class PartialJSONParser:
     def snapshot(self) -> PartialJSONSnapshot:
         """The value as of now, built only when read (O(depth) to take)."""
         if self._fallback:
-            return PartialJSONSnapshot((), None, parse_streaming_json(self.text))
+            return PartialJSONSnapshot((), self.text, _DROP)
         if not self._started:
             return PartialJSONSnapshot((), None, {})
         if self._done:
             root = self._root
             assert root is not None
-            return PartialJSONSnapshot((), None, _build(root, len(root.items)))
+            return PartialJSONSnapshot(((root, len(root.items), None),), _DROP, _DROP)
         path = []
         stack = self._stack
         last = len(stack) - 1
@@ -514,3 +521,17 @@ class PartialJSONParser:
             self._scalar = _NONE
             self._add_value("".join(self._chunks))
             self._chunks = []
+
+
+def lazy_arguments(parser: PartialJSONParser, *, objects_only: bool = True) -> Any:
+    """The parser's value now, as a :class:`~pitrio._messages.LazyValue` for
+    ``ToolCall.arguments`` (built when read). ``objects_only``: a value that is not a
+    JSON object reads as ``{}``."""
+    return LazyValue(_arguments, parser.snapshot(), objects_only)
+
+
+def _arguments(snapshot: PartialJSONSnapshot, objects_only: bool) -> JSONValue:
+    value = snapshot.value()
+    if objects_only and not isinstance(value, dict):
+        return {}
+    return value
