@@ -19,7 +19,11 @@ The file format (version 1), one JSON object per line:
                  "tools": [{"name", "description", "parameters"}], "options": {...}},
      "events": [...], "interrupted": false}
 
-  ``index`` counts requests in the order they were made. ``request`` is Pi's wire form
+  ``index`` counts requests in the order they were made. When a request's messages
+  begin with the previous request's, ``messages`` is replaced by ``"messagesDelta":
+  {"base": index - 1, "keep": n, "append": [...]}`` (the first ``n`` messages of the
+  previous request, then these), so a long conversation costs a file linear in its
+  length. ``request`` is otherwise Pi's wire form
   (camelCase), without message timestamps (they differ between two runs of the same
   conversation) and with only the options that shape a response (``reasoning``,
   ``maxTokens``, ``temperature``, ``toolChoice``, ``thinkingBudgets``,
@@ -370,16 +374,18 @@ class RecordingStreamFn:
     requests: int = attrs.field(default=0, init=False)
     _started: bool = attrs.field(default=False, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _last_messages: list[Any] = attrs.field(factory=list, init=False)
 
     def __call__(
         self, model: Model, context: Context, options: StreamOptions
     ) -> AssistantMessageEventStream | Awaitable[AssistantMessageEventStream]:
         index = self.requests
         self.requests += 1
+        request = request_to_wire(model, context, options)
         record: dict[str, Any] = {
             "kind": "exchange",
             "index": index,
-            "request": request_to_wire(model, context, options),
+            "request": self._delta(index, request),
         }
         template = AssistantMessage(
             api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
@@ -394,6 +400,23 @@ class RecordingStreamFn:
         if isinstance(returned, EventStream):
             return self._relay(returned, record, template)
         return self._await(returned, record, template)
+
+    def _delta(self, index: int, request: dict[str, Any]) -> dict[str, Any]:
+        """The request with its messages written as the previous request's plus the new
+        ones (a conversation only grows between requests, so the file stays linear)."""
+        messages = request["messages"]
+        previous = self._last_messages
+        keep = 0
+        for old, new in zip(previous, messages, strict=False):
+            if old != new:
+                break
+            keep += 1
+        self._last_messages = messages
+        if index == 0 or keep == 0:
+            return request
+        delta = {k: v for k, v in request.items() if k != "messages"}
+        delta["messagesDelta"] = {"base": index - 1, "keep": keep, "append": messages[keep:]}
+        return delta
 
     async def _raise(self, record: dict[str, Any], exc: Exception) -> AssistantMessageEventStream:
         record["raised"] = str(exc) or exc.__class__.__name__
@@ -536,7 +559,20 @@ def _read_exchanges(path: str | os.PathLike[str]) -> list[_Exchange]:
         missing = sorted(set(expected) - set(by_index))
         msg = f"replay file {name!r} is missing the exchanges for requests {missing}"
         raise ReplayFileError(msg)
-    return [by_index[i] for i in expected]
+    exchanges = [by_index[i] for i in expected]
+    for index, exchange in enumerate(exchanges):
+        delta = exchange.request.pop("messagesDelta", None)
+        if delta is None:
+            continue
+        try:
+            base = exchanges[delta["base"]].request["messages"]
+            if not 0 <= delta["base"] < index or len(base) < delta["keep"]:
+                raise ValueError  # reported below
+            exchange.request["messages"] = base[: delta["keep"]] + delta["append"]
+        except (KeyError, TypeError, IndexError, ValueError):
+            msg = f"replay file {name!r}: request {index} refers to messages it cannot find"
+            raise ReplayFileError(msg) from None
+    return exchanges
 
 
 def _first_difference(

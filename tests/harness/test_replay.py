@@ -122,9 +122,12 @@ async def test_a_replayed_run_emits_the_recorded_events(
     assert first["request"]["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "compare a and b"}]}
     ]
-    second = lines[2]["request"]["messages"]
-    assert [m["role"] for m in second] == ["user", "assistant", "toolResult", "toolResult"]
-    assert second[2]["content"] == [{"type": "text", "text": "read a.txt"}]
+    # The second request repeats the first's message: only the new ones are written.
+    delta = lines[2]["request"]["messagesDelta"]
+    assert "messages" not in lines[2]["request"]
+    assert (delta["base"], delta["keep"]) == (0, 1)
+    assert [m["role"] for m in delta["append"]] == ["assistant", "toolResult", "toolResult"]
+    assert delta["append"][1]["content"] == [{"type": "text", "text": "read a.txt"}]
 
 
 async def test_partial_messages_are_stored_as_patches(
@@ -405,3 +408,26 @@ async def test_ignored_paths_are_not_compared(tmp_path: Path, autojump_clock: Cl
     replay = ReplayStreamFn(path, ignore={"$.messages[0].content"})
     with pytest.raises(ReplayMismatchError, match=r"at \$\.systemPrompt"):
         replay(MODEL, _context("changed", "other words"), StreamOptions(temperature=0.5))
+
+
+async def test_a_long_conversation_makes_a_linear_file(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    path = tmp_path / "run.jsonl"
+    turns = 60
+    model = ScriptedModel([ScriptedResponse.text(f"answer {i} " + "x" * 500) for i in range(turns)])
+    agent = _agent(RecordingStreamFn(model, path))
+    prompts = [f"question {i} " + "y" * 500 for i in range(turns)]
+    recorded = await _run(agent, *prompts)
+    size = path.stat().st_size
+    # ~1 kB of new messages and ~3 kB of events a turn; requests repeating the whole
+    # conversation would add ~1.1 kB * 60 * 61 / 2 = 2 MB.
+    assert size < turns * 6_000
+    replayed = await _run(_agent(ReplayStreamFn(path)), *prompts)
+    assert replayed == recorded
+    # A recording whose earlier exchange is gone cannot rebuild the later requests.
+    lines = path.read_text(encoding="utf-8").splitlines()
+    del lines[1]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ReplayFileError, match=r"missing the exchanges for requests \[0\]"):
+        ReplayStreamFn(path)
