@@ -585,11 +585,15 @@ async def _finish_listeners(
             await result
 
 
+_QUEUE_MODES: dict[str, QueueMode] = {"one-at-a-time": "one-at-a-time", "all": "all"}
+
+
 def _check_mode(mode: str) -> QueueMode:
-    if mode not in ("one-at-a-time", "all"):
+    checked = _QUEUE_MODES.get(mode)
+    if checked is None:
         msg = f"queue mode must be 'one-at-a-time' or 'all'; got {mode!r}"
         raise ValueError(msg)
-    return mode  # type: ignore[return-value]  # checked just above
+    return checked
 
 
 def _as_message(message: AgentMessage | str) -> AgentMessage:

@@ -51,15 +51,16 @@ class AbortSignal:
         if self._event is not None:
             self._event.set()
 
-    def add_callback(self, callback: Callable[[], object]) -> Callable[[], None]:
-        """Call ``callback`` on abort (at once if already aborted); returns a remover."""
+    def add_callback(self, callback: Callable[[], object]) -> Callable[[], object]:
+        """Call ``callback`` on abort (at once if already aborted); returns a remover
+        (call it to forget the callback; what it returns means nothing)."""
         if self.aborted:
             callback()
             return _noop
         key = self._next_key
         self._next_key = key + 1
         self._callbacks[key] = callback
-        return partial(self._callbacks.pop, key, None)  # type: ignore[return-value]  # returns the popped callback; callers ignore it
+        return partial(self._callbacks.pop, key, None)
 
     @contextmanager
     def cancel_scope(self) -> Iterator[trio.CancelScope]:

@@ -24,11 +24,12 @@ keep reading after a cancel, so a producer can report its cancellation as data (
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Final, Generic, Literal, TypeVar
 
 import trio
 
@@ -42,7 +43,13 @@ R = TypeVar("R")
 
 Producer = Callable[["EventStream[T, R]"], Awaitable[None]]
 
-_UNSET: object = object()
+class _Unset(enum.Enum):
+    """No result yet (a sentinel mypy can narrow away)."""
+
+    UNSET = enum.auto()
+
+
+_UNSET: Final = _Unset.UNSET
 
 
 class EventStream(Generic[T, R]):
@@ -82,7 +89,7 @@ class EventStream(Generic[T, R]):
         self._queue: deque[T] = deque()
         self._wakeup: trio.Event | None = None
         self._done = False
-        self._result: object = _UNSET
+        self._result: R | _Unset = _UNSET
         self._result_ready: trio.Event | None = None
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: AsyncExitStack | None = None
@@ -163,13 +170,13 @@ class EventStream(Generic[T, R]):
         if self._result is _UNSET:
             msg = "the stream ended without a result (end() was called with no value)"
             raise RuntimeError(msg)
-        return self._result  # type: ignore[return-value]  # set from an R above
+        return self._result
 
     def result_nowait(self) -> R:
         """The result if the stream has one already; raises ``trio.WouldBlock`` if not."""
         if self._result is _UNSET:
             raise trio.WouldBlock
-        return self._result  # type: ignore[return-value]  # set from an R above
+        return self._result
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -293,7 +300,7 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
             self._last_partial = partial
         super().push(event)
 
-    def _fail(self, stop_reason: str, text: str) -> None:
+    def _fail(self, stop_reason: Literal["error", "aborted"], text: str) -> None:
         base = self._last_partial if self._last_partial is not None else self.template
         message = base.__class__(
             content=base.content,
@@ -301,13 +308,13 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
             provider=base.provider,
             model=base.model,
             usage=base.usage,
-            stop_reason=stop_reason,  # type: ignore[arg-type]  # "error" | "aborted"
+            stop_reason=stop_reason,
             error_message=text,
             timestamp=base.timestamp,
             response_id=base.response_id,
             response_model=base.response_model,
         )
-        self.push(ErrorEvent(reason=stop_reason, error=message))  # type: ignore[arg-type]  # as above
+        self.push(ErrorEvent(reason=stop_reason, error=message))
 
     def _on_producer_error(self, exc: Exception) -> None:
         if not self.done:
