@@ -764,6 +764,7 @@ class JsonlSessionStore:
             state=state,
             writer=_JsonlWriter(path, fd, header, fsync=self.fsync),
             store=self,
+            path=path,
         )
 
     def _create_sync(
@@ -849,6 +850,7 @@ class JsonlSessionStore:
                 store=self,
                 recovered=recovered,
                 read_only=True,
+                path=path,
             )
         return Session(
             session_id=header["id"],
@@ -866,6 +868,7 @@ class JsonlSessionStore:
             ),
             store=self,
             recovered=recovered,
+            path=path,
         )
 
     async def list(self, *, cwd: str | os.PathLike[str] | None = None) -> list[SessionInfo]:

@@ -13,9 +13,10 @@ The model is Pi's (pi-agent-core 0.85.0, ``harness/session/``). A session is a l
 
 Appending a message adds the entry and moves the tip of the ``main`` branch to it, in
 one transaction (pitrio works on Pi's ``main`` branch; the tips of other named branches
-in a file Pi wrote are kept as values). Going back to an earlier entry (:meth:`Session.set_leaf`) and appending
-again makes a new branch of the tree; :meth:`Session.fork` copies the path to an entry
-into a new session. :meth:`Session.build_context` rebuilds what the model sees.
+in a file Pi wrote are kept as values). Going back to an earlier entry
+(:meth:`Session.set_leaf`) and appending again makes a new branch of the tree;
+:meth:`Session.fork` copies the path to an entry into a new session.
+:meth:`Session.build_context` rebuilds what the model sees.
 
 Appends change the session in memory at once and reach storage at :meth:`Session.flush`
 (the harness flushes after each ``turn_end`` and when it settles) and at
@@ -594,6 +595,7 @@ class Session:
         "cwd",
         "id",
         "parent_session_id",
+        "path",
         "read_only",
         "recovered",
     )
@@ -610,6 +612,7 @@ class Session:
         store: _Creator,
         recovered: str | None = None,
         read_only: bool = False,
+        path: str | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -620,6 +623,8 @@ class Session:
         """When opening dropped a torn last write (a crash mid-write): what was dropped.
         ``None`` when the stored session was complete."""
         self.read_only = read_only
+        self.path = path
+        """The file (JSONL) or database (SQLite) holding the session; ``None`` in memory."""
         """Opened with ``read_only=True``: changes are refused, and other writers are not."""
         self._state = state
         self._writer = writer

@@ -223,6 +223,7 @@ class SqliteSessionStore:
             state=state,
             writer=_SqliteWriter(self, sid, fd, lock_path),
             store=self,
+            path=self.path,
         )
 
     def _create_sync(
@@ -341,6 +342,7 @@ class SqliteSessionStore:
                 state=self._load(sid),
                 writer=ReadOnlyWriter(),
                 store=self,
+                path=self.path,
                 read_only=True,
             )
         fd, lock_path = self._lock_session(sid)
@@ -358,6 +360,7 @@ class SqliteSessionStore:
             state=state,
             writer=_SqliteWriter(self, sid, fd, lock_path),
             store=self,
+            path=self.path,
         )
 
     def _load(self, sid: str) -> _State:

@@ -553,3 +553,20 @@ async def test_every_settled_stop_reason_round_trips_and_pending_is_refused(
         ("assistant", "toolUse"),
     ]
     await again.close()
+
+
+async def test_a_session_knows_where_it_is_stored(open_store: StoreFactory) -> None:
+    store = open_store()
+    session = await store.create(cwd="/p")
+    await session.close()
+    (info,) = await store.list()
+    assert session.path == info.path
+    for read_only in (False, True):
+        again = await store.open(session.id, read_only=read_only)
+        assert again.path == info.path
+        await again.close()
+    if isinstance(store, InMemorySessionStore):
+        assert session.path is None
+    else:
+        assert session.path is not None
+        assert await trio.Path(session.path).exists()
