@@ -34,8 +34,9 @@ The file format (version 1), one JSON object per line:
   ``{"p": path, "set": value}``, ``{"p": path, "append": text}`` and
   ``{"p": path, "truncate": length}`` operations; the first is a ``set`` of the whole
   message). ``interrupted`` is true when the run was aborted before the response
-  finished: a replay then plays the recorded events and waits, as the provider did,
-  until the replaying run is aborted too. A stream function that raised instead of
+  finished (``abortMessage`` is then the text the aborted response ended with): a replay
+  plays the recorded events and waits, as the provider did, until the replaying run is
+  aborted too. A stream function that raised instead of
   returning a stream is recorded as ``"raised": "its message"``.
 """
 
@@ -455,6 +456,8 @@ class RecordingStreamFn:
             finally:
                 record["events"] = _encode_events(events)
                 record["interrupted"] = not stream.done
+                if record["interrupted"]:
+                    record["abortMessage"] = stream.abort_message
                 with trio.CancelScope(shield=True):
                     await self._write(record)
 
@@ -497,6 +500,7 @@ class _Exchange:
     events: list[Any]
     interrupted: bool
     raised: str | None
+    abort_message: str | None
 
 
 def _read_exchanges(path: str | os.PathLike[str]) -> list[_Exchange]:
@@ -549,6 +553,7 @@ def _read_exchanges(path: str | os.PathLike[str]) -> list[_Exchange]:
                 events=_decode_events(record.get("events", [])),
                 interrupted=bool(record.get("interrupted", False)),
                 raised=record.get("raised"),
+                abort_message=record.get("abortMessage"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             msg = f"replay file {name!r}: line {number} is not a valid exchange ({exc})"
@@ -669,4 +674,8 @@ class ReplayStreamFn:
                 stream.push(event)
             await trio.sleep_forever()  # the recorded run was aborted here
 
-        return AssistantMessageEventStream(produce, template=template)
+        return AssistantMessageEventStream(
+            produce,
+            template=template,
+            abort_message=exchange.abort_message or "Request was aborted",
+        )

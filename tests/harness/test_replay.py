@@ -205,7 +205,17 @@ async def test_an_aborted_request_replays_until_the_replay_is_aborted(
     tmp_path: Path, autojump_clock: Clock
 ) -> None:
     path = tmp_path / "run.jsonl"
-    slow = ScriptedModel([ScriptedResponse.text("never finished", chunk_size=3, delay=10)])
+
+    def provider() -> Any:
+        """A slow provider with its own abort text."""
+        scripted = ScriptedModel([ScriptedResponse.text("never finished", chunk_size=3, delay=10)])
+
+        def stream_fn(model: Model, context: Any, options: StreamOptions) -> Any:
+            stream = scripted(model, context, options)
+            stream.abort_message = "Operation cancelled by the user"
+            return stream
+
+        return stream_fn
 
     async def run_and_abort(stream_fn: Any) -> list[Any]:
         agent = _agent(stream_fn)
@@ -218,10 +228,14 @@ async def test_an_aborted_request_replays_until_the_replay_is_aborted(
         check_trace(seen)
         return [_without_timestamps(wire.unstructure(e)) for e in seen]
 
-    recorded = await run_and_abort(RecordingStreamFn(slow, path))
-    assert recorded[-1]["messages"][-1]["stopReason"] == "aborted"
-    fresh = ScriptedModel([ScriptedResponse.text("never finished", chunk_size=3, delay=10)])
-    assert await run_and_abort(fresh) == recorded  # recording changed nothing
+    recorded = await run_and_abort(RecordingStreamFn(provider(), path))
+    last = recorded[-1]["messages"][-1]
+    assert (last["stopReason"], last["errorMessage"]) == (
+        "aborted",
+        "Operation cancelled by the user",
+    )
+    assert last["content"] == [{"type": "text", "text": "never finished"}]  # streamed so far
+    assert await run_and_abort(provider()) == recorded  # recording changed nothing
     record = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
     assert record["interrupted"] is True
     assert await run_and_abort(ReplayStreamFn(path)) == recorded
