@@ -29,6 +29,7 @@ from .._messages import (
     AssistantContent,
     AssistantMessage,
     DeferredHandle,
+    LazyValue,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -303,10 +304,12 @@ def _events(r: ScriptedResponse, template: AssistantMessage) -> Iterator[Assista
                 if is_text
                 else ThinkingStartEvent(content_index=index, partial=partial)
             )
-            text = ""
+            # Each snapshot's text is the prefix of the full text, sliced when read:
+            # a delta costs the same whatever the length before it.
+            end = 0
             for piece in _chunks(full, r.chunk_size):
-                text += piece
-                blocks[index] = _with_text(block, text)
+                end += len(piece)
+                blocks[index] = _with_text(block, LazyValue(_prefix, full, end))
                 partial = _partial(template, blocks)
                 yield (
                     TextDeltaEvent(content_index=index, delta=piece, partial=partial)
@@ -359,7 +362,11 @@ def _chunks(text: str, size: int | None) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _with_text(block: TextContent | ThinkingContent, text: str) -> AssistantContent:
+def _prefix(text: str, end: int) -> str:
+    return text[:end]
+
+
+def _with_text(block: TextContent | ThinkingContent, text: Any) -> AssistantContent:
     if type(block) is TextContent:
         return TextContent(text=text, text_signature=block.text_signature)
     assert isinstance(block, ThinkingContent)
