@@ -179,7 +179,9 @@ class _Batch:
             prepare = getattr(tool, "prepare_arguments", None)
             if prepare is not None:
                 arguments = prepare(arguments)
-            args = compile_validator(tool.parameters).validate(tool.name, arguments)
+            # Inline for normal arguments; huge ones move to a thread that abort stops.
+            validator = compile_validator(tool.parameters)
+            args = await validator.validate_async(tool.name, arguments, signal=signal)
             before_tool_call = self.config.before_tool_call
             if before_tool_call is not None:
                 before: BeforeToolCallResult | None = await maybe_await(

@@ -62,6 +62,7 @@ from ._typebox_errors import MAX_ERRORS as MAX_ERRORS
 from ._validator import (
     ToolArgumentsError as ToolArgumentsError,
     ToolSchemaError as ToolSchemaError,
+    ValidationAborted as ValidationAborted,
     Validator as Validator,
     compile_validator as compile_validator,
     validate_tool_arguments as validate_tool_arguments,
@@ -70,6 +71,7 @@ from ._validator import (
 __all__ = [
     "ToolArgumentsError",
     "ToolSchemaError",
+    "ValidationAborted",
     "Validator",
     "compile_validator",
     "validate_tool_arguments",

@@ -305,6 +305,41 @@ def js_json_dumps(value: JSONValue, *, indent: int | None = None) -> str:
     return "".join(parts)
 
 
+class _Full(Exception):
+    """A :class:`_CappedParts` is over its limit."""
+
+
+class _CappedParts(list[str]):
+    """The output list of :func:`_dump`, which stops the dump once ``left`` characters
+    have been written."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.left = limit
+
+    def append(self, part: str, /) -> None:
+        super().append(part)
+        self.left -= len(part)
+        if self.left < 0:
+            raise _Full
+
+
+def js_json_dumps_capped(
+    value: JSONValue, *, indent: int | None = None, limit: int
+) -> tuple[str, bool]:
+    """:func:`js_json_dumps` written only up to ``limit`` characters: the text (at most
+    ``limit`` characters) and whether it is complete. Its cost is bounded by ``limit``,
+    not by the size of the value."""
+    parts = _CappedParts(limit)
+    try:
+        _dump(value, parts, "" if indent is None else "\n", " " * (indent or 0))
+    except _Full:
+        return "".join(parts)[:limit], False
+    return "".join(parts), True
+
+
 def _dump(v: Any, out: list[str], newline: str, step: str) -> None:
     if v is None:
         out.append("null")

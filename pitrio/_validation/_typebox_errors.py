@@ -23,6 +23,7 @@ from ._jsvalues import (
     js_number_to_string,
 )
 from ._typebox import _const_ok, _duplicates, _Node, _type_ok
+from ._work import tick
 
 MAX_ERRORS: Final = 8
 """TypeBox's ``Settings.maxErrors``: ``Errors()`` reports at most this many."""
@@ -198,6 +199,7 @@ def _member_errors(node: _Node, v: Any, path: str) -> _Sink | None:
 
 
 def _errors_object(node: _Node, v: dict[str, Any], path: str, sink: _Sink) -> bool:
+    tick(len(v))
     ok = True
     if node.required is not None:
         missing = [k for k in node.required if not _has_key(v, k)]
@@ -262,6 +264,7 @@ def _errors_object(node: _Node, v: dict[str, Any], path: str, sink: _Sink) -> bo
 
 
 def _errors_array(node: _Node, v: list[Any], path: str, sink: _Sink) -> bool:
+    tick(len(v))
     ok = True
     addl_items = node.arr[0]
     if addl_items is not None:

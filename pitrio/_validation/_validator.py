@@ -13,8 +13,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Final, final
 
+import trio
+
 from .._errors import PitrioError
 from .._messages import JSONValue
+from .._signal import AbortSignal
 from ._coerce import (
     _clone,
     _clone_fast,
@@ -26,9 +29,20 @@ from ._coerce import (
     _strip_functions,
 )
 from ._fast import _compile_fast
-from ._jsvalues import _strict_equal, js_json_dumps
+from ._jsvalues import _strict_equal, js_json_dumps_capped
 from ._typebox import _Compiler
 from ._typebox_errors import MAX_ERRORS, _Sink, node_errors
+from ._work import CHECK_UNITS, INLINE_UNITS, _OverBudget, budget
+
+ECHO_LIMIT: Final = 32_000
+"""At most this many characters of the arguments are echoed in a
+:class:`ToolArgumentsError` message (Pi echoes all of them)."""
+
+ECHO_CUT: Final = (
+    f"\n[... cut by pitrio: the arguments are longer than {ECHO_LIMIT:,} characters of JSON;"
+    " only their beginning is shown]"
+)
+"""What ends an echo cut at :data:`ECHO_LIMIT` characters."""
 
 
 class ToolArgumentsError(PitrioError):
@@ -43,12 +57,18 @@ class ToolArgumentsError(PitrioError):
         Received arguments:
         <the arguments as JSON.stringify(arguments, null, 2)>
 
+    Pi echoes the arguments whole; pitrio echoes at most :data:`ECHO_LIMIT`
+    characters of them (any normal call fits) and ends a longer echo with
+    :data:`ECHO_CUT` (a model that sent 12 MB gets back a short, clear error instead of
+    its 12 MB, and writing the message costs time bounded by the limit).
+
     Attributes:
         tool_name: The tool's name.
         errors: The ``"<path>: <message>"`` lines, in TypeBox's order (at most 8).
             Empty when TypeBox's error walk finds nothing although its compiled check
             failed; the message then says ``Unknown validation error``, as Pi's does.
-        arguments: The arguments as received (before normalization and coercion).
+        arguments: The arguments as received (before normalization and coercion),
+            whole even when the message shows only their beginning.
     """
 
     tool_name: str
@@ -60,10 +80,21 @@ class ToolArgumentsError(PitrioError):
         self.errors = errors
         self.arguments = arguments
         lines = "\n".join(f"  - {e}" for e in errors) if errors else "Unknown validation error"
+        echo, complete = js_json_dumps_capped(arguments, indent=2, limit=ECHO_LIMIT)
+        if not complete:
+            echo += ECHO_CUT
         super().__init__(
-            f'Validation failed for tool "{tool_name}":\n{lines}\n\n'
-            f"Received arguments:\n{js_json_dumps(arguments, indent=2)}"
+            f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{echo}'
         )
+
+
+class ValidationAborted(PitrioError):
+    """The abort signal given to :meth:`Validator.validate_async` fired while it was
+    validating in a worker thread; ``str(exc)`` is Pi's ``Operation aborted``, the
+    text an aborted tool call gets."""
+
+    def __init__(self) -> None:
+        super().__init__("Operation aborted")
 
 
 class ToolSchemaError(PitrioError):
@@ -133,6 +164,42 @@ class Validator:
         sink = _Sink(MAX_ERRORS)
         node_errors(self._engine, value, "", sink)
         return tuple(e.line() for e in sink.errors)
+
+    async def validate_async(
+        self, tool_name: str, arguments: JSONValue, *, signal: AbortSignal | None = None
+    ) -> JSONValue:
+        """:meth:`validate`, without blocking the event loop when the arguments are big.
+
+        The validation runs inline first, within :data:`INLINE_UNITS` units of work
+        (array items and object properties visited): then it does not checkpoint, as
+        the plain call it replaces did not. Past that it starts again in a worker thread
+        (:func:`trio.to_thread.run_sync`), and this call is a checkpoint that the
+        enclosing cancel scope, or ``signal``, can interrupt at any moment; the worker
+        then stops at its next look at the stop flag (every :data:`CHECK_UNITS` units).
+
+        Raises:
+            ToolArgumentsError: As :meth:`validate`.
+            ToolSchemaError: As :meth:`validate`.
+            ValidationAborted: ``signal`` aborted during a validation in a worker.
+            trio.Cancelled: The enclosing scope was cancelled during it.
+        """
+        try:
+            with budget(INLINE_UNITS):
+                return self.validate(tool_name, arguments)
+        except _OverBudget:
+            pass
+        stop = threading.Event()
+        with trio.CancelScope() as scope:
+            remove = signal.add_callback(scope.cancel) if signal is not None else None
+            try:
+                return await trio.to_thread.run_sync(
+                    _validate_in_worker, self, tool_name, arguments, stop, abandon_on_cancel=True
+                )
+            finally:
+                stop.set()  # an abandoned worker stops at its next look
+                if remove is not None:
+                    remove()
+        raise ValidationAborted  # only the signal cancels this scope
 
     def validate(self, tool_name: str, arguments: JSONValue) -> JSONValue:
         """Validate and coerce a tool call's arguments exactly as Pi does.
@@ -244,6 +311,14 @@ def compile_validator(schema: Mapping[str, Any]) -> Validator:
             _cache_by_id.clear()
         _cache_by_id[key] = (schema, validator)
         return validator
+
+
+def _validate_in_worker(
+    validator: Validator, tool_name: str, arguments: JSONValue, stop: threading.Event
+) -> JSONValue:
+    """The body of a worker thread of :meth:`Validator.validate_async`."""
+    with budget(CHECK_UNITS, stop):
+        return validator.validate(tool_name, arguments)
 
 
 def validate_tool_arguments(
