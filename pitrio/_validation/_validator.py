@@ -32,7 +32,7 @@ from ._fast import _compile_fast
 from ._jsvalues import _strict_equal, js_json_dumps_capped
 from ._typebox import _Compiler
 from ._typebox_errors import MAX_ERRORS, _Sink, node_errors
-from ._work import CHECK_UNITS, INLINE_UNITS, _OverBudget, budget
+from ._work import CHECK_UNITS, INLINE_UNITS, _Budget, _local as _work_local, _OverBudget, budget
 
 ECHO_LIMIT: Final = 32_000
 """At most this many characters of the arguments are echoed in a
@@ -183,11 +183,16 @@ class Validator:
             ValidationAborted: ``signal`` aborted during a validation in a worker.
             trio.Cancelled: The enclosing scope was cancelled during it.
         """
+        # budget(INLINE_UNITS), written out: this runs once per tool call.
+        local = _work_local
+        previous = local.budget
+        local.budget = _Budget(INLINE_UNITS, None)
         try:
-            with budget(INLINE_UNITS):
-                return self.validate(tool_name, arguments)
+            return self.validate(tool_name, arguments)
         except _OverBudget:
             pass
+        finally:
+            local.budget = previous
         stop = threading.Event()
         with trio.CancelScope() as scope:
             remove = signal.add_callback(scope.cancel) if signal is not None else None

@@ -33,7 +33,11 @@ moves to a worker thread (about 10-40 ms of work)."""
 CHECK_UNITS: Final = 20_000
 """Units of work between two looks at the stop flag in a worker thread."""
 
-_local = threading.local()
+class _Local(threading.local):
+    budget: _Budget | None = None  # a class default: reading it never raises
+
+
+_local: Final = _Local()
 
 
 class _OverBudget(BaseException):
@@ -63,7 +67,7 @@ class _Budget:
 
 def tick(units: int) -> None:
     """Count ``units`` of work (the length of a container about to be walked)."""
-    current: _Budget | None = getattr(_local, "budget", None)
+    current = _local.budget
     if current is not None:
         current.left -= units
         if current.left < 0:
@@ -74,7 +78,7 @@ def tick(units: int) -> None:
 def budget(units: int, stop: threading.Event | None = None) -> Iterator[None]:
     """Count this thread's work: raise ``_OverBudget`` past ``units`` (``stop`` None),
     or look at ``stop`` every ``units`` and raise ``_Stopped`` once it is set."""
-    previous = getattr(_local, "budget", None)
+    previous = _local.budget
     _local.budget = _Budget(units, stop)
     try:
         yield
