@@ -137,3 +137,38 @@ def test_cli_minimal_model(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_human(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stream", "--deltas", "20", "--reps", "1"]) == 0
     assert "text-delta events/s" in capsys.readouterr().out
+
+
+def test_scaling_benchmark_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import bench_scaling
+
+    argv = ["--json", "--text", "5,20", "--toolargs", "300", "--sse-mb", "0.01", "--runs", "1"]
+    assert bench_scaling.main(argv) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    apis = list(bench_scaling.APIS)
+    expected = [
+        (workload, api, size)
+        for api in apis
+        for workload, size in (("text", 5), ("text", 20), ("toolargs", 300))
+    ]
+    assert [(r["workload"], r["api"], r["size"]) for r in rows] == [*expected, ("sse", "-", 0.01)]
+    assert all(r["value"] is not None and r["value"] > 0 for r in rows)
+
+
+async def test_scaling_benchmark_checks_the_tool_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import bench_scaling
+
+    body = bench_scaling.sse_body(
+        "anthropic-messages", bench_scaling.anthropic_tool_events('{"path": "x", "content": "y"}')
+    )
+    message, events, _ = await bench_scaling.stream_once("anthropic-messages", body)
+    assert message.tool_calls[0].arguments == {"path": "x", "content": "y"}
+    assert events == 6  # start, toolcall start, 2 deltas, toolcall end, done
+    # Arguments that the stream does not deliver are caught.
+    monkeypatch.setitem(
+        bench_scaling.TOOL_EVENT_BUILDERS,
+        "anthropic-messages",
+        lambda text: bench_scaling.anthropic_tool_events(text[:-2] + "}"),
+    )
+    with pytest.raises(bench_scaling.BenchmarkError, match="bad tool call"):
+        await bench_scaling.measure_toolargs("anthropic-messages", 300)

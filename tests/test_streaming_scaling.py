@@ -1,0 +1,184 @@
+"""Long outputs stay linear: counted work, not time.
+
+Each test counts what a quadratic implementation would repeat per delta (characters
+decoded by the tool-argument parser, texts joined, bytes allocated) and checks that
+the count grows with the output, not with its square, through the real provider code.
+The lazily built fields must also be indistinguishable from eager ones.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+
+from benchmarks.bench_provider_sse import EVENT_BUILDERS
+from benchmarks.bench_scaling import (
+    APIS,
+    DELTA,
+    TOOL_EVENT_BUILDERS,
+    sse_body,
+    stream_once,
+    tool_arguments,
+)
+from pitrio import Agent, AssistantMessage, TextContent, ThinkingContent, ToolCall
+from pitrio._messages import LazyValue
+from pitrio._wire import converter
+from pitrio.providers import _common, _partial_json
+from pitrio.providers._partial_json import PartialJSONParser, lazy_arguments
+from pitrio.testing import ScriptedModel, ScriptedResponse
+
+
+class Counter:
+    """Wraps a function, counting calls and the characters of its first argument."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self.calls = 0
+        self.chars = 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        first = args[0]
+        self.chars += len(first) if isinstance(first, str) else sum(map(len, first))
+        return self.function(*args)
+
+
+def test_the_parser_decodes_each_character_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    decoded = Counter(_common.json_parse)
+    reference = Counter(_common.parse_streaming_json)
+    monkeypatch.setattr(_partial_json, "json_parse", decoded)
+    monkeypatch.setattr(_partial_json, "parse_streaming_json", reference)
+    text = json.dumps(tool_arguments(50_000))
+    parser = PartialJSONParser()
+    for start in range(0, len(text), 7):
+        parser.feed(text[start : start + 7])
+        parser.snapshot()  # taken per delta, as the providers do; never read
+    assert parser.value() == json.loads(text)
+    assert reference.calls == 0  # the whole-string parser never ran
+    # Each character is decoded about once (plus the quotes added per chunk); a
+    # re-parse per delta would decode ~len(text)**2 / 14 characters.
+    assert decoded.chars < 2 * len(text)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_tool_arguments_through_a_provider_are_parsed_once(
+    api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The incremental parser's decoding, and partial-json's whole-string parse (which
+    # pi-ai runs on the whole text at every delta).
+    decoded = Counter(_common.json_parse)
+    reference = Counter(_common.parse_streaming_json)
+    whole = Counter(_common.parse_partial_json)
+    monkeypatch.setattr(_partial_json, "json_parse", decoded)
+    monkeypatch.setattr(_partial_json, "parse_streaming_json", reference)
+    monkeypatch.setattr(_common, "parse_partial_json", whole)
+    arguments = tool_arguments(20_000)
+    text = json.dumps(arguments)
+    message, events, _ = await stream_once(api, sse_body(api, TOOL_EVENT_BUILDERS[api](text)))
+    assert message.tool_calls[0].arguments == arguments
+    assert events > len(text) // 20  # one event per delta at least
+    assert reference.calls == 0
+    assert whole.calls == 0
+    # The Responses API sends the whole text once more at the end (parsed once).
+    assert decoded.chars < 3 * len(text)
+
+
+async def _text_answer(api: str, deltas: int) -> int:
+    """Stream a text answer holding every event; the peak of traced memory."""
+    body = sse_body(api, EVENT_BUILDERS[api](deltas))
+    tracemalloc.start()
+    try:
+        message, events, _ = await stream_once(api, body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert message.text == DELTA * deltas
+    assert events >= deltas
+    return peak - len(body)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_text_deltas_join_the_answer_only_when_it_is_read(
+    api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    joined = Counter(_common.join_chunks)
+    monkeypatch.setattr(_common, "join_chunks", joined)
+    small = await _text_answer(api, 1000)
+    joined.calls = joined.chars = 0
+    large = await _text_answer(api, 4000)
+    # The final text (text_end, done) is built a few times; never once per delta.
+    assert joined.calls <= 4
+    # Every event is held: with a copy of the text per snapshot, 4x the deltas would
+    # need ~16x the memory; shared chunks keep it near 4x.
+    assert large < 8 * small
+
+
+def test_snapshots_taken_earlier_still_read_their_own_prefix() -> None:
+    output = _common.PartialMessage(_model(), timestamp=1)
+    index = output.add_block(TextContent(text="<"))
+    snapshots = []
+    for piece in "abcdef":
+        output.append_text(index, piece)
+        snapshots.append(output.snapshot())
+    # Read in reverse: each is its own prefix, whatever was appended after it.
+    assert [s.text for s in reversed(snapshots)] == ["<abcdef"[: n + 2] for n in range(5, -1, -1)]
+    # A block replaced by set_block starts new chunks from the new block's text.
+    output.set_block(index, TextContent(text="new", text_signature="sig"))
+    output.append_text(index, "!")
+    assert output.snapshot().content[index] == TextContent(text="new!", text_signature="sig")
+    assert snapshots[-1].text == "<abcdef"
+
+
+def _model() -> Any:
+    from pitrio import Model
+
+    return Model(id="m", api="openai-completions", provider="p")
+
+
+def test_lazy_fields_read_like_eager_ones() -> None:
+    chunks = ["ab", "cd", "ef"]
+    lazy = TextContent(text=LazyValue(_common.join_chunks, chunks, 2))  # type: ignore[arg-type]
+    eager = TextContent(text="abcd")
+    assert lazy == eager
+    assert hash(lazy) == hash(eager)
+    assert repr(lazy) == repr(eager)
+    assert converter.unstructure(lazy) == converter.unstructure(eager)
+    assert pickle.loads(pickle.dumps(lazy)) == eager
+    thinking = ThinkingContent(thinking=LazyValue(str.upper, "abc"), redacted=True)  # type: ignore[arg-type]
+    assert thinking == ThinkingContent(thinking="ABC", redacted=True)
+    parser = PartialJSONParser()
+    parser.feed('{"a": [1, "x')
+    call = ToolCall(id="c", name="n", arguments=lazy_arguments(parser))
+    parser.feed('yz"]}')
+    assert call.arguments == {"a": [1, "x"]}
+    message = AssistantMessage(content=(lazy, thinking, call))
+    assert converter.unstructure(message)["content"][2]["arguments"] == {"a": [1, "x"]}
+
+
+async def _scripted_peak(deltas: int) -> int:
+    model = ScriptedModel([ScriptedResponse.text("x" * deltas, chunk_size=1)])
+    agent = Agent(stream_fn=model)
+    tracemalloc.start()
+    try:
+        await agent.prompt("go")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert agent.state.messages[-1].text == "x" * deltas
+    return peak
+
+
+def test_a_scripted_answer_needs_memory_linear_in_its_length() -> None:
+    small = trio.run(_scripted_peak, 2000)
+    large = trio.run(_scripted_peak, 8000)
+    # A full copy of the text per delta would make this ~16x (4x the deltas, each
+    # copy 4x longer); shared structure keeps it near 4x.
+    assert large < 6 * small
