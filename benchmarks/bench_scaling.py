@@ -4,8 +4,8 @@ A long answer or a big ``write`` tool call must cost the same per delta at its e
 at its start. Each workload streams one response through the real provider code of
 an API (SSE bytes -> decoder -> JSON -> provider -> events) on an
 ``httpx.AsyncClient`` whose ``httpx.MockTransport`` serves the body in 16 KiB pieces;
-the consumer iterates the events (it holds each event, as the agent loop does, and
-reads nothing more), then checks the final message.
+the consumer iterates the events (as the agent loop does, it keeps the latest partial
+and reads nothing more), then checks the final message.
 
 ========== ============================================================ ==============
 workload   what                                                         reported
@@ -182,8 +182,11 @@ class _Body(httpx.AsyncByteStream):
             yield body[start : start + WRITE_SIZE]
 
 
-async def stream_once(api: str, body: bytes) -> tuple[Any, int, float]:
-    """Stream ``body`` through ``api``'s provider; (message, events, seconds)."""
+async def stream_once(
+    api: str, body: bytes, keep: list[Any] | None = None
+) -> tuple[Any, int, float]:
+    """Stream ``body`` through ``api``'s provider; (message, events, seconds). The
+    events are appended to ``keep`` when it is given."""
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(
@@ -196,15 +199,20 @@ async def stream_once(api: str, body: bytes) -> tuple[Any, int, float]:
     context = Context(messages=[UserMessage(content="go")])
     transport = httpx.MockTransport(answer)
     async with httpx.AsyncClient(transport=transport) as client:
-        held = []
+        count = 0
+        latest = None
         start = time.perf_counter()
         stream = stream_simple(client, model, context, StreamOptions(api_key="k"))
         async with stream:
             async for event in stream:
-                held.append(event)
+                count += 1
+                latest = event
+                if keep is not None:
+                    keep.append(event)
             message = await stream.result()
         elapsed = time.perf_counter() - start
-    return message, len(held), elapsed
+    del latest
+    return message, count, elapsed
 
 
 async def measure_text(api: str, deltas: int, runs: int = 1) -> float:

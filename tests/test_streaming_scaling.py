@@ -31,6 +31,7 @@ from pitrio._messages import LazyValue
 from pitrio._wire import converter
 from pitrio.providers import _common, _partial_json
 from pitrio.providers._partial_json import PartialJSONParser, lazy_arguments
+from pitrio.providers._sse import SSEDecoder
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 
@@ -96,7 +97,7 @@ async def _text_answer(api: str, deltas: int) -> int:
     body = sse_body(api, EVENT_BUILDERS[api](deltas))
     tracemalloc.start()
     try:
-        message, events, _ = await stream_once(api, body)
+        message, events, _ = await stream_once(api, body, keep=[])
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -182,3 +183,17 @@ def test_a_scripted_answer_needs_memory_linear_in_its_length() -> None:
     # A full copy of the text per delta would make this ~16x (4x the deltas, each
     # copy 4x longer); shared structure keeps it near 4x.
     assert large < 6 * small
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_oversized_sse_event_ends_the_stream_as_an_error(
+    api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kwdefaults = SSEDecoder.__init__.__kwdefaults__
+    assert kwdefaults is not None
+    monkeypatch.setitem(kwdefaults, "max_event_size", 4096)
+    body = sse_body(api, TOOL_EVENT_BUILDERS[api](json.dumps(tool_arguments(10_000))))
+    body = body.replace(b"data: ", b"data: " + b" " * 5000, 3)  # a long line early on
+    message, _, _ = await stream_once(api, body)
+    assert message.stop_reason == "error"
+    assert "max_event_size=4,096 bytes" in (message.error_message or "")
