@@ -14,8 +14,10 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 import trio
+from hypothesis import given, strategies as st
 
 from benchmarks.bench_provider_sse import EVENT_BUILDERS
 from benchmarks.bench_scaling import (
@@ -197,3 +199,56 @@ async def test_an_oversized_sse_event_ends_the_stream_as_an_error(
     message, _, _ = await stream_once(api, body)
     assert message.stop_reason == "error"
     assert "max_event_size=4,096 bytes" in (message.error_message or "")
+
+
+_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add_text"), st.text(max_size=3)),
+        st.tuples(st.just("add_thinking"), st.text(max_size=3)),
+        st.tuples(st.just("append"), st.text(max_size=4)),
+        st.tuples(st.just("set"), st.text(max_size=3)),
+        st.tuples(st.just("snapshot_read"), st.just("")),
+    ),
+    max_size=30,
+)
+
+
+@given(_operations, st.data())
+def test_partial_message_snapshots_equal_eager_copies(
+    operations: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    """Any mix of block additions, appends and replacements: every snapshot equals
+    the eagerly built message of that moment, whenever (and in whatever order) the
+    snapshots are read."""
+    output = _common.PartialMessage(_model(), timestamp=1)
+    eager: list[Any] = []
+    taken: list[tuple[AssistantMessage, tuple[Any, ...]]] = []
+    for kind, text in operations:
+        if kind == "add_text":
+            output.add_block(TextContent(text=text, text_signature="s" if text else None))
+            eager.append(TextContent(text=text, text_signature="s" if text else None))
+        elif kind == "add_thinking":
+            output.add_block(ThinkingContent(thinking=text, redacted=True))
+            eager.append(ThinkingContent(thinking=text, redacted=True))
+        elif not eager:
+            continue
+        elif kind == "append":
+            index = data.draw(st.integers(0, len(eager) - 1))
+            block = eager[index]
+            if isinstance(block, TextContent):
+                output.append_text(index, text)
+                eager[index] = attrs.evolve(block, text=block.text + text)
+            else:
+                output.append_thinking(index, text)
+                eager[index] = attrs.evolve(block, thinking=block.thinking + text)
+        elif kind == "set":
+            index = data.draw(st.integers(0, len(eager) - 1))
+            eager[index] = TextContent(text=text)
+            output.set_block(index, TextContent(text=text))
+        else:
+            assert output.snapshot().content == tuple(eager)
+        taken.append((output.snapshot(), tuple(eager)))
+    order = data.draw(st.permutations(range(len(taken))))
+    for position in order:
+        snapshot, expected = taken[position]
+        assert snapshot.content == expected
