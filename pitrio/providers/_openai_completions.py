@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Final, final
 
+import attrs
 import httpx
 
 from .._events import (
@@ -78,7 +79,13 @@ from ._request import (
 )
 from ._sse import ServerSentEvent
 
-__all__ = ["build_params", "convert_messages", "get_compat", "stream_openai_completions"]
+__all__ = [
+    "CompletionsCompat",
+    "build_params",
+    "convert_messages",
+    "get_compat",
+    "stream_openai_completions",
+]
 
 JSONObject = dict[str, Any]
 
@@ -91,7 +98,72 @@ _MIN_ANSWER_TOKENS: Final = 1024
 # Compat
 
 
-def _detect_compat(model: Model) -> JSONObject:
+@final
+@attrs.frozen(kw_only=True)
+class CompletionsCompat:
+    """The per-server switches of this API (pi-ai's ``OpenAICompletionsCompat``).
+
+    Detected from the provider name and base URL (:func:`get_compat`); each can be
+    overridden by ``model.compat`` under its pi-ai name (each field's ``wire``
+    metadata, e.g. ``supports_store`` is ``supportsStore``). Overrides are kept as
+    given: pi-ai reads the switches by truthiness.
+    """
+
+    supports_store: bool = attrs.field(metadata={"wire": "supportsStore"})
+    supports_developer_role: bool = attrs.field(metadata={"wire": "supportsDeveloperRole"})
+    supports_reasoning_effort: bool = attrs.field(metadata={"wire": "supportsReasoningEffort"})
+    supports_usage_in_streaming: bool = attrs.field(metadata={"wire": "supportsUsageInStreaming"})
+    supports_finish_reason: bool = attrs.field(metadata={"wire": "supportsFinishReason"})
+    max_tokens_field: str = attrs.field(metadata={"wire": "maxTokensField"})
+    requires_tool_result_name: bool = attrs.field(metadata={"wire": "requiresToolResultName"})
+    requires_assistant_after_tool_result: bool = attrs.field(
+        metadata={"wire": "requiresAssistantAfterToolResult"}
+    )
+    requires_thinking_as_text: bool = attrs.field(metadata={"wire": "requiresThinkingAsText"})
+    requires_reasoning_content_on_assistant_messages: bool = attrs.field(
+        metadata={"wire": "requiresReasoningContentOnAssistantMessages"}
+    )
+    thinking_format: str = attrs.field(metadata={"wire": "thinkingFormat"})
+    open_router_routing: Mapping[str, JSONValue] = attrs.field(
+        metadata={"wire": "openRouterRouting"}
+    )
+    vercel_gateway_routing: Mapping[str, JSONValue] = attrs.field(
+        metadata={"wire": "vercelGatewayRouting"}
+    )
+    chat_template_kwargs: Mapping[str, JSONValue] = attrs.field(
+        metadata={"wire": "chatTemplateKwargs"}
+    )
+    chat_template_args: Mapping[str, JSONValue] = attrs.field(metadata={"wire": "chatTemplateArgs"})
+    zai_tool_stream: bool = attrs.field(metadata={"wire": "zaiToolStream"})
+    supports_thinking_token_budget: bool = attrs.field(
+        metadata={"wire": "supportsThinkingTokenBudget"}
+    )
+    thinking_token_budget_field: str | None = attrs.field(
+        metadata={"wire": "thinkingTokenBudgetField"}
+    )
+    supports_strict_mode: bool = attrs.field(metadata={"wire": "supportsStrictMode"})
+    supports_openai_grammar_tools: bool = attrs.field(
+        metadata={"wire": "supportsOpenAIGrammarTools"}
+    )
+    cache_control_format: str | None = attrs.field(metadata={"wire": "cacheControlFormat"})
+    send_session_affinity_headers: bool = attrs.field(
+        metadata={"wire": "sendSessionAffinityHeaders"}
+    )
+    deferred_tools_mode: str | None = attrs.field(metadata={"wire": "deferredToolsMode"})
+    session_affinity_format: str = attrs.field(metadata={"wire": "sessionAffinityFormat"})
+    supports_long_cache_retention: bool = attrs.field(
+        metadata={"wire": "supportsLongCacheRetention"}
+    )
+    vllm_priority: JSONValue = attrs.field(metadata={"wire": "vllmPriority"})
+
+
+_COMPAT_WIRE_NAMES: Final[Mapping[str, str]] = {
+    field.name: field.metadata["wire"] for field in attrs.fields(CompletionsCompat)
+}
+"""Field name -> pi-ai's camelCase key in ``model.compat``."""
+
+
+def _detect_compat(model: Model) -> CompletionsCompat:
     provider = model.provider
     base_url = model.base_url
     is_zai = (
@@ -151,56 +223,59 @@ def _detect_compat(model: Model) -> JSONObject:
         thinking_format = "openrouter"
     else:
         thinking_format = "openai"
-    return {
-        "supportsStore": not non_standard,
-        "supportsDeveloperRole": openrouter_developer or (not non_standard and not is_openrouter),
-        "supportsReasoningEffort": not (
+    return CompletionsCompat(
+        supports_store=not non_standard,
+        supports_developer_role=openrouter_developer or (not non_standard and not is_openrouter),
+        supports_reasoning_effort=not (
             is_grok or is_zai or is_moonshot or is_together or is_cf_gateway or is_nvidia
         )
         and not is_ant_ling,
-        "supportsUsageInStreaming": True,
-        "supportsFinishReason": True,
-        "maxTokensField": "max_tokens" if use_max_tokens else "max_completion_tokens",
-        "requiresToolResultName": False,
-        "requiresAssistantAfterToolResult": False,
-        "requiresThinkingAsText": False,
-        "requiresReasoningContentOnAssistantMessages": is_deepseek,
-        "thinkingFormat": thinking_format,
-        "openRouterRouting": {},
-        "vercelGatewayRouting": {},
-        "chatTemplateKwargs": {},
-        "chatTemplateArgs": {},
-        "zaiToolStream": False,
-        "supportsThinkingTokenBudget": False,
-        "thinkingTokenBudgetField": None,
-        "supportsStrictMode": not (is_moonshot or is_together or is_cf_gateway or is_nvidia),
-        "supportsOpenAIGrammarTools": False,
-        "cacheControlFormat": (
+        supports_usage_in_streaming=True,
+        supports_finish_reason=True,
+        max_tokens_field="max_tokens" if use_max_tokens else "max_completion_tokens",
+        requires_tool_result_name=False,
+        requires_assistant_after_tool_result=False,
+        requires_thinking_as_text=False,
+        requires_reasoning_content_on_assistant_messages=is_deepseek,
+        thinking_format=thinking_format,
+        open_router_routing={},
+        vercel_gateway_routing={},
+        chat_template_kwargs={},
+        chat_template_args={},
+        zai_tool_stream=False,
+        supports_thinking_token_budget=False,
+        thinking_token_budget_field=None,
+        supports_strict_mode=not (is_moonshot or is_together or is_cf_gateway or is_nvidia),
+        supports_openai_grammar_tools=False,
+        cache_control_format=(
             "anthropic" if provider == "openrouter" and model.id.startswith("anthropic/") else None
         ),
-        "sendSessionAffinityHeaders": False,
-        "deferredToolsMode": None,
-        "sessionAffinityFormat": "openrouter" if is_openrouter else "openai",
-        "supportsLongCacheRetention": not (
+        send_session_affinity_headers=False,
+        deferred_tools_mode=None,
+        session_affinity_format="openrouter" if is_openrouter else "openai",
+        supports_long_cache_retention=not (
             is_together or is_cf_workers or is_cf_gateway or is_nvidia or is_ant_ling
         ),
-        "vllmPriority": None,
-    }
+        vllm_priority=None,
+    )
 
 
-def get_compat(model: Model) -> JSONObject:
+def get_compat(model: Model) -> CompletionsCompat:
     """The compat switches of ``model``: detected from provider and base URL, each
-    overridden by ``model.compat`` when given there (pi-ai's ``getCompat``)."""
+    overridden by ``model.compat`` when given there (pi-ai's ``getCompat``).
+    ``model.compat`` speaks pi-ai's camelCase names (``supportsStore``)."""
     detected = _detect_compat(model)
     overrides = model.compat or {}
-    compat = {
-        key: overrides[key] if overrides.get(key) is not None else value
-        for key, value in detected.items()
+    if not overrides:
+        return detected
+    changes: dict[str, Any] = {
+        name: overrides[wire]
+        for name, wire in _COMPAT_WIRE_NAMES.items()
+        if overrides.get(wire) is not None
     }
-    if overrides:
-        compat["openRouterRouting"] = overrides.get("openRouterRouting") or {}
-        compat["vllmPriority"] = overrides.get("vllmPriority")
-    return compat
+    changes["open_router_routing"] = overrides.get("openRouterRouting") or {}
+    changes["vllm_priority"] = overrides.get("vllmPriority")
+    return attrs.evolve(detected, **changes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -286,8 +361,8 @@ def _parse_legacy_encrypted_detail(signature: str | None) -> JSONValue:
     return None
 
 
-def _convert_tools(tools: Sequence[ToolSpec], compat: Mapping[str, Any]) -> list[JSONObject]:
-    supports_strict = compat.get("supportsStrictMode") is not False
+def _convert_tools(tools: Sequence[ToolSpec], compat: CompletionsCompat) -> list[JSONObject]:
+    supports_strict = compat.supports_strict_mode is not False
     out = []
     for tool in tools:
         strict = resolve_json_schema_strict(tool, supports_strict)
@@ -303,19 +378,19 @@ def _convert_tools(tools: Sequence[ToolSpec], compat: Mapping[str, Any]) -> list
     return out
 
 
-def convert_messages(model: Model, context: Context, compat: Mapping[str, Any]) -> list[JSONObject]:
+def convert_messages(model: Model, context: Context, compat: CompletionsCompat) -> list[JSONObject]:
     """The ``messages`` of a chat-completions request (pi-ai's ``convertMessages``)."""
     params: list[JSONObject] = []
     messages = transform_messages(context.messages, model, _normalize_tool_call_id(model))
     if context.system_prompt:
-        role = "developer" if model.reasoning and compat["supportsDeveloperRole"] else "system"
+        role = "developer" if model.reasoning and compat.supports_developer_role else "system"
         params.append({"role": role, "content": sanitize_surrogates(context.system_prompt)})
     last_role: str | None = None
     index = 0
     while index < len(messages):
         message = messages[index]
         if (
-            compat["requiresAssistantAfterToolResult"]
+            compat.requires_assistant_after_tool_result
             and last_role == "toolResult"
             and isinstance(message, UserMessage)
         ):
@@ -355,7 +430,7 @@ def convert_messages(model: Model, context: Context, compat: Mapping[str, Any]) 
                     "content": sanitize_surrogates(text),
                     "tool_call_id": result.tool_call_id,
                 }
-                if compat["requiresToolResultName"] and result.tool_name:
+                if compat.requires_tool_result_name and result.tool_name:
                     tool_message["name"] = result.tool_name
                 params.append(tool_message)
                 if has_images and "image" in model.input:
@@ -364,7 +439,7 @@ def convert_messages(model: Model, context: Context, compat: Mapping[str, Any]) 
                     )
                 index += 1
             if images:
-                if compat["requiresAssistantAfterToolResult"]:
+                if compat.requires_assistant_after_tool_result:
                     params.append(
                         {"role": "assistant", "content": "I have processed the tool results."}
                     )
@@ -386,11 +461,11 @@ def convert_messages(model: Model, context: Context, compat: Mapping[str, Any]) 
 
 
 def _convert_assistant(
-    model: Model, message: AssistantMessage, compat: Mapping[str, Any]
+    model: Model, message: AssistantMessage, compat: CompletionsCompat
 ) -> JSONObject | None:
     out: JSONObject = {
         "role": "assistant",
-        "content": "" if compat["requiresAssistantAfterToolResult"] else None,
+        "content": "" if compat.requires_assistant_after_tool_result else None,
     }
     text_parts = [
         {"type": "text", "text": sanitize_surrogates(b.text)}
@@ -416,7 +491,7 @@ def _convert_assistant(
     preserved = signed if signed is not None else (legacy or None)
     non_empty = [b for b in thinking if b.thinking.strip()]
     if non_empty:
-        if compat["requiresThinkingAsText"]:
+        if compat.requires_thinking_as_text:
             thinking_text = "\n\n".join(sanitize_surrogates(b.thinking) for b in non_empty)
             out["content"] = [{"type": "text", "text": thinking_text}, *text_parts]
         else:
@@ -442,7 +517,7 @@ def _convert_assistant(
     if preserved:
         out["reasoning_details"] = preserved
     if (
-        compat["requiresReasoningContentOnAssistantMessages"]
+        compat.requires_reasoning_content_on_assistant_messages
         and model.reasoning
         and "reasoning_content" not in out
     ):
@@ -474,11 +549,11 @@ def _clamp_cache_key(key: str | None) -> str | None:
     return key[:64]
 
 
-def _cache_control(compat: Mapping[str, Any], retention: str) -> JSONObject | None:
-    if compat.get("cacheControlFormat") != "anthropic" or retention == "none":
+def _cache_control(compat: CompletionsCompat, retention: str) -> JSONObject | None:
+    if compat.cache_control_format != "anthropic" or retention == "none":
         return None
     control: JSONObject = {"type": "ephemeral"}
-    if retention == "long" and compat["supportsLongCacheRetention"]:
+    if retention == "long" and compat.supports_long_cache_retention:
         control["ttl"] = "1h"
     return control
 
@@ -559,7 +634,7 @@ def build_params(
     *,
     max_tokens: int | None,
     effort: str | None,
-    compat: Mapping[str, Any] | None = None,
+    compat: CompletionsCompat | None = None,
     retention: str | None = None,
 ) -> JSONObject:
     """The request body (pi-ai's ``buildParams``)."""
@@ -568,26 +643,24 @@ def build_params(
     messages = convert_messages(model, context, compat)
     control = _cache_control(compat, retention)
     params: JSONObject = {"model": model.id, "messages": messages, "stream": True}
-    long_ok = retention == "long" and compat["supportsLongCacheRetention"]
+    long_ok = retention == "long" and compat.supports_long_cache_retention
     if ("api.openai.com" in model.base_url and retention != "none") or long_ok:
         key = _clamp_cache_key(options.session_id)
         if key is not None:
             params["prompt_cache_key"] = key
     if long_ok:
         params["prompt_cache_retention"] = "24h"
-    if compat["supportsUsageInStreaming"] is not False:
+    if compat.supports_usage_in_streaming is not False:
         params["stream_options"] = {"include_usage": True}
-    if compat["supportsStore"]:
+    if compat.supports_store:
         params["store"] = False
     if max_tokens:
-        field = (
-            "max_tokens" if compat["maxTokensField"] == "max_tokens" else "max_completion_tokens"
-        )
+        field = "max_tokens" if compat.max_tokens_field == "max_tokens" else "max_completion_tokens"
         params[field] = max_tokens
     if options.temperature is not None:
         params["temperature"] = options.temperature
     tools = list(context.tools)
-    if compat.get("deferredToolsMode") == "kimi":
+    if compat.deferred_tools_mode == "kimi":
         deferred = {
             name
             for m in context.messages
@@ -597,7 +670,7 @@ def build_params(
         tools = [t for t in tools if t.name not in deferred]
     if tools:
         params["tools"] = _convert_tools(tools, compat)
-        if compat.get("zaiToolStream"):
+        if compat.zai_tool_stream:
             params["tool_stream"] = True
     elif _has_tool_history(context):
         params["tools"] = []
@@ -605,10 +678,10 @@ def build_params(
         _apply_cache_control(messages, params.get("tools"), control)
     if options.tool_choice:
         params["tool_choice"] = options.tool_choice
-    if compat.get("vllmPriority") is not None:
-        params["priority"] = compat["vllmPriority"]
-    budget_field = compat.get("thinkingTokenBudgetField") or (
-        "thinking_token_budget" if compat.get("supportsThinkingTokenBudget") else None
+    if compat.vllm_priority is not None:
+        params["priority"] = compat.vllm_priority
+    budget_field = compat.thinking_token_budget_field or (
+        "thinking_token_budget" if compat.supports_thinking_token_budget else None
     )
     budget: int | None = None
     if effort and model.reasoning:
@@ -636,13 +709,13 @@ def build_params(
 def _apply_thinking(
     params: JSONObject,
     model: Model,
-    compat: Mapping[str, Any],
+    compat: CompletionsCompat,
     effort: str | None,
     budget: int | None,
 ) -> None:
-    fmt = compat["thinkingFormat"]
+    fmt = compat.thinking_format
     level_map = model.thinking_level_map or {}
-    supports_effort = compat["supportsReasoningEffort"]
+    supports_effort = compat.supports_reasoning_effort
     if not model.reasoning:
         return
     if fmt == "zai":
@@ -665,13 +738,11 @@ def _apply_thinking(
             "preserve_thinking": True,
         }
     elif fmt == "chat-template":
-        values = _chat_template_values(
-            model, effort, compat.get("chatTemplateKwargs") or {}, budget
-        )
+        values = _chat_template_values(model, effort, compat.chat_template_kwargs or {}, budget)
         if values:
             params["chat_template_kwargs"] = values
     elif fmt == "baseten":
-        values = _chat_template_values(model, effort, compat.get("chatTemplateArgs") or {}, budget)
+        values = _chat_template_values(model, effort, compat.chat_template_args or {}, budget)
         if values:
             params["chat_template_args"] = values
         if supports_effort:
@@ -719,11 +790,11 @@ def _request_headers(
     model: Model, options: StreamOptions, api_key: str, session_id: str | None, compat: Any
 ) -> dict[str, str]:
     defaults: dict[str, str | None] = {"User-Agent": pi_user_agent(), **(model.headers or {})}
-    if session_id and compat["sendSessionAffinityHeaders"]:
-        if compat["sessionAffinityFormat"] == "openrouter":
+    if session_id and compat.send_session_affinity_headers:
+        if compat.session_affinity_format == "openrouter":
             defaults["x-session-id"] = session_id
         else:
-            if compat["sessionAffinityFormat"] == "openai":
+            if compat.session_affinity_format == "openai":
                 defaults["session_id"] = session_id
             defaults["x-client-request-id"] = session_id
             defaults["x-session-affinity"] = session_id
@@ -1088,18 +1159,18 @@ class _StreamAPIError(APIError):
     """An ``error`` member in a streamed chunk (the SDK throws ``APIError``)."""
 
 
-def _check_end(handler: _ChunkHandler, compat: Mapping[str, Any]) -> None:
+def _check_end(handler: _ChunkHandler, compat: CompletionsCompat) -> None:
     output = handler.output
     if output.stop_reason == "aborted":
         raise ProviderFailure(ABORTED_AFTER_HEADERS)
-    if not handler.has_finish_reason and not compat["supportsFinishReason"]:
+    if not handler.has_finish_reason and not compat.supports_finish_reason:
         output.stop_reason = (
             "toolUse" if any(isinstance(b, ToolCall) for b in output.content) else "stop"
         )
     if output.stop_reason == "error":
         msg = output.error_message or "Provider returned an error stop reason"
         raise ProviderFailure(msg)
-    if (compat["supportsFinishReason"] and not handler.has_finish_reason) or (
+    if (compat.supports_finish_reason and not handler.has_finish_reason) or (
         output.stop_reason == "pending"
     ):
         msg = "Stream ended without finish_reason"
@@ -1130,7 +1201,7 @@ class _CompletionsExchange(Exchange):
         self._api_key = api_key
         self._max_tokens = max_tokens
         self._effort = effort
-        self._compat: Mapping[str, Any] = {}
+        self._compat: CompletionsCompat | None = None
         self._handler: _ChunkHandler | None = None
         self._headers: httpx.Headers | None = None
 
@@ -1172,6 +1243,7 @@ class _CompletionsExchange(Exchange):
 
     def check_end(self) -> None:
         assert self._handler is not None
+        assert self._compat is not None
         _check_end(self._handler, self._compat)
 
     def before_failure(self) -> None:

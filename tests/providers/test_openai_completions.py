@@ -40,7 +40,11 @@ from pitrio.providers._common import (
     retry_delay_ms,
     short_hash,
 )
-from pitrio.providers._openai_completions import stream_openai_completions
+from pitrio.providers._openai_completions import (
+    CompletionsCompat,
+    get_compat,
+    stream_openai_completions,
+)
 
 from .conftest import Recorder, ScriptedBody, chunk, collect, sse, stream_response
 
@@ -219,6 +223,24 @@ async def test_missing_api_key_is_a_lone_error_event() -> None:
     assert message.stop_reason == "error"
     assert message.error_message == "No API key for provider: vllm"
     assert recorder.requests == []
+
+
+def test_compat_is_a_frozen_record_with_python_names() -> None:
+    """``get_compat`` gives a frozen ``CompletionsCompat``; ``model.compat`` overrides
+    it under pi-ai's camelCase names, one per field."""
+    detected = get_compat(MODEL)
+    assert isinstance(detected, CompletionsCompat)
+    assert detected.max_tokens_field == "max_completion_tokens"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        detected.supports_store = False  # type: ignore[misc]
+    wire = {f.name: f.metadata["wire"] for f in attrs.fields(CompletionsCompat)}
+    assert len(set(wire.values())) == len(wire) == 26
+    assert all(name == name.lower() for name in wire)
+    overridden = get_compat(
+        attrs.evolve(MODEL, compat={"maxTokensField": "max_tokens", "supportsStore": None})
+    )
+    assert overridden.max_tokens_field == "max_tokens"
+    assert overridden.supports_store == detected.supports_store  # None keeps the detected
 
 
 async def test_compat_switches() -> None:
