@@ -179,6 +179,9 @@ class _Body(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         body = self._body
         for start in range(0, len(body), WRITE_SIZE):
+            # A socket read checkpoints: the consumer takes the events of each piece
+            # before the next one is read (without it the whole response would queue).
+            await trio.lowlevel.checkpoint()
             yield body[start : start + WRITE_SIZE]
 
 
