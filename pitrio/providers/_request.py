@@ -185,7 +185,7 @@ class Exchange(ABC):
 
 
 def exchange_stream(
-    make: type[Exchange] | Any,
+    make: Callable[[AssistantMessageEventStream, PartialMessage, Model, StreamOptions], Exchange],
     client: httpx.AsyncClient,
     model: Model,
     options: StreamOptions,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -15,11 +15,20 @@ import pytest
 import trio
 import trio.testing
 
-from pitrio import AssistantMessage, UserMessage
+import pitrio.providers
+from pitrio import AssistantMessage, AssistantMessageEventStream, TextContent, UserMessage
+from pitrio._events import TextDeltaEvent, TextEndEvent, TextStartEvent
 from pitrio._model import Context, Model, StreamOptions
-from pitrio.providers import get_api
+from pitrio.providers import get_api, register_api
 from pitrio.providers._common import MaxTokensClampedWarning, clamp_max_tokens_to_context
-from pitrio.providers._request import DEFAULT_IDLE_TIMEOUT
+from pitrio.providers._request import (
+    DEFAULT_IDLE_TIMEOUT,
+    Exchange,
+    HttpRequest,
+    ProviderFailure,
+    exchange_stream,
+)
+from pitrio.providers._sse import ServerSentEvent
 
 from .conftest import Recorder, ScriptedBody, collect
 
@@ -391,3 +400,86 @@ async def test_the_clamp_warns_once_per_model_through_a_provider(api: Api) -> No
             await run(api, sse_response(api.events))
     clamped = [w for w in caught if issubclass(w.category, MaxTokensClampedWarning)]
     assert len(clamped) == 1
+
+
+# -- a new API is one Exchange -------------------------------------------------------------
+
+
+class _ToyExchange(Exchange):
+    """A whole API in a few lines: ``data: {"text": ...}`` events, then ``{"stop": ...}``."""
+
+    api_label = "Toy"
+
+    def build_request(self) -> HttpRequest:
+        return HttpRequest(
+            url=f"{self.model.base_url}/generate",
+            headers={"content-type": "application/json"},
+            body={"model": self.model.id, "stream": True},
+        )
+
+    def handle_sse(self, sse: ServerSentEvent) -> bool:
+        event = json.loads(sse.data)
+        output = self.output
+        if "text" in event:
+            if not output.content:
+                output.add_block(TextContent(text=""))
+                self.stream.push(TextStartEvent(content_index=0, partial=output.snapshot()))
+            output.append_text(0, event["text"])
+            self.stream.push(
+                TextDeltaEvent(content_index=0, delta=event["text"], partial=output.snapshot())
+            )
+            return False
+        output.stop_reason = event["stop"]
+        text = output.snapshot().text
+        self.stream.push(TextEndEvent(content_index=0, content=text, partial=output.snapshot()))
+        return True
+
+    def check_end(self) -> None:
+        if self.output.stop_reason == "pending":
+            raise ProviderFailure("Toy stream ended without a stop reason")
+
+
+def _stream_toy(
+    client: httpx.AsyncClient, model: Model, context: Context, options: StreamOptions
+) -> AssistantMessageEventStream:
+    return exchange_stream(_ToyExchange, client, model, options)
+
+
+@pytest.fixture
+def toy_api() -> Iterator[None]:
+    register_api("toy", _stream_toy)
+    yield
+    pitrio.providers._APIS.pop("toy", None)
+
+
+@pytest.mark.usefixtures("toy_api")
+async def test_a_new_api_is_one_exchange(autojump_clock: trio.testing.MockClock) -> None:
+    """An Exchange and ``register_api`` make a working API: hooks, abort and error
+    mapping, the idle timeout and the terminal event come from the shared lifecycle."""
+    toy = Api("toy", Model(id="t", api="toy", provider="toy", base_url="http://toy.test"), [], {})
+    seen: list[Any] = []
+    body = [
+        b'data: {"text": "He"}\n\n',
+        b'data: {"text": "llo"}\n\n',
+        b'data: {"stop": "stop"}\n\n',
+    ]
+    types, message, recorder = await run(
+        toy,
+        sse_response(body, hang_after=len(body)),  # never closes: the stop event ends it
+        on_payload=lambda payload, model: {**payload, "extra": 1},
+        on_response=lambda status, headers, model: seen.append(status),
+    )
+    assert types == ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+    assert message.text == "Hello"
+    assert message.stop_reason == "stop"
+    assert recorder.bodies == [{"model": "t", "stream": True, "extra": 1}]
+    assert seen == [200]
+
+    _, message, _ = await run(toy, sse_response(body[:1]))
+    assert message.stop_reason == "error"
+    assert message.error_message == "Toy stream ended without a stop reason"
+
+    _, message, _ = await run(toy, sse_response(body, hang_after=1), idle_timeout=5)
+    assert message.error_message is not None
+    assert message.error_message.startswith("Toy stream stalled: no data for 5 s")
+    assert message.text == "He"
