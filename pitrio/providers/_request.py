@@ -388,7 +388,10 @@ async def _read_body(exchange: Exchange, response: httpx.Response) -> None:
     """
     idle = idle_timeout(exchange.options)
     decoder = SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof)
-    is_json = _is_json(response)
+    # A JSON body: labelled so, and starting like JSON (a mislabelled event stream is
+    # still read as one).
+    maybe_json = _is_json(response)
+    is_json = False
     received: list[bytes] = []
     terminal = False
     try:
@@ -401,6 +404,12 @@ async def _read_body(exchange: Exchange, response: httpx.Response) -> None:
                     raise _idle_failure(exchange, idle)
                 if chunk is None:
                     break
+                if maybe_json and not received:
+                    start = chunk.lstrip()[:1]
+                    if not start:
+                        continue  # only whitespace so far
+                    is_json = start in (b"{", b"[")
+                    maybe_json = is_json
                 if is_json:
                     received.append(chunk)
                     continue

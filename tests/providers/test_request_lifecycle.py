@@ -236,6 +236,16 @@ async def test_a_json_body_that_is_no_response_is_a_clear_error(api: Api) -> Non
     assert message.error_message.endswith("the server answered with an error: no slot")
 
 
+@each_api
+async def test_an_event_stream_labelled_json_is_still_read_as_events(api: Api) -> None:
+    response = httpx.Response(
+        200, headers={"content-type": "application/json"}, stream=ScriptedBody(api.events)
+    )
+    _, message, _ = await run(api, response)
+    assert message.stop_reason == "stop", message.error_message
+    assert message.text == "Hi"
+
+
 async def test_a_json_completion_with_tool_calls() -> None:
     """Tool calls of a whole chat.completion object keep their arguments."""
     complete = {
