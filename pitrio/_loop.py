@@ -183,12 +183,16 @@ def _agent_stream(
             stream.push(event)
             # Pi's loop does not wait for the consumer, but the consumer runs in the
             # microtask gaps of the loop's awaits, so it lags only a little: let it run.
-            return js_microtask_hop()
+            return _consumer_step()
 
         messages = await run(emit)
         stream.end(messages)
 
     return EventStream(_is_agent_end, _agent_end_messages, producer)
+
+
+async def _consumer_step() -> None:
+    await js_microtask_hop()
 
 
 def _is_agent_end(event: AgentEvent) -> bool:

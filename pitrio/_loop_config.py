@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from types import CoroutineType
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Final, Literal, TypeAlias, final
 
 import attrs
 import trio
@@ -79,18 +79,19 @@ class _Ready:
 _READY = _Ready()
 
 
-async def js_microtask_hop() -> None:
-    """Let the tasks that JavaScript would run in this microtask gap run first.
+js_microtask_hop: Final[Callable[[], Awaitable[None]]] = trio.lowlevel.checkpoint
+"""``await js_microtask_hop()``: let the tasks that JavaScript would run in this
+microtask gap run first.
 
-    Pi's event order sometimes depends on how many promise hops a chain takes: two tool
-    calls that finish together proceed in lockstep (each ``await`` is a microtask, so
-    every ``execute()`` starts before any call ends, and the after-hooks of simultaneous
-    calls come before their ends); ``Promise.all`` over a tool's update emissions takes
-    one more tick; ``agentLoop``'s stream consumer runs in the microtask gaps of the
-    loop's awaits. Trio has no microtasks, so pitrio reproduces each such hop with one
-    scheduling step, here and only here. Every call site says which hop of Pi's it is.
-    """
-    await trio.lowlevel.checkpoint()
+Pi's event order sometimes depends on how many promise hops a chain takes: two tool
+calls that finish together proceed in lockstep (each ``await`` is a microtask, so every
+``execute()`` starts before any call ends, and the after-hooks of simultaneous calls
+come before their ends); ``Promise.all`` over a tool's update emissions takes one more
+tick; ``agentLoop``'s stream consumer runs in the microtask gaps of the loop's awaits.
+Trio has no microtasks, so pitrio reproduces each such hop with one scheduling step
+(a checkpoint; the name is an alias, so a hop costs no more than the checkpoint), here
+and only here. Every call site says which of Pi's hops it is.
+"""
 
 
 @final

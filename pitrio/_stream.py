@@ -326,7 +326,7 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
 
 
 def _is_terminal(event: AssistantMessageEvent) -> bool:
-    return event.type == "done" or event.type == "error"
+    return type(event) is DoneEvent or type(event) is ErrorEvent
 
 
 def _terminal_message(event: AssistantMessageEvent) -> AssistantMessage:

@@ -79,16 +79,14 @@ async def _emit_result_message(message: ToolResultMessage, emit: Emit) -> None:
     await emit(MessageEnd(message=message))
 
 
-def _emit_start(call: ToolCall, emit: Emit) -> Awaitable[None]:
-    return emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
-
-
 async def fail_truncated(tool_calls: Sequence[ToolCall], emit: Emit) -> BatchOutcome:
     """The calls of a response cut at the output token limit: none runs (Pi's
     ``stopReason: "length"`` handling); each ends with an error result asking to retry."""
     messages = []
     for call in tool_calls:
-        await _emit_start(call, emit)
+        await emit(
+            ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+        )
         result = error_result(_TRUNCATED.format(name=call.name))
         await emit(
             ToolExecutionEnd(
@@ -299,7 +297,11 @@ class _Batch:
         messages: list[ToolResultMessage] = []
         async with trio.open_nursery() as nursery:
             for call in tool_calls:
-                await _emit_start(call, emit)
+                await emit(
+                    ToolExecutionStart(
+                        tool_call_id=call.id, tool_name=call.name, args=call.arguments
+                    )
+                )
                 prepared = await self.prepare(call)
                 if isinstance(prepared, _Finalized):
                     finalized = prepared
@@ -321,8 +323,11 @@ class _Batch:
         signal = self.signal
         slots: list[_Finalized | None] = []
         queued: list[tuple[int, _Prepared]] = []
+        emit = self.emit
         for call in tool_calls:
-            await _emit_start(call, self.emit)
+            await emit(
+                ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+            )
             prepared = await self.prepare(call)
             if isinstance(prepared, _Finalized):
                 await self.emit_end(prepared)
