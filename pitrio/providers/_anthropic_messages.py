@@ -77,7 +77,13 @@ from ._common import (
     transform_messages,
 )
 from ._partial_json import PartialJSONParser, lazy_arguments
-from ._request import Exchange, HttpRequest, ProviderFailure, exchange_stream
+from ._request import (
+    ABORTED_BEFORE_HEADERS,
+    Exchange,
+    HttpRequest,
+    ProviderFailure,
+    exchange_stream,
+)
 from ._sse import ServerSentEvent
 
 if TYPE_CHECKING:
@@ -96,10 +102,6 @@ MID_CONVERSATION_OUTPUT_CONFIG_BETA: Final = "mid-conversation-output-config-202
 THINKING_BINDING_CONTROLS_BETA: Final = "thinking-binding-controls-2026-08-01"
 OAUTH_BETAS: Final = ("claude-code-20250219", "oauth-2025-04-20")
 
-ABORTED_BEFORE_RESPONSE: Final = "Request aborted"
-"""pi-ai's text for an abort while waiting for the response (``retryProviderRequest``)."""
-ABORTED_DURING_STREAM: Final = "Request was aborted"
-"""pi-ai's text for an abort noticed between two reads of the body."""
 
 _CLAUDE_CODE_VERSION: Final = "2.1.251"
 _CLAUDE_CODE_IDENTITY: Final = "You are Claude Code, Anthropic's official CLI for Claude."
@@ -1433,7 +1435,7 @@ def stream_anthropic_messages(
         client,
         model,
         options,
-        abort_message=ABORTED_BEFORE_RESPONSE,
+        abort_message=ABORTED_BEFORE_HEADERS,
     )
 
 

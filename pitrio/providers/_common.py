@@ -81,7 +81,6 @@ __all__ = [
     "APIError",
     "MissingApiKeyError",
     "PartialMessage",
-    "RequestAbortedError",
     "RetryDelayTooLongError",
     "UnsupportedStrictJsonSchemaError",
     "adjust_max_tokens_for_thinking",
@@ -643,13 +642,6 @@ class APIConnectionTimeoutError(APIConnectionError):
         super().__init__(message)
 
 
-class RequestAbortedError(Exception):
-    """The caller aborted before the response headers arrived (``Request aborted``)."""
-
-    def __init__(self, message: str = "Request aborted") -> None:
-        super().__init__(message)
-
-
 class RetryDelayTooLongError(Exception):
     """The server asked for a retry delay above ``maxRetryDelayMs``."""
 
@@ -976,7 +968,7 @@ async def send_with_retries(
     Retries (``max_retries``, default 0) only :func:`is_retryable` errors, each time with
     a fresh identical request, sleeping :func:`retry_delay_ms` in between. Cancellation
     (the caller's abort) propagates as ``trio.Cancelled``; the provider reports it as
-    ``Request aborted`` (:class:`RequestAbortedError`'s text).
+    ``Request aborted`` (``_request.ABORTED_BEFORE_HEADERS``).
     """
     total = max_retries or 0
     remaining = total
