@@ -1,9 +1,16 @@
-"""The ``python -m pitrio`` CLI: the offline demo, one-shot runs, JSON lines, the REPL."""
+"""The ``python -m pitrio`` CLI in-process: arguments, the offline replay, -p, json,
+consent, sessions, error hints, a loopback OpenAI-compatible server.
+
+The terminal itself (a real pseudo-terminal) is driven in tests/cli/test_terminal.py;
+json and rpc modes through pipes in tests/cli/test_modes.py.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -13,340 +20,407 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-from trio.testing import wait_all_tasks_blocked
 
-from pitrio._agent import Agent
-from pitrio._events import MessageUpdate, TextDeltaEvent, ToolCallEndEvent
-from pitrio._messages import (
-    AssistantMessage,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    UserMessage,
-)
-from pitrio.cli._main import (
-    DEMO_PROMPT,
-    _default_model,
-    event_to_wire,
-    main,
-    offline_model,
-    repl,
-    run_once,
-)
+from pitrio import TextContent, ToolCall
+from pitrio.cli import main
+from pitrio.cli._app import event_to_wire
+from pitrio.cli._consent import Consent, Policy, PolicyError, load_policy
+from pitrio.cli._main import _parser
+from pitrio.cli._offline import DEMO_PROMPT, OfflineStreamFn
+from pitrio.harness import ToolCallEvent
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
-NO_KEYS: dict[str, str] = {}
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """No keys; sessions, config and history under tmp_path."""
+    return {
+        "PITRIO_SESSIONS_DIR": str(tmp_path / "sessions"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "HOME": str(tmp_path / "home"),
+    }
 
 
-def user_texts(agent: Agent) -> list[str]:
-    return [
-        "".join(b.text for b in m.content if isinstance(b, TextContent))
-        for m in agent.state.messages
-        if isinstance(m, UserMessage) and not isinstance(m.content, str)
-    ]
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "notes.txt").write_text("first line\n")
+    return root
 
 
-# -- the offline demo -----------------------------------------------------------------
+def run_cli(
+    argv: list[str], env: dict[str, str], *, stream_fn: Any = None, stdin: str = ""
+) -> tuple[int, str]:
+    out = io.StringIO()
+    status = main(argv, stream_fn=stream_fn, env=env, stdin=io.StringIO(stdin), stdout=out)
+    return status, out.getvalue()
 
 
-def test_no_arguments_run_the_offline_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    """With no model configured, the demo drives every tool and answers with the output."""
-    assert main([], env=NO_KEYS) == 0
-    out, err = capsys.readouterr()
-    for call in ("-> write(", "-> read(", "-> edit(", "-> ls(", "-> grep(", "-> bash("):
-        assert call in out
-    assert '-> read(path="greet.py")' in out
-    assert "   Successfully wrote 113 bytes to greet.py" in out
-    assert "   greet.py:1: def greet(name: str) -> str:\n" in out
-    assert "<- ls\n" in out or "<- grep\n" in out  # the parallel batch's later result
-    assert "   Hello, Trio! Nice to meet you." in out
-    assert out.rstrip().endswith(
-        "Hello, world! Nice to meet you.\nHello, Trio! Nice to meet you.\n\n"
-        "(This answer came from pitrio's offline demo script, not a language model.)"
-    )
-    assert "pitrio offline demo: no model configured" in err
-    assert "That was the offline demo." in err
+def edit_then_answer() -> ScriptedModel:
+    """Edits notes.txt, then answers with what the edit returned."""
 
-
-def test_offline_flag_wins_over_an_api_key(capsys: pytest.CaptureFixture[str]) -> None:
-    """--offline runs the demo even when a provider key is set, and says what it ignored."""
-    status = main(["--offline", "-p", "fix the bug"], env={"OPENAI_API_KEY": "sk-test"})
-    assert status == 0
-    out, _ = capsys.readouterr()
-    assert "-> bash(" in out
-    assert "so it did not act on 'fix the bug'" in out
-
-
-def test_offline_demo_never_writes_into_cwd(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The demo works in a temporary directory even when --cwd is given."""
-    assert main(["--offline", "--cwd", str(tmp_path)], env=NO_KEYS) == 0
-    assert list(tmp_path.iterdir()) == []
-    assert "(--cwd is not used by the demo)" in capsys.readouterr().err
-
-
-async def test_offline_model_follows_its_script_in_an_agent(tmp_path: Path) -> None:
-    """The embedded model works with any Agent: six tool calls, then a final answer."""
-    from pitrio.coding._tools import Workspace
-
-    agent = Agent(stream_fn=offline_model(), tools=Workspace(tmp_path).tools())
-    await agent.prompt(DEMO_PROMPT)
-    calls = [
-        c.name
-        for m in agent.state.messages
-        if isinstance(m, AssistantMessage)
-        for c in m.tool_calls
-    ]
-    assert calls == ["write", "read", "edit", "ls", "grep", "bash"]
-    assert "Nice to meet you" in (tmp_path / "greet.py").read_text()
-    final = agent.state.messages[-1]
-    assert isinstance(final, AssistantMessage)
-    assert final.text.startswith("Done. I wrote `greet.py`")
-
-
-# -- one-shot runs with an injected model ---------------------------------------------
-
-
-def test_prompt_runs_once_with_an_injected_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """-p runs one prompt through the tools in --cwd and streams the answer."""
-    model = ScriptedModel(
-        [
-            ScriptedResponse.tool_calls(("c1", "write", {"path": "out.txt", "content": "42"})),
-            ScriptedResponse.text("Wrote the answer.", chunk_size=3),
-        ]
-    )
-    status = main(["-p", "write 42", "--cwd", str(tmp_path)], stream_fn=model, env=NO_KEYS)
-    assert status == 0
-    assert (tmp_path / "out.txt").read_text() == "42"
-    out, _ = capsys.readouterr()
-    assert out == (
-        '-> write(path="out.txt", content="42")\n'
-        "   Successfully wrote 2 bytes to out.txt\n"
-        "Wrote the answer.\n"
-    )
-    request = model.requests[0]
-    assert f"Current working directory: {tmp_path}" in request.system_prompt
-    assert [t.name for t in request.tools] == ["read", "write", "edit", "ls", "grep", "bash"]
-
-
-def test_system_and_thinking_reach_the_agent(capsys: pytest.CaptureFixture[str]) -> None:
-    """--system replaces the system prompt."""
-    model = ScriptedModel([ScriptedResponse.text("ok")])
-    assert main(["-p", "hi", "--system", "Be brief."], stream_fn=model, env=NO_KEYS) == 0
-    assert model.requests[0].system_prompt == "Be brief."
-    assert capsys.readouterr().out == "ok\n"
-
-
-def test_thinking_is_shown_before_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
-    """Thinking is streamed on its own line, prefixed, before the answer text."""
-    model = ScriptedModel(
-        [
-            ScriptedResponse(
-                content=(ThinkingContent(thinking="user wants hi"), TextContent(text="hi")),
-                chunk_size=4,
+    def respond(context: Any) -> ScriptedResponse:
+        last = context.messages[-1]
+        if last.role == "user":
+            call = ToolCall(
+                id="c1",
+                name="edit",
+                arguments={"path": "notes.txt", "oldText": "first", "newText": "second"},
             )
-        ]
-    )
-    assert main(["-p", "hi", "--thinking", "high"], stream_fn=model, env=NO_KEYS) == 0
-    assert capsys.readouterr().out == "thinking: user wants hi\nhi\n"
+            return ScriptedResponse(content=(TextContent(text="Editing."), call))
+        result = "".join(b.text for b in last.content if isinstance(b, TextContent))
+        return ScriptedResponse.text(f"tool said: {result}")
 
-
-def test_model_error_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    """A response that ends in error is shown and makes the exit status 1."""
-    model = ScriptedModel([ScriptedResponse(stop_reason="error", error_message="rate limited")])
-    assert main(["-p", "hi"], stream_fn=model, env=NO_KEYS) == 1
-    assert capsys.readouterr().out == "error: rate limited\n"
-
-
-def test_tool_errors_are_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A failing tool call prints its error text under the call."""
-    model = ScriptedModel(
-        [
-            ScriptedResponse.tool_calls(("c1", "read", {"path": "missing.txt"})),
-            ScriptedResponse.text("It is missing."),
-        ]
-    )
-    assert main(["-p", "read it", "--cwd", str(tmp_path)], stream_fn=model, env=NO_KEYS) == 0
-    out = capsys.readouterr().out
-    assert '-> read(path="missing.txt")\n   error: File not found: missing.txt\n' in out
-
-
-def test_prompt_from_stdin_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    """Without -p and without a terminal, stdin is the prompt."""
-    model = ScriptedModel([ScriptedResponse.text("piped")])
-    status = main([], stream_fn=model, env=NO_KEYS, stdin=io.StringIO("explain this\n"))
-    assert status == 0
-    assert "explain this" in json.dumps(
-        [getattr(m, "content", "") for m in model.requests[0].messages], default=str
-    )
-    assert capsys.readouterr().out == "piped\n"
-
-
-# -- JSON lines -----------------------------------------------------------------------
-
-
-def test_json_prints_pi_wire_events(capsys: pytest.CaptureFixture[str]) -> None:
-    """--json prints one parseable event per line, in Pi's camelCase wire form."""
-    model = ScriptedModel(
-        [
-            ScriptedResponse.tool_calls(("c1", "ls", {})),
-            ScriptedResponse.text("done"),
-        ]
-    )
-    assert main(["-p", "list", "--json"], stream_fn=model, env=NO_KEYS) == 0
-    out, err = capsys.readouterr()
-    events = [json.loads(line) for line in out.splitlines()]
-    types = [e["type"] for e in events]
-    assert types[0] == "agent_start"
-    assert types[-1] == "agent_end"
-    start = next(e for e in events if e["type"] == "tool_execution_start")
-    assert start == {
-        "type": "tool_execution_start",
-        "toolCallId": "c1",
-        "toolName": "ls",
-        "args": {},
-    }
-    end = next(e for e in events if e["type"] == "tool_execution_end")
-    assert set(end) == {"type", "toolCallId", "toolName", "result", "isError"}
-    assert end["result"]["content"][0]["type"] == "text"
-    turn_end = next(e for e in events if e["type"] == "turn_end")
-    assert turn_end["toolResults"][0]["role"] == "toolResult"
-    assert err == ""
-
-
-def test_event_to_wire_nests_stream_events() -> None:
-    """A message_update carries its stream event tagged; a tool call block stays a block."""
-    call = ToolCall(id="t1", name="ls", arguments={"path": "."})
-    message = AssistantMessage(content=(call,), stop_reason="pending")
-    wire = event_to_wire(
-        MessageUpdate(
-            message=message,
-            assistant_message_event=ToolCallEndEvent(
-                content_index=0, tool_call=call, partial=message
-            ),
-        )
-    )
-    update = wire["assistantMessageEvent"]
-    assert update["type"] == "toolcall_end"
-    assert update["contentIndex"] == 0
-    assert update["toolCall"] == {
-        "type": "toolCall",
-        "id": "t1",
-        "name": "ls",
-        "arguments": {"path": "."},
-    }
-    assert wire["message"]["stopReason"] == "pending"
-    delta = event_to_wire(
-        MessageUpdate(
-            message=message,
-            assistant_message_event=TextDeltaEvent(content_index=0, delta="x", partial=message),
-        )
-    )
-    assert delta["assistantMessageEvent"]["delta"] == "x"
+    return ScriptedModel(respond, record_requests=False)
 
 
 # -- arguments ------------------------------------------------------------------------
 
 
+def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help names every option the parser has, with a help text."""
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    parser = _parser()
+    for action in parser._actions:
+        for flag in action.option_strings:
+            assert flag in text
+        assert action.help, action.option_strings
+
+
+def test_options_are_not_abbreviated(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--mod is not read as --model or --mode (allow_abbrev=False): a usage error."""
+    status, _ = run_cli(["--mod", "rpc", "-p", "x"], env)
+    assert status == 2
+    assert "unrecognized arguments: --mod" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("pitrio ")
+
+
+def test_list_models_survives_a_closed_pipe() -> None:
+    """``pitrio --list-models | head -1``: no BrokenPipeError traceback, status 0."""
+    proc = subprocess.run(
+        f"{sys.executable} -m pitrio --list-models | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.count("\n") == 1
+    assert "/" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert "BrokenPipe" not in proc.stderr
+
+
 @pytest.mark.parametrize(
-    ("argv", "env", "message"),
+    ("argv", "message"),
     [
-        (["--model", "gpt-4.1"], {}, r"--model 'gpt-4\.1' needs the form PROVIDER/MODEL_ID"),
-        (
-            ["--model", "nope/x"],
-            {},
-            r"unknown provider 'nope' in --model 'nope/x'; known providers",
-        ),
-        (
-            ["--model", "openai/gpt-4.9"],
-            {},
-            r"unknown model 'gpt-4\.9' for provider 'openai'; did you mean 'openai/gpt-4",
-        ),
-        (
-            ["--model", "openai/gpt-4.1"],
-            {},
-            r"no API key for provider 'openai': set OPENAI_API_KEY$",
-        ),
-        (["--base-url", "http://127.0.0.1:8080/v1"], {}, r"--base-url needs --model MODEL_ID"),
-        (
-            ["--base-url", "127.0.0.1:8080", "--model", "m"],
-            {},
-            r"--base-url must be an http:// or https:// URL .*; got '127\.0\.0\.1:8080'$",
-        ),
-        (
-            ["--offline", "--model", "openai/gpt-4.1"],
-            {},
-            r"--offline runs the embedded demo model; drop --model/--base-url",
-        ),
-        (["--cwd", "/no/such/dir"], {}, r"--cwd '/no/such/dir' is not a directory"),
-        (["-p", "   "], {}, r"-p needs a non-empty prompt"),
-        (["--thinking", "huge"], {}, r"argument --thinking: invalid choice: 'huge'"),
-        (["--bogus"], {}, r"unrecognized arguments: --bogus"),
+        (["--base-url", "http://x/v1", "-p", "hi"], "--base-url needs --model MODEL_ID"),
+        (["--base-url", "x", "--model", "m", "-p", "hi"], "must be an http:// or https://"),
+        (["--model", "nope/x", "-p", "hi"], "unknown provider 'nope'"),
+        (["--model", "openai/gpt-4.1", "-p", "hi"], "set OPENAI_API_KEY, or add [keys] openai"),
+        (["--offline", "--model", "openai/gpt-4.1"], "--offline replays the recorded demo"),
+        (["--compat", "a=b", "-p", "hi"], "add --base-url URL"),
+        (["--policy", "/nonexistent/policy.toml", "-p", "hi"], "does not exist"),
+        (["--offline", "--thinking", "high"], "--thinking needs a model"),
+        (["--continue", "--no-session", "-p", "x"], "not allowed with argument"),
     ],
 )
-def test_bad_arguments_exit_2_with_a_fix(
-    argv: list[str], env: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
+def test_bad_arguments_exit_2_saying_what_to_do(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    """Each bad argument names the problem and how to fix it, with exit status 2."""
-    assert main(argv, env=env) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("pitrio: error: ")
-    assert __import__("re").search(message, last), last
+    status, _ = run_cli(argv, env)
+    assert status == 2
+    assert message in capsys.readouterr().err
 
 
-def test_empty_stdin_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """No -p, no terminal and nothing on stdin: exit 2 with what to do."""
-    model = ScriptedModel([])
-    assert main([], stream_fn=model, env=NO_KEYS, stdin=io.StringIO("")) == 2
-    assert "no prompt: pass -p PROMPT, pipe a prompt on stdin" in capsys.readouterr().err
-    assert model.calls == 0
+# -- the offline replay ---------------------------------------------------------------
 
 
-def test_help_and_list_models(capsys: pytest.CaptureFixture[str]) -> None:
-    """--help exits 0; --list-models prints provider/id lines."""
-    assert main(["--help"]) == 0
-    assert "--base-url URL" in capsys.readouterr().out
-    assert main(["--list-models"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert "openai/gpt-4.1" in lines
-    assert "anthropic/claude-sonnet-4-5" in lines
+def test_offline_replay_fixes_the_sample_project_with_real_tools(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No model configured: the recorded session replays on a copy of the sample; the
+    check really fails first and passes after the edit; the banner says what it is."""
+    status, out = run_cli([], env)
+    assert status == 0
+    banner = capsys.readouterr().err
+    assert "offline replay" in banner
+    assert "not a language model" in banner
+    assert "AssertionError: greet('world') returned 'Hello world'" in out
+    assert '+    return f"Hello, {name}!"' in out
+    assert out.count("all checks passed") >= 2  # the bash output, then the answer
+    assert "tokens in" in banner
 
 
-def test_an_api_key_selects_a_default_model() -> None:
-    """A provider key in the environment picks that provider's default model."""
-    assert _default_model({}) is None
-    openai = _default_model({"OPENAI_API_KEY": "sk"})
-    assert openai is not None
-    assert (openai.provider, openai.id) == ("openai", "gpt-4.1")
-    both = _default_model({"OPENAI_API_KEY": "sk", "ANTHROPIC_API_KEY": "sk-ant"})
-    assert both is not None
-    assert (both.provider, both.id) == ("anthropic", "claude-sonnet-4-5")
+def test_offline_flag_wins_over_an_api_key(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--offline never goes online, whatever keys are set."""
+    status, out = run_cli(["--offline"], {**env, "OPENAI_API_KEY": "sk-real"})
+    assert status == 0
+    assert "all checks passed" in out
+    assert "offline replay" in capsys.readouterr().err
 
 
-# -- a real OpenAI-compatible server on loopback --------------------------------------
+def test_offline_replay_never_touches_the_sample_or_cwd(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pitrio.cli._offline import sample_project
+
+    monkeypatch.chdir(tmp_path)
+    before = Path(sample_project(), "greet.py").read_text()
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    status, out = run_cli(["--offline"], env)
+    assert status == 0
+    assert "all checks passed" in out
+    assert Path(sample_project(), "greet.py").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing
+
+
+async def test_offline_stream_answers_after_the_recording_ends() -> None:
+    """Past the recording, a request gets a text saying so (not an error)."""
+    from pitrio import Context
+    from pitrio.cli._offline import OFFLINE_MODEL
+
+    fn = OfflineStreamFn(delay=0)
+    while fn.remaining:
+        async with fn(OFFLINE_MODEL, Context(messages=[]), _options()) as stream:
+            await stream.result()
+    message = await fn(OFFLINE_MODEL, Context(messages=[]), _options()).result()
+    assert message.stop_reason == "stop"
+    assert "offline recording has ended" in message.content[0].text  # type: ignore[union-attr]
+
+
+def _options() -> Any:
+    from pitrio import StreamOptions
+
+    return StreamOptions()
+
+
+def test_demo_prompt_is_what_the_recording_answers() -> None:
+    from pitrio.cli._offline import recording_path
+
+    first = json.loads(Path(recording_path()).read_text().splitlines()[1])
+    assert first["request"]["messages"][0]["content"][0]["text"] == DEMO_PROMPT
+
+
+# -- -p and consent -------------------------------------------------------------------
+
+
+def test_print_mode_refuses_mutating_tools_without_yes(env: dict[str, str], project: Path) -> None:
+    """-p cannot ask: the edit ends as an error result naming --yes, the file is unchanged."""
+    status, out = run_cli(
+        ["--cwd", str(project), "-p", "edit it"], env, stream_fn=edit_then_answer()
+    )
+    assert status == 0
+    assert "needs consent, which -p cannot ask for" in out
+    assert "--yes" in out
+    assert (project / "notes.txt").read_text() == "first line\n"
+
+
+def test_print_mode_with_yes_edits_and_shows_a_diff(env: dict[str, str], project: Path) -> None:
+    status, out = run_cli(
+        ["--cwd", str(project), "--yes", "-p", "edit it"], env, stream_fn=edit_then_answer()
+    )
+    assert status == 0
+    assert (project / "notes.txt").read_text() == "second line\n"
+    assert "-first line" in out
+    assert "+second line" in out
+    assert "tool said: Successfully replaced text in notes.txt." in out
+
+
+def test_policy_deny_wins_over_yes(env: dict[str, str], project: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('deny = ["edit:notes.*"]\n')
+    status, out = run_cli(
+        ["--cwd", str(project), "--yes", "--policy", str(policy), "-p", "edit it"],
+        env,
+        stream_fn=edit_then_answer(),
+    )
+    assert status == 0
+    assert "matches deny pattern 'edit:notes.*'" in out
+    assert (project / "notes.txt").read_text() == "first line\n"
+
+
+def test_policy_allow_lets_a_call_run_in_print_mode(
+    env: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('allow = ["edit:*.txt"]\n')
+    run_cli(
+        ["--cwd", str(project), "--policy", str(policy), "-p", "edit it"],
+        env,
+        stream_fn=edit_then_answer(),
+    )
+    assert (project / "notes.txt").read_text() == "second line\n"
+
+
+def test_default_policy_file_in_the_config_dir(env: dict[str, str], project: Path) -> None:
+    config = Path(env["XDG_CONFIG_HOME"], "pitrio")
+    config.mkdir(parents=True)
+    (config / "policy.toml").write_text('allow = ["edit:*"]\n')
+    run_cli(["--cwd", str(project), "-p", "edit it"], env, stream_fn=edit_then_answer())
+    assert (project / "notes.txt").read_text() == "second line\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("allow = 'x'", "must be a list of 'TOOL:GLOB' strings"),
+        ("allow = ['no-colon']", "must be a list of 'TOOL:GLOB' strings"),
+        ("permit = []", "unknown keys ['permit']"),
+        ("allow = [", "cannot be read"),
+    ],
+)
+def test_bad_policy_files_are_named(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(PolicyError, match=re.escape(message)):
+        load_policy(str(path), required=True)
+
+
+async def test_consent_asks_once_for_always() -> None:
+    """ "a" answers for the rest of the session; "n" blocks with a reason; reads pass."""
+    answers = iter(["n", "a"])
+    asked: list[str] = []
+
+    async def ask(event: ToolCallEvent) -> str:
+        asked.append(event.tool_name)
+        return next(answers)
+
+    consent = Consent(Policy(), ask=ask)
+
+    def call(name: str) -> ToolCallEvent:
+        return ToolCallEvent(tool_call_id="1", tool_name=name, args={"command": "ls"})
+
+    refused = await consent(call("bash"))
+    assert refused is not None
+    assert refused.block
+    assert refused.reason == "The user declined to run this bash call."
+    assert await consent(call("bash")) is None  # "a"
+    assert await consent(call("bash")) is None  # not asked again
+    assert await consent(call("read")) is None  # read-only: never asked
+    assert asked == ["bash", "bash"]
+
+
+# -- json -----------------------------------------------------------------------------
+
+
+def test_json_mode_prints_every_event_as_one_wire_line(env: dict[str, str], project: Path) -> None:
+    model = ScriptedModel([ScriptedResponse.text("hello there", chunk_size=5)])
+    status, out = run_cli(
+        ["--cwd", str(project), "--mode", "json", "-p", "hi"], env, stream_fn=model
+    )
+    assert status == 0
+    events = [json.loads(line) for line in out.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[0] == "agent_start"
+    assert "agent_end" in types
+    assert types[-1] == "settled"
+    deltas = [
+        e["assistantMessageEvent"]["delta"]
+        for e in events
+        if e["type"] == "message_update" and e["assistantMessageEvent"]["type"] == "text_delta"
+    ]
+    assert "".join(deltas) == "hello there"
+    assert "save_point" in types  # the harness's own events too
+
+
+def test_event_to_wire_uses_camel_case() -> None:
+    from pitrio import ToolExecutionEnd, ToolResult
+
+    wire = event_to_wire(
+        ToolExecutionEnd(
+            tool_call_id="c", tool_name="ls", result=ToolResult(content=()), is_error=False
+        )
+    )
+    assert wire["type"] == "tool_execution_end"
+    assert wire["toolCallId"] == "c"
+    assert wire["isError"] is False
+
+
+# -- sessions -------------------------------------------------------------------------
+
+
+def test_sessions_are_saved_and_continued(env: dict[str, str], project: Path) -> None:
+    """A -p run is saved; --continue picks it up with its messages; --no-session keeps
+    nothing."""
+    seen: list[int] = []
+
+    def respond(context: Any) -> ScriptedResponse:
+        seen.append(len(context.messages))
+        return ScriptedResponse.text("ok")
+
+    model = ScriptedModel(respond, record_requests=False)
+    run_cli(["--cwd", str(project), "-p", "one"], env, stream_fn=model)
+    run_cli(["--cwd", str(project), "--continue", "-p", "two"], env, stream_fn=model)
+    run_cli(["--cwd", str(project), "--no-session", "-p", "three"], env, stream_fn=model)
+    assert seen == [1, 3, 1]
+    files = list(Path(env["PITRIO_SESSIONS_DIR"]).rglob("*.jsonl"))
+    assert len(files) == 1
+
+
+def test_resume_without_id_lists_sessions(env: dict[str, str], project: Path) -> None:
+    model = ScriptedModel([ScriptedResponse.text("ok")])
+    run_cli(["--cwd", str(project), "-p", "one"], env, stream_fn=model)
+    status, out = run_cli(["--cwd", str(project), "--resume"], env, stream_fn=model)
+    assert status == 0
+    assert "resume one with pitrio --resume ID" in out
+    session_id = out.splitlines()[1].split()[0]
+    model2 = ScriptedModel([ScriptedResponse.text("again")])
+    status, _ = run_cli(
+        ["--cwd", str(project), "--resume", session_id, "-p", "two"], env, stream_fn=model2
+    )
+    assert status == 0
+    assert len(model2.requests[0].messages) == 3
+
+
+def test_missing_session_file_is_named(
+    env: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _ = run_cli(
+        ["--cwd", str(project), "--session", "/nope/x.jsonl", "-p", "x"],
+        env,
+        stream_fn=ScriptedModel([]),
+    )
+    assert status == 2
+    assert "--session '/nope/x.jsonl' does not exist" in capsys.readouterr().err
+
+
+# -- models, keys and servers ---------------------------------------------------------
+
+
+def test_model_error_exits_1(env: dict[str, str], project: Path) -> None:
+    model = ScriptedModel([ScriptedResponse(stop_reason="error", error_message="boom")])
+    status, out = run_cli(["--cwd", str(project), "-p", "x"], env, stream_fn=model)
+    assert status == 1
+    assert "error: boom" in out
 
 
 @pytest.fixture
-def chat_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A minimal chat-completions server that streams one short answer."""
+def chat_server() -> Iterator[tuple[str, list[dict[str, Any]], list[int]]]:
+    """A chat-completions server on loopback streaming one short answer (or a 401)."""
     seen: list[dict[str, Any]] = []
+    status_codes: list[int] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
-            seen.append(
-                {
-                    "path": self.path,
-                    "auth": self.headers.get("Authorization"),
-                    "body": json.loads(body),
-                }
-            )
+            seen.append({"auth": self.headers.get("Authorization"), "body": json.loads(body)})
+            if status_codes:
+                self.send_response(status_codes[0])
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"error": {"message": "Invalid API key"}}')
+                return
             chunks = [
                 {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi "}}]},
                 {"choices": [{"index": 0, "delta": {"content": "from loopback"}}]},
@@ -367,146 +441,110 @@ def chat_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen, status_codes
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
 
 
-def test_base_url_talks_to_an_openai_compatible_server(
-    chat_server: tuple[str, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+def test_base_url_server_with_thinking_and_compat(
+    chat_server: tuple[str, list[dict[str, Any]], list[int]],
+    env: dict[str, str],
+    project: Path,
 ) -> None:
-    """--base-url --model streams from a local server, with PITRIO_API_KEY as the key."""
-    url, seen = chat_server
-    argv = ["--base-url", url, "--model", "local-model", "-p", "hello"]
-    assert main(argv, env={"PITRIO_API_KEY": "secret"}) == 0
-    assert capsys.readouterr().out == "hi from loopback\n"
-    assert seen[0]["path"] == "/v1/chat/completions"
+    """--base-url streams from the server; --thinking reaches the wire (not silently
+    dropped); --compat switches apply; the key comes from PITRIO_API_KEY."""
+    url, seen, _ = chat_server
+    argv = [
+        "--cwd", str(project), "--base-url", url, "--model", "local", "--thinking", "high",
+        "--compat", "maxTokensField=max_tokens", "-p", "hello",
+    ]  # fmt: skip
+    status, out = run_cli(argv, {**env, "PITRIO_API_KEY": "secret"})
+    assert status == 0
+    assert out.startswith("hi from loopback")
     assert seen[0]["auth"] == "Bearer secret"
     body = seen[0]["body"]
-    assert body["model"] == "local-model"
-    assert body["stream"] is True
+    assert body["model"] == "local"
+    assert body["reasoning_effort"] == "high"
+    assert "max_tokens" in body
+    assert "max_completion_tokens" not in body
     assert [t["function"]["name"] for t in body["tools"]] == [
-        "read",
-        "write",
-        "edit",
-        "ls",
-        "grep",
-        "bash",
-    ]
+        "read", "write", "edit", "ls", "grep", "bash",
+    ]  # fmt: skip
 
 
-# -- the REPL and interrupts (virtual time) -------------------------------------------
-
-
-async def test_repl_runs_prompts_and_steers_lines_typed_during_a_run(
-    autojump_clock: trio.testing.MockClock,
+def test_a_401_says_where_the_key_came_from(
+    chat_server: tuple[str, list[dict[str, Any]], list[int]],
+    env: dict[str, str],
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A line typed while a run is active is queued with steer() and delivered."""
-    model = ScriptedModel(
-        [ScriptedResponse.text("first answer", delay=10), ScriptedResponse.text("second answer")]
+    url, _, status_codes = chat_server
+    status_codes.append(401)
+    argv = ["--cwd", str(project), "--base-url", url, "--model", "m", "-p", "hello"]
+    status, out = run_cli(argv, {**env, "PITRIO_API_KEY": "wrong"})
+    assert status == 1
+    assert "401" in out
+    assert "the API key came from the environment variable PITRIO_API_KEY" in (
+        capsys.readouterr().err
     )
-    agent = Agent(stream_fn=model)
-    send_line, lines = trio.open_memory_channel[str](10)
-    _send_interrupt, interrupts = trio.open_memory_channel[object](10)
-    ui = io.StringIO()
-    results: list[int] = []
-
-    async def run_repl() -> None:
-        results.append(await repl(agent, lines, interrupts, ui))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_repl)
-        await send_line.send("first\n")
-        await wait_all_tasks_blocked()
-        assert agent.is_running
-        await send_line.send("second\n")
-        await wait_all_tasks_blocked()
-        assert len(agent.queued_steering) == 1
-        await send_line.aclose()
-    assert results == [0]
-    assert model.calls == 2
-    assert user_texts(agent) == ["first", "second"]
-    assert "[queued: delivered after the current step]" in ui.getvalue()
 
 
-async def test_repl_interrupt_aborts_then_exits(autojump_clock: trio.testing.MockClock) -> None:
-    """Ctrl-C aborts the active run and drops queued lines; Ctrl-C when idle exits 130."""
-    model = ScriptedModel([ScriptedResponse.text("slow", delay=100)])
-    agent = Agent(stream_fn=model)
-    send_line, lines = trio.open_memory_channel[str](10)
-    send_interrupt, interrupts = trio.open_memory_channel[object](10)
-    ui = io.StringIO()
-    results: list[int] = []
-
-    async def run_repl() -> None:
-        results.append(await repl(agent, lines, interrupts, ui, first="go"))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_repl)
-        await wait_all_tasks_blocked()
-        agent.steer("later")
-        await send_interrupt.send(None)
-        await wait_all_tasks_blocked()
-        assert not agent.is_running
-        assert "[aborted (1 queued line(s) dropped); Ctrl-C again or Ctrl-D exits]" in ui.getvalue()
-        assert not results
-        await send_interrupt.send(None)
-    assert results == [130]
-    last = agent.state.messages[-1]
-    assert isinstance(last, AssistantMessage)
-    assert last.stop_reason == "aborted"
-    assert trio.current_time() < 100  # the slow answer was cut short
-    send_line.close()
-
-
-async def test_run_once_interrupt_aborts_with_status_130(
-    autojump_clock: trio.testing.MockClock,
+def test_connection_errors_name_the_server(
+    env: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """In a one-shot run the first Ctrl-C aborts; the run settles and the status is 130."""
-    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("slow", delay=100)]))
-    send_interrupt, interrupts = trio.open_memory_channel[object](10)
-    results: list[int] = []
+    """Nothing listens on the port: the error (or its hint) names the URL."""
+    import socket
 
-    async def go() -> None:
-        results.append(await run_once(agent, "go", interrupts))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(go)
-        await wait_all_tasks_blocked()
-        await send_interrupt.send(None)
-    assert results == [130]
-    assert agent.state.messages[-1].stop_reason == "aborted"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    argv = ["--cwd", str(project), "--base-url", url, "--model", "m", "-p", "hello"]
+    status, out = run_cli(argv, env)
+    assert status == 1
+    assert f"127.0.0.1:{port}" in out + capsys.readouterr().err
 
 
-def test_interactive_flag_reads_prompts_from_stdin(capsys: pytest.CaptureFixture[str]) -> None:
-    """-i reads prompts line by line until end of input, then exits 0."""
-    model = ScriptedModel([ScriptedResponse.text("one"), ScriptedResponse.text("two")])
-    status = main(["-i"], stream_fn=model, env=NO_KEYS, stdin=io.StringIO("a\n"))
+def test_config_file_keys(env: dict[str, str]) -> None:
+    from pitrio.cli._main import _config_keys, _default_model
+
+    config = Path(env["XDG_CONFIG_HOME"], "pitrio")
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[keys]\nopenai = "sk-from-config"\n')
+    keys, path = _config_keys(env)
+    found = _default_model(env, keys, path)
+    assert found is not None
+    model, key, source = found
+    assert (model.provider, key) == ("openai", "sk-from-config")
+    assert source == f"[keys] openai in {path}"
+
+
+def test_an_env_key_selects_a_default_model(env: dict[str, str]) -> None:
+    from pitrio.cli._main import _default_model
+
+    found = _default_model({**env, "ANTHROPIC_API_KEY": "k"}, {}, "cfg")
+    assert found is not None
+    assert found[0].provider == "anthropic"
+    assert found[2] == "the environment variable ANTHROPIC_API_KEY"
+
+
+def test_cli_does_not_import_the_test_kit() -> None:
+    """What ships to users lives outside pitrio.testing."""
+    code = (
+        "import sys, pitrio.cli, pitrio.cli._interactive, pitrio.cli._rpc; "
+        "print('pitrio.testing' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ},
+    )  # fmt: skip
+    assert result.stdout.strip() == "False"
+
+
+def test_last_assistant_is_reported(env: dict[str, str], project: Path) -> None:
+    model = ScriptedModel([ScriptedResponse.text("done")])
+    status, out = run_cli(["--cwd", str(project), "-p", "x"], env, stream_fn=model)
     assert status == 0
-    out = capsys.readouterr().out
-    assert "scripted/scripted in" in out
-    assert "one" in out
-    assert model.calls == 1
-
-
-# -- the module entry point -----------------------------------------------------------
-
-
-def test_python_dash_m_pitrio_runs_the_demo(tmp_path: Path) -> None:
-    """``python -m pitrio`` in a fresh process prints the demo transcript and exits 0."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "pitrio"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "-> bash(" in done.stdout
-    assert "Hello, Trio! Nice to meet you." in done.stdout
-    assert list(tmp_path.iterdir()) == []
+    assert out == "done\n"

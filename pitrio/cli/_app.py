@@ -1,0 +1,458 @@
+"""The running CLI: a Harness with the coding tools, a session, and one of four modes.
+
+* ``print`` (``-p``): one prompt, the transcript, exit status 0 / 1 (the run ended in
+  an error) / 130 (interrupted);
+* ``json``: the same, every event one JSON line in Pi's wire form;
+* ``interactive``: the terminal conversation (:mod:`pitrio.cli._interactive`);
+* ``rpc``: JSON-line commands on stdin (:mod:`pitrio.cli._rpc`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import signal as signal_module
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Final, Literal, TextIO, final
+
+import attrs
+import trio
+
+from pitrio import AssistantMessage, Model, StreamFn, ThinkingLevel, wire
+from pitrio.coding import coding_tools
+from pitrio.harness import (
+    Harness,
+    HarnessEvent,
+    JsonlSessionStore,
+    PromptTemplate,
+    Resources,
+    Session,
+    SessionError,
+    ToolContext,
+    load_prompt_templates,
+)
+
+from ._consent import Consent, Policy
+from ._offline import RECORDED_FROM, copy_sample_project
+from ._render import Renderer, Style, use_color
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_MODEL_ERROR",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "App",
+    "Mode",
+    "AppSettings",
+    "SessionChoice",
+    "default_system_prompt",
+    "event_to_wire",
+    "run_app",
+]
+
+EXIT_OK: Final = 0
+EXIT_MODEL_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+Mode = Literal["print", "json", "interactive", "rpc"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SessionChoice:
+    """Which session to use: ``new``, ``continue`` (the latest of the directory),
+    ``resume`` (``value``: an id, or ``None`` to list them), ``file`` (``value``: a
+    path) or ``none``."""
+
+    kind: Literal["new", "continue", "resume", "file", "none"]
+    value: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class AppSettings:
+    """Everything a run needs, checked before Trio starts."""
+
+    mode: Mode
+    prompt: str | None
+    model: Model
+    stream_fn: StreamFn | None  # None: the providers' registry
+    api_key: str | None
+    key_source: str | None  # where the key came from, for error messages
+    base_url: str | None
+    system_prompt: str | None
+    thinking: ThinkingLevel
+    cwd: str | None  # None: a temporary copy of the sample project (offline replay)
+    offline: bool
+    no_color: bool
+    yes: bool
+    policy: Policy
+    session: SessionChoice
+    env: Mapping[str, str]
+    config_keys: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def default_system_prompt(cwd: str) -> str:
+    """The system prompt used unless ``--system`` replaces it."""
+    today = datetime.date.today().isoformat()
+    return (
+        "You are an expert coding assistant. You help with coding tasks by reading files, "
+        "running commands, editing code and writing new files.\n\n"
+        "Available tools:\n"
+        "- read: read file contents (offset/limit page through long files)\n"
+        "- write: create or overwrite a file\n"
+        "- edit: replace one exact, unique piece of text in a file\n"
+        "- ls: list a directory\n"
+        "- grep: search file contents with a regular expression\n"
+        "- bash: run a shell command (ls, python3, git, tests, ...)\n\n"
+        "Guidelines:\n"
+        "- Read a file before editing it; use edit for small changes, write for new files.\n"
+        "- Paths are relative to the working directory; tools refuse paths outside it.\n"
+        "- Be concise. Show file paths when you change files.\n\n"
+        f"Current date: {today}\n"
+        f"Current working directory: {cwd}"
+    )
+
+
+def event_to_wire(event: Any) -> dict[str, Any]:
+    """An agent or harness event as one JSON object in Pi's wire form (camelCase)."""
+    data: dict[str, Any] = wire.unstructure(event)
+    event_type = getattr(event, "type", None)
+    if isinstance(event_type, str) and "type" not in data:
+        data = {"type": event_type, **data}
+    return data
+
+
+def tools_for(context: ToolContext) -> list[Any]:
+    """The coding tools bound to the harness's working directory."""
+    return list(coding_tools(context.cwd))
+
+
+@final
+class App:
+    """One CLI run: the harness, its session store and session, consent, output."""
+
+    def __init__(
+        self,
+        settings: AppSettings,
+        *,
+        cwd: str,
+        stream_fn: StreamFn | None,
+        store: JsonlSessionStore | None,
+        session: Session | None,
+        templates: tuple[PromptTemplate, ...],
+        out: TextIO,
+        err: TextIO,
+    ) -> None:
+        self.settings = settings
+        self.cwd = cwd
+        self.stream_fn = stream_fn
+        self.store = store
+        self.session = session
+        self.templates = templates
+        self.out = out
+        self.err = err
+        self.model = settings.model
+        self.thinking: ThinkingLevel = settings.thinking
+        ask_mode = {
+            "print": "-p",
+            "json": "--mode json",
+            "rpc": "--mode rpc",
+            "interactive": "the interactive prompt",
+        }[settings.mode]
+        self.consent = Consent(settings.policy, yes=settings.yes, mode_hint=ask_mode)
+        self._listeners: list[Callable[[HarnessEvent], Any]] = []
+        self.harness = self._make_harness(session)
+
+    # -- the harness ---------------------------------------------------------------------
+
+    def _make_harness(self, session: Session | None) -> Harness:
+        settings = self.settings
+        key = settings.api_key
+        system_prompt = (
+            settings.system_prompt
+            if settings.system_prompt is not None
+            else default_system_prompt(self.cwd)
+        )
+        harness = Harness(
+            model=self.model,
+            stream_fn=self.stream_fn,
+            session=session,
+            tools=[tools_for],
+            system_prompt=system_prompt,
+            thinking_level=self.thinking,
+            cwd=self.cwd,
+            resources=Resources(prompt_templates=self.templates),
+            get_api_key=(lambda _provider: key) if key else None,
+        )
+        harness.hooks.on("tool_call", self.consent)
+        for listener in self._listeners:
+            harness.subscribe(listener)
+        return harness
+
+    def subscribe(self, listener: Callable[[HarnessEvent], Any]) -> None:
+        """Listen to this and every later harness (after /resume, /fork, /clear)."""
+        self._listeners.append(listener)
+        self.harness.subscribe(listener)
+
+    async def switch_session(self, session: Session | None) -> None:
+        """Continue in ``session`` (closing the current one)."""
+        old = self.session
+        self.session = session
+        self.harness = self._make_harness(session)
+        if old is not None and old is not session:
+            await old.close()
+
+    async def set_model(self, model: Model) -> None:
+        self.model = model
+        await self.harness.set_model(model)
+
+    async def set_thinking(self, level: ThinkingLevel) -> None:
+        self.thinking = level
+        await self.harness.set_thinking_level(level)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def last_assistant(self) -> AssistantMessage | None:
+        for message in reversed(self.harness.messages):
+            if isinstance(message, AssistantMessage):
+                return message
+        return None
+
+    def status(self) -> int:
+        last = self.last_assistant()
+        if last is not None:
+            if last.stop_reason == "error":
+                return EXIT_MODEL_ERROR
+            if last.stop_reason == "aborted":
+                return EXIT_INTERRUPTED
+        return EXIT_OK
+
+    def error_hint(self, message: AssistantMessage) -> str | None:
+        """Where to look when a request failed: the key's source, the server's URL."""
+        text = (message.error_message or "").lower()
+        hints: list[str] = []
+        if any(s in text for s in ("401", "403", "unauthorized", "api key", "authentication")):
+            source = self.settings.key_source or "nowhere (no key was configured)"
+            hints.append(f"the API key came from {source}")
+        if (
+            self.model.base_url
+            and ("connect" in text or "timed out" in text or "timeout" in text)
+            and self.model.base_url not in (message.error_message or "")
+        ):
+            hints.append(f"the server is {self.model.base_url} (--base-url)")
+        if not hints:
+            return None
+        return "hint: " + "; ".join(hints)
+
+
+# --------------------------------------------------------------------------------------
+# Starting
+
+
+async def _open_session(
+    settings: AppSettings, cwd: str, err: TextIO
+) -> tuple[JsonlSessionStore | None, Session | None]:
+    choice = settings.session
+    if choice.kind == "none":
+        return None, None
+    store = JsonlSessionStore(_sessions_root(settings.env))
+    if choice.kind == "file":
+        path = choice.value or ""
+        if not await trio.Path(path).exists():
+            msg = (
+                f"--session {path!r} does not exist; pass a session file pitrio or Pi "
+                "wrote (pitrio --resume lists this directory's), or drop --session to "
+                "start a new session"
+            )
+            raise SessionError(msg)
+        return store, await store.open(path)
+    if choice.kind == "continue":
+        info = await store.latest(cwd)
+        if info is None:
+            print(f"pitrio: no earlier session in {cwd}; starting a new one.", file=err)
+            return store, await store.create(cwd=cwd)
+        return store, await store.open(info.id)
+    if choice.kind == "resume":
+        if choice.value is None:
+            return store, None  # listed by the caller
+        return store, await store.open(choice.value)
+    return store, await store.create(cwd=cwd)
+
+
+def _sessions_root(env: Mapping[str, str]) -> str | None:
+    from pitrio.harness import default_sessions_root
+
+    override = env.get("PITRIO_SESSIONS_DIR")
+    if override:
+        return os.path.abspath(os.path.expanduser(override))
+    xdg = env.get("XDG_DATA_HOME")
+    if xdg:
+        return os.path.join(xdg, "pitrio", "sessions")
+    return default_sessions_root()
+
+
+def _templates_dirs(cwd: str, env: Mapping[str, str]) -> list[str]:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".config"
+    )
+    return [os.path.join(base, "pitrio", "prompts"), os.path.join(cwd, ".pitrio", "prompts")]
+
+
+async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO) -> int:
+    """Run the CLI in Trio; returns the exit status."""
+    async with contextlib.AsyncExitStack() as stack:
+        cwd = settings.cwd
+        if cwd is None:
+            temp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitrio-offline-"))
+            cwd = copy_sample_project(os.path.join(temp, "greet"))
+        stream_fn = settings.stream_fn
+        if stream_fn is None:
+            from pitrio.providers import Models
+
+            key = settings.api_key
+            models = await stack.enter_async_context(
+                Models(env=settings.env, get_api_key=(lambda _provider: key) if key else None)
+            )
+            stream_fn = models.stream_fn
+        try:
+            store, session = await _open_session(settings, cwd, err)
+        except SessionError as exc:
+            print(f"pitrio: {exc}", file=err)
+            return EXIT_USAGE
+        if settings.session.kind == "resume" and session is None:
+            return await _list_sessions(store, cwd, out)
+        if session is not None:
+            stack.push_async_callback(_close_quietly, session)
+        templates_result = await load_prompt_templates(_templates_dirs(cwd, settings.env))
+        app = App(
+            settings,
+            cwd=cwd,
+            stream_fn=stream_fn,
+            store=store,
+            session=session,
+            templates=tuple(templates_result.templates),
+            out=out,
+            err=err,
+        )
+        if settings.mode == "rpc":
+            from ._rpc import run_rpc
+
+            return await run_rpc(app, stdin, out)
+        if settings.mode == "json":
+            return await _run_json(app, settings.prompt or "")
+        style = _style(out, settings)
+        renderer = Renderer(
+            out,
+            style=style,
+            model=lambda: app.model,
+            messages=lambda: app.harness.messages,
+            # -p: stdout carries the transcript only; the banner, usage and hints go to
+            # stderr.
+            notes=err if settings.mode == "print" else out,
+        )
+        app.subscribe(renderer)
+        if settings.offline:
+            renderer.note(
+                f"pitrio offline replay: no model is configured, so this replays a recorded "
+                f"session made by {RECORDED_FROM}. Its tools are real and work on a "
+                f"temporary copy of a sample project ({cwd}), deleted at exit. For a real "
+                "model set ANTHROPIC_API_KEY or OPENAI_API_KEY, or use --base-url; "
+                "see pitrio --help.",
+                color="33",
+            )
+        if settings.mode == "interactive":
+            from ._interactive import run_interactive
+
+            return await run_interactive(app, renderer, stdin)
+        return await _run_print(app, renderer, settings.prompt or "")
+
+
+async def _close_quietly(session: Session) -> None:
+    with contextlib.suppress(SessionError):
+        await session.close()
+
+
+async def _list_sessions(store: JsonlSessionStore | None, cwd: str, out: TextIO) -> int:
+    assert store is not None
+    infos = await store.list(cwd=cwd)
+    if not infos:
+        out.write(f"No sessions for {cwd} yet.\n")
+        return EXIT_OK
+    out.write(f"Sessions for {cwd} (newest last); resume one with pitrio --resume ID:\n")
+    for info in infos:
+        when = datetime.datetime.fromtimestamp(info.modified_at / 1000).strftime("%Y-%m-%d %H:%M")
+        out.write(f"  {info.id}  {when}\n")
+    return EXIT_OK
+
+
+def _style(out: TextIO, settings: AppSettings) -> Style:
+    if not use_color(out, settings.env, no_color=settings.no_color):
+        return "plain"
+    return "rich"  # falls back to "ansi" when rich is not installed
+
+
+async def _run_print(app: App, renderer: Renderer, prompt: str) -> int:
+    async with open_interrupts() as interrupts:
+        status = await run_once(app, prompt, interrupts)
+    last = app.last_assistant()
+    if last is not None and last.stop_reason == "error":
+        hint = app.error_hint(last)
+        if hint:
+            renderer.error(hint)
+    return status
+
+
+async def _run_json(app: App, prompt: str) -> int:
+    import json
+
+    out = app.out
+
+    def emit(event: HarnessEvent) -> None:
+        out.write(json.dumps(event_to_wire(event), ensure_ascii=False) + "\n")
+        out.flush()
+
+    app.subscribe(emit)
+    async with open_interrupts() as interrupts:
+        return await run_once(app, prompt, interrupts)
+
+
+async def run_once(app: App, prompt: str, interrupts: AsyncIterator[object]) -> int:
+    """Run one prompt to the end; the first interrupt aborts it, a second stops waiting."""
+    interrupted = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            nonlocal interrupted
+            async for _ in interrupts:
+                if interrupted:
+                    nursery.cancel_scope.cancel(reason="second interrupt")
+                    return
+                interrupted = True
+                app.harness.abort()
+
+        nursery.start_soon(watch)
+        await app.harness.prompt(prompt)
+        nursery.cancel_scope.cancel(reason="the run has settled")
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return app.status()
+
+
+@contextlib.asynccontextmanager
+async def open_interrupts() -> AsyncIterator[AsyncIterator[object]]:
+    """Ctrl-C presses as an async iterator (instead of KeyboardInterrupt) while open.
+
+    Off the main thread, where Trio cannot take over SIGINT, the iterator never yields.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        send, receive = trio.open_memory_channel[object](0)
+        with send, receive:
+            yield receive
+        return
+    with trio.open_signal_receiver(signal_module.SIGINT) as receiver:
+        yield receiver

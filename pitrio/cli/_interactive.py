@@ -1,0 +1,502 @@
+"""The interactive terminal: line editing, steering, consent prompts, slash commands.
+
+Lines are read by stdlib :mod:`readline` (arrow keys, Ctrl-R, history kept in
+``$XDG_STATE_HOME/pitrio/history``, default ``~/.local/state/pitrio/history``) in a
+worker thread, so the Trio side keeps streaming while the person types:
+
+* a line typed while the agent works is a steering message (delivered after the
+  current tool, the rest of the batch skipped); a line starting with ``>>`` is queued
+  as a follow-up (delivered when the agent would otherwise stop);
+* a line ending in ``\\`` continues on the next line (multi-line input);
+* ``/command`` lines are handled here (:data:`COMMANDS`); ``/name args`` with a prompt
+  template's name expands the template;
+* Ctrl-C aborts the running answer (queued lines are dropped); Ctrl-C when idle, or
+  Ctrl-D, exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, TextIO, get_args
+
+import trio
+
+from pitrio import ThinkingLevel, UsageError
+from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
+
+from ._app import EXIT_INTERRUPTED, EXIT_OK, App, open_interrupts
+from ._consent import parse_answer
+from ._render import Renderer, _args_text, session_cost
+
+__all__ = ["COMMANDS", "FOLLOW_UP_PREFIX", "LineReader", "run_interactive"]
+
+FOLLOW_UP_PREFIX: Final = ">>"
+IDLE_PROMPT: Final = "> "
+CONTINUATION_PROMPT: Final = "… "
+
+COMMANDS: Final[dict[str, str]] = {
+    "/help": "this list",
+    "/model [PROVIDER/ID]": "show or change the model",
+    "/thinking [LEVEL]": "show or change the reasoning level (off, minimal, low, medium, high)",
+    "/tools": "the tools and whether they ask before running",
+    "/session": "this session: id, file, messages",
+    "/resume [ID]": "list this directory's sessions, or continue one",
+    "/fork [ENTRY]": "continue in a copy of this session (up to ENTRY)",
+    "/compact [INSTRUCTIONS]": "summarise older messages to free context",
+    "/clear": "start a new session",
+    "/cost": "tokens and cost of this session",
+    "/quit": "exit (so do Ctrl-D and Ctrl-C when idle)",
+}
+
+
+def _history_path(env: Any) -> str:
+    base = env.get("XDG_STATE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "pitrio", "history")
+
+
+class LineReader:
+    """Reads one (possibly continued) line at a time, in a worker thread.
+
+    With a terminal on ``sys.stdin``, :func:`input` with :mod:`readline` gives line
+    editing and history; otherwise lines are read from the stream as they come.
+    """
+
+    def __init__(self, stdin: TextIO, out: TextIO, history_path: str | None) -> None:
+        self.stdin = stdin
+        self.out = out
+        self.history_path = history_path
+        self.readline: Any = None
+        self._termios: Any = None
+        self.use_input = stdin is sys.stdin and _isatty(stdin)
+        if self.use_input:
+            with contextlib.suppress(ImportError):
+                import readline
+
+                self.readline = readline
+            self._save_terminal()
+            if self.readline is not None and history_path:
+                with contextlib.suppress(OSError):
+                    self.readline.read_history_file(history_path)
+                self.readline.set_history_length(1000)
+
+    def read(self, prompt: str) -> str | None:
+        """One line (continued lines joined with newlines), or ``None`` at end of input."""
+        parts: list[str] = []
+        current = prompt
+        while True:
+            line = self._read_one(current)
+            if line is None:
+                return "\n".join(parts) if parts else None
+            if line.endswith("\\"):
+                parts.append(line[:-1])
+                current = CONTINUATION_PROMPT
+                continue
+            parts.append(line)
+            return "\n".join(parts)
+
+    def _read_one(self, prompt: str) -> str | None:
+        if self.use_input:
+            try:
+                return input(prompt)
+            except EOFError:
+                return None
+        if prompt:
+            self.out.write(prompt)
+            self.out.flush()
+        line = self.stdin.readline()
+        if not line:
+            return None
+        return line.rstrip("\n").rstrip("\r")
+
+    def close(self) -> None:
+        """Save the history and give the terminal back as it was."""
+        if self.readline is not None and self.history_path:
+            with contextlib.suppress(OSError):
+                os.makedirs(os.path.dirname(self.history_path), exist_ok=True)
+                self.readline.write_history_file(self.history_path)
+        self._restore_terminal()
+
+    def _save_terminal(self) -> None:
+        with contextlib.suppress(ImportError, OSError, ValueError):
+            import termios
+
+            self._termios = (termios, termios.tcgetattr(self.stdin.fileno()))
+
+    def _restore_terminal(self) -> None:
+        if self._termios is not None:
+            termios, attributes = self._termios
+            with contextlib.suppress(OSError, ValueError):
+                termios.tcsetattr(self.stdin.fileno(), termios.TCSADRAIN, attributes)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Interactive:
+    def __init__(self, app: App, renderer: Renderer, reader: LineReader) -> None:
+        self.app = app
+        self.renderer = renderer
+        self.reader = reader
+        self.out = app.out
+        self.status = EXIT_OK
+        self.aborted = False
+        self.quit = False
+        self._answer: trio.MemorySendChannel[str] | None = None
+        self._prompts: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        app.consent.ask = self.ask
+
+    # -- consent -------------------------------------------------------------------------
+
+    async def ask(self, event: ToolCallEvent) -> str:
+        send, receive = trio.open_memory_channel[str](1)
+        self.renderer.note(
+            f"Allow {event.tool_name}: {_args_text(event.args, 300)}?  "
+            "[y]es / [n]o / [a]lways for this session",
+            color="1;33",
+        )
+        self._answer = send
+        try:
+            async with receive:
+                while True:
+                    answer = parse_answer(await receive.receive())
+                    if answer is not None:
+                        return answer
+                    self.renderer.note("Please answer y, n or a.", color="33")
+        finally:
+            self._answer = None
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        app = self.app
+        self.renderer.note(
+            f"pitrio: {app.model.provider}/{app.model.id} in {app.cwd}"
+            + (f" · session {app.session.id}" if app.session is not None else " · no session")
+            + f". /help for commands; typing while it works steers ({FOLLOW_UP_PREFIX} queues "
+            "a follow-up); Ctrl-C aborts, Ctrl-D exits."
+        )
+        if app.session is not None and app.harness.messages:
+            self.renderer.note(f"({len(app.harness.messages)} earlier messages restored)")
+        lines_send, lines_receive = trio.open_memory_channel[str | None](0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read_lines, lines_send)
+            nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
+            if app.settings.prompt:
+                await self._prompt(nursery, app.settings.prompt)
+            self._next_prompt()
+            async for line in lines_receive:
+                if line is None:  # Ctrl-D
+                    if self._answer is not None:
+                        self._answer.send_nowait("n")
+                    if app.harness.is_busy:
+                        app.harness.abort()
+                        await app.harness.wait_for_idle()
+                    self.out.write("\n")
+                    break
+                await self._dispatch(nursery, line)
+                if self.quit:
+                    break
+                self._next_prompt()
+            nursery.cancel_scope.cancel(reason="the session ends")
+        return self.status
+
+    def _next_prompt(self) -> None:
+        busy = self.app.harness.is_busy or self._answer is not None
+        self._prompts.put("" if busy else IDLE_PROMPT)
+
+    async def _read_lines(self, send: trio.MemorySendChannel[str | None]) -> None:
+        async with send:
+            while True:
+                prompt = await trio.to_thread.run_sync(self._prompts.get, abandon_on_cancel=True)
+                if prompt is None:
+                    return
+                line = await trio.to_thread.run_sync(
+                    self.reader.read, prompt, abandon_on_cancel=True
+                )
+                await send.send(line)
+                if line is None:
+                    return
+
+    async def _watch_interrupts(self, scope: trio.CancelScope) -> None:
+        async with open_interrupts() as interrupts:
+            async for _ in interrupts:
+                harness = self.app.harness
+                if harness.is_busy:
+                    agent = harness.agent
+                    dropped = len(agent.queued_steering) + len(agent.queued_follow_up)
+                    agent.clear_all_queues()
+                    self.aborted = True
+                    harness.abort()
+                    note = f" ({dropped} queued line(s) dropped)" if dropped else ""
+                    self.renderer.note(f"[aborted{note}; Ctrl-C again or Ctrl-D exits]", color="33")
+                else:
+                    self.out.write("\n")
+                    self.out.flush()
+                    self.status = EXIT_INTERRUPTED
+                    scope.cancel(reason="interrupt while idle")
+                    return
+
+    async def _dispatch(self, nursery: trio.Nursery, line: str) -> None:
+        app = self.app
+        if self._answer is not None:
+            self._answer.send_nowait(line)
+            return
+        text = line.strip()
+        if not text:
+            return
+        if text.startswith("/"):
+            name = text.split(maxsplit=1)[0]
+            handler = self._commands().get(name)
+            if handler is not None:
+                rest = text[len(name) :].strip()
+                try:
+                    await handler(rest)
+                except (SessionError, UsageError, ValueError) as exc:
+                    self.renderer.error(f"{name}: {exc}")
+                return
+            expanded = expand_prompt_template(text, app.templates)
+            if expanded == text:
+                self.renderer.error(f"unknown command {name}; /help lists the commands")
+                return
+            text = expanded
+        if app.harness.is_busy:
+            if text.startswith(FOLLOW_UP_PREFIX):
+                body = text[len(FOLLOW_UP_PREFIX) :].strip()
+                app.harness.follow_up(body)
+                self.renderer.note(f"[follow-up queued: {body}]", color="35")
+            else:
+                app.harness.steer(text)
+                self.renderer.note(f"[steering: {text}]", color="35")
+            return
+        if text.startswith(FOLLOW_UP_PREFIX):
+            text = text[len(FOLLOW_UP_PREFIX) :].strip()
+        await self._prompt(nursery, text)
+
+    async def _prompt(self, nursery: trio.Nursery, text: str) -> None:
+        await nursery.start(self._turn, text)
+
+    async def _turn(self, text: str, *, task_status: trio.TaskStatus[None]) -> None:
+        app = self.app
+        self.aborted = False
+        harness = app.harness
+        await harness.prompt(text, task_status=task_status)
+        # Lines queued after the run's last look at its queues are still waiting.
+        while harness.agent.has_queued_messages() and not self.aborted:
+            await harness.resume()
+        last = app.last_assistant()
+        if last is not None and last.stop_reason == "error":
+            hint = app.error_hint(last)
+            if hint:
+                self.renderer.error(hint)
+        if self._answer is None:
+            self.out.write(IDLE_PROMPT)
+            self.out.flush()
+
+    # -- slash commands ----------------------------------------------------------------------
+
+    def _commands(self) -> dict[str, Callable[[str], Awaitable[None]]]:
+        return {
+            "/help": self._help,
+            "/model": self._model,
+            "/thinking": self._thinking,
+            "/tools": self._tools,
+            "/session": self._session,
+            "/resume": self._resume,
+            "/fork": self._fork,
+            "/compact": self._compact,
+            "/clear": self._clear,
+            "/new": self._clear,
+            "/cost": self._cost,
+            "/quit": self._quit,
+            "/exit": self._quit,
+        }
+
+    def _say(self, text: str) -> None:
+        self.out.write(text.rstrip("\n") + "\n")
+        self.out.flush()
+
+    async def _help(self, _: str) -> None:
+        lines = [f"  {name:<26} {text}" for name, text in COMMANDS.items()]
+        lines.append(
+            f"  {FOLLOW_UP_PREFIX + ' TEXT':<26} while it works: queue TEXT as a follow-up"
+        )
+        lines.append("  " + "TEXT \\".ljust(26) + " continue the line on the next one")
+        templates = self.app.templates
+        if templates:
+            lines.append("prompt templates:")
+            lines += [f"  /{t.name:<25} {t.description}" for t in templates]
+        self._say("commands:\n" + "\n".join(lines))
+
+    async def _busy_guard(self, name: str) -> bool:
+        if self.app.harness.is_busy:
+            self.renderer.error(f"{name} waits until the agent is idle (Ctrl-C aborts it)")
+            return True
+        return False
+
+    async def _model(self, arg: str) -> None:
+        app = self.app
+        if not arg:
+            self._say(f"model: {app.model.provider}/{app.model.id}")
+            return
+        if await self._busy_guard("/model"):
+            return
+        if app.settings.offline or app.settings.base_url or app.settings.stream_fn is not None:
+            self.renderer.error(
+                "/model switches between catalog models; this run uses a fixed model "
+                "(offline replay, --base-url or a test model). Restart with --model."
+            )
+            return
+        from pitrio.providers import Models
+
+        provider, slash, model_id = arg.partition("/")
+        if not slash:
+            provider, model_id = app.model.provider, arg
+        model = Models(env=app.settings.env).get(provider, model_id)
+        if model is None:
+            self.renderer.error(f"unknown model {arg!r} (pitrio --list-models lists them)")
+            return
+        await app.set_model(model)
+        self._say(f"model: {model.provider}/{model.id}")
+
+    async def _thinking(self, arg: str) -> None:
+        levels = get_args(ThinkingLevel)
+        if not arg:
+            self._say(f"thinking: {self.app.thinking} (levels: {', '.join(levels)})")
+            return
+        if arg not in levels:
+            self.renderer.error(f"unknown level {arg!r}; one of {', '.join(levels)}")
+            return
+        if await self._busy_guard("/thinking"):
+            return
+        level: ThinkingLevel = arg  # type: ignore[assignment]  # checked above
+        await self.app.set_thinking(level)
+        self._say(f"thinking: {level}")
+
+    async def _tools(self, _: str) -> None:
+        consent = self.app.consent
+        lines = []
+        for tool in self.app.harness.turn.tools if self.app.harness.turn else _tool_list(self.app):
+            if tool.name in {"bash", "write", "edit"}:
+                if consent.yes:
+                    how = "runs without asking (--yes)"
+                elif tool.name in consent.always:
+                    how = "runs without asking (always, this session)"
+                else:
+                    how = "asks first"
+            else:
+                how = "read-only"
+            first = (tool.description or "").split(". ")[0]
+            lines.append(f"  {tool.name:<6} {how:<44} {first}")
+        policy = consent.policy
+        if policy.source:
+            lines.append(
+                f"policy {policy.source}: allow {list(policy.allow)}, deny {list(policy.deny)}"
+            )
+        self._say("tools:\n" + "\n".join(lines))
+
+    async def _session(self, _: str) -> None:
+        app = self.app
+        session = app.session
+        if session is None:
+            self._say("no session: this conversation is not saved (--no-session or offline)")
+            return
+        assert app.store is not None
+        path = next((i.path for i in await app.store.list(cwd=app.cwd) if i.id == session.id), None)
+        self._say(
+            f"session {session.id}\n  file: {path}\n  cwd: {app.cwd}\n"
+            f"  messages: {len(app.harness.messages)}, entries: {len(session.entries)}"
+        )
+
+    async def _resume(self, arg: str) -> None:
+        app = self.app
+        if app.store is None:
+            self.renderer.error("/resume needs sessions (this run has none)")
+            return
+        if not arg:
+            infos = await app.store.list(cwd=app.cwd)
+            if not infos:
+                self._say("no sessions for this directory")
+            for info in infos:
+                mark = " (current)" if app.session is not None and info.id == app.session.id else ""
+                self._say(f"  {info.id}{mark}")
+            return
+        if await self._busy_guard("/resume"):
+            return
+        if app.session is not None and arg == app.session.id:
+            self._say("that is the current session")
+            return
+        session = await app.store.open(arg)
+        await app.switch_session(session)
+        self._say(f"resumed session {session.id} ({len(app.harness.messages)} messages)")
+
+    async def _fork(self, arg: str) -> None:
+        app = self.app
+        if app.session is None:
+            self.renderer.error("/fork needs a session (this run has none)")
+            return
+        if await self._busy_guard("/fork"):
+            return
+        forked = await app.session.fork(arg or None)
+        await app.switch_session(forked)
+        self._say(f"forked into session {forked.id} ({len(app.harness.messages)} messages)")
+
+    async def _compact(self, arg: str) -> None:
+        if self.app.session is None:
+            self.renderer.error("/compact needs a session (this run has none)")
+            return
+        if await self._busy_guard("/compact"):
+            return
+        end = await self.app.harness.compact(arg or None)
+        if end.status == "declined":
+            self._say("nothing to compact yet")
+
+    async def _clear(self, _: str) -> None:
+        app = self.app
+        if await self._busy_guard("/clear"):
+            return
+        session = await app.store.create(cwd=app.cwd) if app.store is not None else None
+        await app.switch_session(session)
+        self._say("new session" + (f" {session.id}" if session is not None else ""))
+
+    async def _cost(self, _: str) -> None:
+        usage, dollars = session_cost(self.app.harness.messages)
+        self._say(
+            f"this session: input {usage.input}, output {usage.output}, cache read "
+            f"{usage.cache_read}, cache write {usage.cache_write} tokens; ${dollars:.4f}"
+        )
+
+    async def _quit(self, _: str) -> None:
+        if self.app.harness.is_busy:
+            self.app.harness.abort()
+            await self.app.harness.wait_for_idle()
+        self.quit = True
+
+    def shutdown(self) -> None:
+        self._prompts.put(None)
+
+
+def _tool_list(app: App) -> Iterator[Any]:
+    from ._app import tools_for
+
+    yield from tools_for(app.harness.tool_context)
+
+
+async def run_interactive(app: App, renderer: Renderer, stdin: TextIO) -> int:
+    """The interactive conversation; returns the exit status."""
+    reader = LineReader(stdin, app.out, _history_path(app.settings.env))
+    ui = _Interactive(app, renderer, reader)
+    try:
+        return await ui.run()
+    finally:
+        ui.shutdown()
+        reader.close()

@@ -1,0 +1,6 @@
+"""Greetings."""
+
+
+def greet(name: str) -> str:
+    """A friendly greeting for ``name``."""
+    return "Hello " + name
