@@ -396,27 +396,28 @@ async def _read_body(exchange: Exchange, response: httpx.Response) -> None:
     terminal = False
     try:
         async with open_body(response) as chunks:
-            while not terminal:
-                chunk: bytes | None = None
-                with trio.move_on_after(idle) as idle_scope:
-                    chunk = await anext(chunks, None)
-                if idle_scope.cancelled_caught:
-                    raise _idle_failure(exchange, idle)
-                if chunk is None:
-                    break
-                if maybe_json and not received:
-                    start = chunk.lstrip()[:1]
-                    if not start:
-                        continue  # only whitespace so far
-                    is_json = start in (b"{", b"[")
-                    maybe_json = is_json
-                if is_json:
-                    received.append(chunk)
-                    continue
-                for sse in decoder.feed(chunk):
-                    if exchange.handle_sse(sse):
-                        terminal = True
-                        break
+            # One scope whose deadline moves on after each chunk (cheaper than a scope
+            # per read); only the awaits for the next chunk can be cancelled by it.
+            with trio.CancelScope(deadline=trio.current_time() + idle) as idle_scope:
+                async for chunk in chunks:
+                    idle_scope.deadline = trio.current_time() + idle
+                    if maybe_json and not received:
+                        start = chunk.lstrip()[:1]
+                        if not start:
+                            continue  # only whitespace so far
+                        is_json = start in (b"{", b"[")
+                        maybe_json = is_json
+                    if is_json:
+                        received.append(chunk)
+                    else:
+                        for sse in decoder.feed(chunk):
+                            if exchange.handle_sse(sse):
+                                terminal = True
+                                break
+                        if terminal:
+                            break
+            if idle_scope.cancelled_caught:
+                raise _idle_failure(exchange, idle)
     except httpx.TransportError as exc:
         # The connection broke mid-body (Node's fetch says "terminated").
         raise ProviderFailure(str(exc) or "terminated") from exc
