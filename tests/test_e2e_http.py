@@ -110,6 +110,12 @@ class _Server:
                 raw = _part_bytes(part)
                 await stream.send_all(b"%x\r\n%s\r\n" % (len(raw), raw))
             else:
+                if self.hang_after == len(parts):
+                    # Every event sent, but the body never ends.
+                    while await stream.receive_some():
+                        pass
+                    self.client_closed.set()
+                    return
                 await stream.send_all(b"0\r\n\r\n")
                 await stream.aclose()
                 return
@@ -209,3 +215,30 @@ async def test_abort_mid_stream_settles_and_closes_the_connection(api: str) -> N
     assert not agent.is_running
     assert agent.state.pending_tool_calls == frozenset()
     assert server.client_closed.is_set()
+
+
+@pytest.mark.parametrize("api", sorted(APIS))
+async def test_the_message_ends_at_the_terminal_event_over_http(api: str) -> None:
+    """The server sends the whole answer, terminal event included, and then never ends
+    the body: the run finishes at the terminal event and the client closes the
+    connection (it used to hang)."""
+    _, text_fixture, _ = APIS[api]
+    body = _body(text_fixture)
+    server = _Server(bodies=[body], hang_after=len(body))
+
+    async with trio.open_nursery() as nursery, Models(builtin=False) as models:
+        await nursery.start(server.serve)
+        agent = Agent(
+            model=_model(api, text_fixture, server.port),
+            stream_fn=models.stream_fn,
+            get_api_key=lambda p: "sk-test",
+        )
+        with trio.fail_after(10):  # a guard against the old hang, not a timing assertion
+            await agent.prompt("Say hello")
+            await server.client_closed.wait()
+        nursery.cancel_scope.cancel()
+
+    last = agent.state.messages[-1]
+    assert last.role == "assistant"
+    assert last.stop_reason == "stop", last.error_message
+    assert last.text
