@@ -1,0 +1,297 @@
+"""pitrio.ui: Agent and Harness events -> append / appendDelta / replace, and the view."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import trio
+import trio.testing
+
+from pitrio import (
+    AbortSignal,
+    Agent,
+    AssistantMessage,
+    Model,
+    TextContent,
+    ThinkingContent,
+    Tool,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+    text_result,
+)
+from pitrio.harness import Harness, InMemorySessionStore, RetrySettings
+from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.ui import (
+    Append,
+    AppendDelta,
+    Replace,
+    Status,
+    Transcript,
+    UiAdapter,
+    UiMessage,
+    tool_title,
+)
+
+MODEL = Model(id="m", api="scripted", provider="scripted")
+
+
+def _echo_tool() -> Tool:
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        on_update(text_result("partial"))
+        return text_result(f"line 1\nline 2 {params.get('command', '')}")
+
+    return Tool(name="bash", execute=execute)
+
+
+def _failing_tool() -> Tool:
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        raise FileNotFoundError("No such file: x.py\nmore")
+
+    return Tool(name="read", execute=execute)
+
+
+def _record(agent: Agent | Harness, adapter: UiAdapter) -> list[UiMessage]:
+    out: list[UiMessage] = []
+    if isinstance(agent, Agent):
+        agent.subscribe(lambda event, signal: out.extend(adapter.feed(event)))
+    else:
+        agent.subscribe(lambda event: out.extend(adapter.feed(event)))
+    return out
+
+
+def _wire(messages: list[UiMessage]) -> list[dict[str, Any]]:
+    return [m.to_json() for m in messages]
+
+
+async def test_text_and_tool_run_map_to_append_delta_replace() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("c1", "bash", {"command": "ls  -la"})),
+            ScriptedResponse.text("all done here", chunk_size=5),
+        ]
+    )
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_echo_tool()])
+    adapter = UiAdapter()
+    out = _record(agent, adapter)
+    await agent.prompt("list files")
+
+    assert _wire(out) == [
+        {"type": "status", "working": True},
+        {"type": "append", "id": "i1", "kind": "user", "text": "list files", "working": False},
+        {"type": "append", "id": "i2", "kind": "assistant", "text": "", "working": True},
+        {"type": "replace", "id": "i2", "text": "", "state": "done", "working": False},
+        {
+            "type": "append",
+            "id": "i3",
+            "kind": "tool",
+            "text": "",
+            "title": "bash ls -la",
+            "working": True,
+        },
+        {"type": "replace", "id": "i3", "text": "partial", "state": "working", "working": True},
+        {
+            "type": "replace",
+            "id": "i3",
+            "text": "line 1\nline 2 ls  -la",
+            "state": "done",
+            "working": False,
+            "summary": "ok · 2 lines",
+        },
+        {"type": "append", "id": "i4", "kind": "assistant", "text": "", "working": True},
+        {"type": "appendDelta", "id": "i4", "delta": "all d", "channel": "text"},
+        {"type": "appendDelta", "id": "i4", "delta": "one h", "channel": "text"},
+        {"type": "appendDelta", "id": "i4", "delta": "ere", "channel": "text"},
+        {"type": "replace", "id": "i4", "text": "all done here", "state": "done", "working": False},
+        {"type": "status", "working": False},
+    ]
+    # Every message is JSON as it is.
+    assert json.loads(json.dumps(_wire(out))) == _wire(out)
+
+
+async def test_failed_tool_and_provider_error_end_as_error_items() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("c1", "read", {"path": "x.py"})),
+            ScriptedResponse(stop_reason="error", error_message="503 Service Unavailable"),
+        ]
+    )
+    agent = Agent(stream_fn=model, model=MODEL, tools=[_failing_tool()])
+    out = _record(agent, UiAdapter())
+    await agent.prompt("read x.py")
+
+    tool_end = [m for m in out if isinstance(m, Replace) and m.id == "i3"]
+    assert tool_end == [
+        Replace(
+            id="i3",
+            text="No such file: x.py\nmore",
+            state="error",
+            summary="error: No such file: x.py",
+        )
+    ]
+    last_bubble = [m for m in out if isinstance(m, Replace)][-1]
+    assert last_bubble.state == "error"
+    assert last_bubble.summary == "503 Service Unavailable"
+    assert out[-1] == Status(working=False)
+
+
+async def test_abort_mid_stream_ends_the_bubble_aborted_with_the_text_so_far(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([ScriptedResponse.text("partial answer", delay=60)])
+    agent = Agent(stream_fn=model, model=MODEL)
+    adapter = UiAdapter()
+    out = _record(agent, adapter)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "go")
+        await trio.testing.wait_all_tasks_blocked()
+        assert any(isinstance(m, AppendDelta) for m in out)  # streamed before the abort
+        agent.abort()
+    end = [m for m in out if isinstance(m, Replace)][-1]
+    assert end.state == "aborted"
+    assert end.working is False
+    assert out[-1] == Status(working=False)
+    view = Transcript()
+    view.apply_all(out)
+    assert view.working is False
+
+
+async def test_steering_message_appears_as_a_user_item_before_the_next_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def respond(context: Any) -> ScriptedResponse:
+        last = context.messages[-1]
+        if isinstance(last, UserMessage) and last.content[0] == TextContent(text="use tabs"):
+            return ScriptedResponse.text("ok, tabs")
+        if isinstance(last, ToolResultMessage):
+            return ScriptedResponse.text("finished")
+        return ScriptedResponse.tool_calls(("c1", "slow", {}))
+
+    async def slow(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        await trio.sleep(1)
+        return text_result("slept")
+
+    tools = [Tool(name="slow", execute=slow)]
+    agent = Agent(stream_fn=ScriptedModel(respond), model=MODEL, tools=tools)
+    out = _record(agent, UiAdapter())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(agent.prompt, "format it")
+        await trio.testing.wait_all_tasks_blocked()
+        agent.steer("use tabs")
+    users = [m.text for m in out if isinstance(m, Append) and m.kind == "user"]
+    assert users == ["format it", "use tabs"]
+    finals = [m.text for m in out if isinstance(m, Replace) and m.text]
+    assert finals[-1] == "ok, tabs"
+
+
+async def test_thinking_deltas_use_the_thinking_channel() -> None:
+    response = ScriptedResponse(
+        content=(ThinkingContent(thinking="hmm, let me see"), TextContent(text="42")),
+        chunk_size=8,
+    )
+    agent = Agent(stream_fn=ScriptedModel([response]), model=MODEL)
+    out = _record(agent, UiAdapter())
+    await agent.prompt("?")
+    deltas = [(m.channel, m.delta) for m in out if isinstance(m, AppendDelta)]
+    assert deltas == [("thinking", "hmm, let"), ("thinking", " me see"), ("text", "42")]
+    final = [m for m in out if isinstance(m, Replace)][-1]
+    assert (final.text, final.thinking) == ("42", "hmm, let me see")
+
+
+async def test_harness_retry_keeps_working_until_settled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse(stop_reason="error", error_message="503 Service Unavailable"),
+            ScriptedResponse.text("recovered"),
+        ]
+    )
+    store = InMemorySessionStore()
+    harness = Harness(
+        model=MODEL,
+        stream_fn=model,
+        session=await store.create(cwd="/srv"),
+        retry=RetrySettings(base_delay=0.01),
+    )
+    out = _record(harness, UiAdapter(harness=True))
+    await harness.prompt("hi")
+    statuses = [m.working for m in out if isinstance(m, Status)]
+    assert statuses[-1] is False
+    assert False not in statuses[:-1]  # no idle flicker between the failed run and the retry
+    notices = [m.text for m in out if isinstance(m, Append) and m.kind == "notice"]
+    assert len(notices) == 1
+    expected = r"Retrying in 0\.0 s \(attempt 1 of \d+\): 503 Service Unavailable"
+    assert re.fullmatch(expected, notices[0])
+    view = Transcript()
+    view.apply_all(out)
+    texts = [m.text for m in view.snapshot() if isinstance(m, Replace)]
+    assert texts[-1] == "recovered"
+
+
+def test_history_rebuilds_the_view_of_a_transcript() -> None:
+    messages = [
+        UserMessage(content="fix it"),
+        AssistantMessage(
+            content=(
+                TextContent(text="Looking."),
+                ToolCall(id="c1", name="read", arguments={"path": "a.py"}),
+                ToolCall(id="c2", name="bash", arguments={"command": "pytest"}),
+            ),
+            stop_reason="toolUse",
+        ),
+        ToolResultMessage(
+            tool_call_id="c1", tool_name="read", content=(TextContent(text="x = 1"),)
+        ),
+        AssistantMessage(stop_reason="aborted", error_message="Operation aborted"),
+    ]
+    view = Transcript()
+    view.apply_all(UiAdapter().history(messages))
+    snap = [m.to_json() for m in view.snapshot()]
+    replaces = [(m["id"], m["text"], m["state"], m.get("summary")) for m in snap[1::2]]
+    assert replaces == [
+        ("i1", "fix it", "done", None),
+        ("i2", "Looking.", "done", None),
+        ("i3", "x = 1", "done", "ok · 1 line"),
+        ("i4", "", "aborted", "no result (interrupted)"),
+        ("i5", "", "aborted", "Operation aborted"),
+    ]
+    titles = [m.get("title") for m in snap if m["type"] == "append"]
+    assert titles == [None, None, "read a.py", "bash pytest", None]
+    assert snap[-1] == {"type": "status", "working": False}
+
+
+def test_transcript_snapshot_replays_to_the_same_view() -> None:
+    sent: list[UiMessage] = [
+        Status(working=True),
+        Append(id="a", kind="user", text="hi"),
+        Append(id="b", kind="assistant", working=True),
+        AppendDelta(id="b", delta="Hel"),
+        AppendDelta(id="b", delta="lo", channel="thinking"),
+        AppendDelta(id="b", delta="lo"),
+        AppendDelta(id="zz", delta="ignored: unknown id"),
+    ]
+    view = Transcript()
+    view.apply_all(sent)
+    again = Transcript()
+    again.apply_all(view.snapshot())
+    assert again.snapshot() == view.snapshot()
+    assert len(view) == 2
+    bubble = next(m for m in view.snapshot() if isinstance(m, Replace) and m.id == "b")
+    assert (bubble.text, bubble.thinking, bubble.state) == ("Hello", "lo", "working")
+    assert view.working is True
+    view.clear()
+    assert view.snapshot() == [Status(working=False)]
+
+
+def test_tool_title_picks_the_main_argument_and_stays_one_short_line() -> None:
+    assert tool_title("bash", {"command": "ls\n  -la"}) == "bash ls -la"
+    assert tool_title("edit", {"path": "a.py", "old": "x"}) == "edit a.py"
+    assert tool_title("lookup", {"n": 1}) == 'lookup {"n":1}'
+    assert tool_title("noargs", {}) == "noargs"
+    long = tool_title("bash", {"command": "x" * 500})
+    assert len(long) == 120
+    assert long.endswith("…")
