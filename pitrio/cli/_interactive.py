@@ -192,6 +192,7 @@ class _Interactive:
             nursery.start_soon(self._read_lines, lines_send)
             nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
             if app.settings.prompt:
+                self.out.write(IDLE_PROMPT + app.settings.prompt + "\n")
                 await self._prompt(nursery, app.settings.prompt)
             self._next_prompt()
             async for line in lines_receive:

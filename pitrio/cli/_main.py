@@ -357,7 +357,8 @@ def _configure(
     elif args.prompt is not None:
         mode, prompt = ("json" if args.mode == "json" else "print"), args.prompt
     elif _isatty(stdin) and args.mode == "text":
-        mode, prompt = "interactive", None
+        # The offline replay starts with the prompt its recording answers.
+        mode, prompt = "interactive", (DEMO_PROMPT if offline else None)
     elif offline and args.mode == "text":
         mode, prompt = "print", DEMO_PROMPT
     else:

@@ -179,6 +179,7 @@ class Renderer:
         self._at_line_start = True
         self._waiting = False
         self._text_buffer = io.StringIO()
+        self._text_clean = False
         self._tool_lines: dict[str, int] = {}
         self._status_shown = False
 
@@ -253,6 +254,9 @@ class Renderer:
         update = event.assistant_message_event
         if isinstance(update, TextDeltaEvent):
             self._clear_wait()
+            if not self._text_buffer.tell():
+                self._line_break()
+                self._text_clean = True
             self._text_buffer.write(update.delta)
             self._write(update.delta)
         elif isinstance(update, ThinkingStartEvent):
@@ -261,6 +265,7 @@ class Renderer:
             self._write(self._paint("thinking: ", _DIM))
         elif isinstance(update, ThinkingDeltaEvent):
             self._clear_wait()
+            self._text_clean = False
             self._write(self._paint(update.delta, _DIM + ";3"))
         elif isinstance(update, ThinkingEndEvent):
             self._line_break()
@@ -277,17 +282,28 @@ class Renderer:
             self._rich_markdown(self._text_buffer.getvalue())
 
     def _rich_markdown(self, text: str) -> None:
-        """Below the streamed answer, the same answer rendered as markdown (when it has
-        any markdown worth rendering)."""
-        if not any(mark in text for mark in ("```", "**", "\n#", "\n- ", "\n* ", "`")):
+        """Replace the answer streamed as raw text with the same answer rendered as
+        markdown, when it has markdown worth rendering and still fits on the screen
+        (rows that scrolled away cannot be rewritten: the raw text then stays)."""
+        if not self._text_clean or not any(
+            mark in text for mark in ("```", "**", "\n#", "\n- ", "\n* ", "`")
+        ):
             return
+        import math
+        import shutil
+
         from rich.console import Console
         from rich.markdown import Markdown
-        from rich.rule import Rule
 
-        self._line_break()
-        console = Console(file=self.out, force_terminal=True, soft_wrap=False)
-        console.print(Rule(style="dim"))
+        size = shutil.get_terminal_size()
+        width = max(20, size.columns)
+        lines = text.split("\n")
+        rows = sum(max(1, math.ceil(len(line) / width)) for line in lines)
+        if rows >= size.lines - 1:
+            return
+        up = rows if self._at_line_start else rows - 1
+        self.out.write((f"\x1b[{up}A" if up else "") + "\r\x1b[J")
+        console = Console(file=self.out, force_terminal=True, width=width)
         console.print(Markdown(text))
         self._at_line_start = True
 

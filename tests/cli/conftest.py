@@ -1,0 +1,128 @@
+"""A scripted OpenAI-compatible chat-completions server on loopback, for driving the CLI
+in a subprocess (a real pseudo-terminal, or pipes) with ``--base-url``."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Reply = list[dict[str, Any]]
+"""The ``delta`` objects of one streamed answer, the last with ``finish_reason``."""
+
+
+def text_reply(text: str) -> Reply:
+    return [{"delta": {"role": "assistant", "content": text}}, {"finish": "stop"}]
+
+
+def tool_reply(text: str, name: str, arguments: dict[str, Any], call_id: str = "c1") -> Reply:
+    call = {
+        "index": 0,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return [
+        {"delta": {"role": "assistant", "content": text}},
+        {"delta": {"tool_calls": [call]}},
+        {"finish": "tool_calls"},
+    ]
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body["messages"]):
+        if message["role"] == "user":
+            content = message["content"]
+            if isinstance(content, str):
+                return content
+            return "".join(p.get("text", "") for p in content)
+    return ""
+
+
+class ChatServer:
+    """Answers each request with ``script(body)``; keeps every request body."""
+
+    def __init__(self, script: Callable[[dict[str, Any]], Reply]) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                reply = server.script(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for part in reply:
+                    if "finish" in part:
+                        choice = {"index": 0, "delta": {}, "finish_reason": part["finish"]}
+                    else:
+                        choice = {"index": 0, "delta": part["delta"]}
+                    chunk: dict[str, Any] = {"id": "x", "object": "chat.completion.chunk"}
+                    chunk["choices"] = [choice]
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,))
+        self._thread.daemon = True
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        self._thread.join()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[dict[str, Any]], Reply]], ChatServer]]:
+    servers: list[ChatServer] = []
+
+    def start(script: Callable[[dict[str, Any]], Reply]) -> ChatServer:
+        server = ChatServer(script)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """An environment with no keys, and sessions, config and history under tmp_path."""
+    import os
+
+    keep = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "LC_ALL", "SYSTEMROOT"}}
+    return {
+        **keep,
+        "PITRIO_SESSIONS_DIR": str(tmp_path / "sessions"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "HOME": str(tmp_path / "home"),
+        "TERM": "xterm",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "notes.txt").write_text("first line\n")
+    return root
