@@ -9,6 +9,7 @@ open, and checks that the agent settles and the server sees the connection close
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,18 @@ import attrs
 import pytest
 import trio
 
-from pitrio import AbortSignal, Agent, AgentEvent, Model, Tool, ToolResult, text_result
+from pitrio import (
+    AbortSignal,
+    Agent,
+    AgentEvent,
+    Model,
+    StreamOptions,
+    Tool,
+    ToolResult,
+    UserMessage,
+    text_result,
+)
+from pitrio._model import Context
 from pitrio.providers import Models
 
 FIXTURES = Path(__file__).parent / "data" / "providers" / "fixtures"
@@ -242,3 +254,86 @@ async def test_the_message_ends_at_the_terminal_event_over_http(api: str) -> Non
     assert last.role == "assistant"
     assert last.stop_reason == "stop", last.error_message
     assert last.text
+
+
+@attrs.define
+class _DroppingServer:
+    """Keeps the first connection alive after a complete streamed reply (no
+    ``Connection: close``), then drops it when the next request arrives on it without
+    answering: a dead pooled connection. Later connections are served normally."""
+
+    body: list[Any]
+    connections: int = 0
+    requests: int = 0
+    port: int = 0
+
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        task_status.started()
+        await trio.serve_listeners(self._handle, listeners)
+
+    async def _read_request(self, stream: trio.SocketStream, buffer: bytes) -> bytes | None:
+        while b"\r\n\r\n" not in buffer:
+            chunk = await stream.receive_some()
+            if not chunk:
+                return None
+            buffer += chunk
+        head, _, rest = buffer.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(rest) < length:
+            rest += await stream.receive_some()
+        self.requests += 1
+        return rest[length:]
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        # BrokenResourceError: the client closed its pooled connection when it was done.
+        with contextlib.suppress(trio.BrokenResourceError):
+            await self._converse(stream, first_connection=self.connections == 1)
+
+    async def _converse(self, stream: trio.SocketStream, *, first_connection: bool) -> None:
+        buffer = await self._read_request(stream, b"")
+        if buffer is None:
+            return
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        for part in self.body:
+            raw = _part_bytes(part)
+            await stream.send_all(b"%x\r\n%s\r\n" % (len(raw), raw))
+        await stream.send_all(b"0\r\n\r\n")
+        if first_connection and await self._read_request(stream, buffer) is not None:
+            await stream.aclose()  # the next request on this connection: dropped
+            return
+        await stream.aclose()
+
+
+@pytest.mark.parametrize("api", sorted(APIS))
+async def test_a_dead_pooled_connection_is_retried_on_a_fresh_one(api: str) -> None:
+    """The second request goes out on the pooled connection, which the server drops
+    before answering: it is sent again on a new connection (max_retries is 0)."""
+    _, text_fixture, _ = APIS[api]
+    server = _DroppingServer(body=_body(text_fixture))
+    messages = []
+    async with trio.open_nursery() as nursery, Models(builtin=False) as models:
+        await nursery.start(server.serve)
+        model = _model(api, text_fixture, server.port)
+        context = Context(messages=[UserMessage(content="hi")])
+        with trio.fail_after(10):  # a guard against a hang, not a timing assertion
+            for _ in range(2):
+                stream = models.stream_simple(model, context, StreamOptions(api_key="k"))
+                async with stream:
+                    async for _event in stream:
+                        pass
+                messages.append(await stream.result())
+        nursery.cancel_scope.cancel()
+
+    assert [m.stop_reason for m in messages] == ["stop", "stop"], messages[-1].error_message
+    assert server.requests == 3  # the dropped one, then its second sending
+    assert server.connections == 2

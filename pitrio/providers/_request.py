@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar, Final, Literal, final
 
@@ -294,15 +294,17 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
             await call_on_response(options, response, exchange.model)
             stream.push(StartEvent(partial=output.snapshot()))
             exchange.start(response)
-            await _read_body(exchange, response)
+            async with open_body(response) as chunks:
+                await _read_body(exchange, response, chunks)
+                exchange.close_blocks()
+                if _aborted(options):
+                    raise ProviderFailure(ABORTED_AFTER_HEADERS)
+                exchange.check_end()
+                message = exchange.final_message()
+                stream.push(DoneEvent(reason=message.stop_reason, message=message))  # type: ignore[arg-type]  # stop, length, toolUse or deferred here
+                await _drain(chunks)
         finally:
             await close_response(response)
-        exchange.close_blocks()
-        if _aborted(options):
-            raise ProviderFailure(ABORTED_AFTER_HEADERS)
-        exchange.check_end()
-        message = exchange.final_message()
-        stream.push(DoneEvent(reason=message.stop_reason, message=message))  # type: ignore[arg-type]  # stop, length, toolUse or deferred here
 
 
 async def call_on_response(options: StreamOptions, response: httpx.Response, model: Model) -> None:
@@ -380,11 +382,35 @@ def _is_json(response: httpx.Response) -> bool:
     return content_type.split(";")[0].strip().lower() == "application/json"
 
 
-async def _read_body(exchange: Exchange, response: httpx.Response) -> None:
+_DRAIN_GRACE: Final = 1.0
+"""Seconds the body may take to end after the terminal event (the message is already
+done); a body that ends is what lets httpx put the connection back in its pool."""
+_DRAIN_LIMIT: Final = 1 << 16
+"""Bytes read after the terminal event, at most, before the connection is dropped."""
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows the terminal event (usually nothing but the end of the chunked
+    body) for at most :data:`_DRAIN_GRACE` seconds, so the connection can be reused; a
+    server that does not end the body in time only costs its connection."""
+    received = 0
+    with trio.move_on_after(_DRAIN_GRACE):
+        try:
+            async for chunk in chunks:
+                received += len(chunk)
+                if received > _DRAIN_LIMIT:
+                    return
+        except httpx.TransportError:
+            return
+
+
+async def _read_body(
+    exchange: Exchange, response: httpx.Response, chunks: AsyncIterator[bytes]
+) -> None:
     """Feed the body to ``exchange``: SSE events one by one, or a whole JSON body.
 
     Each read may wait at most the idle timeout; reading stops at the API's terminal
-    event (the response is closed without waiting for the server to end the body).
+    event (the message is finished without waiting for the server to end the body).
     """
     idle = idle_timeout(exchange.options)
     decoder = SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof)
@@ -395,29 +421,28 @@ async def _read_body(exchange: Exchange, response: httpx.Response) -> None:
     received: list[bytes] = []
     terminal = False
     try:
-        async with open_body(response) as chunks:
-            # One scope whose deadline moves on after each chunk (cheaper than a scope
-            # per read); only the awaits for the next chunk can be cancelled by it.
-            with trio.CancelScope(deadline=trio.current_time() + idle) as idle_scope:
-                async for chunk in chunks:
-                    idle_scope.deadline = trio.current_time() + idle
-                    if maybe_json and not received:
-                        start = chunk.lstrip()[:1]
-                        if not start:
-                            continue  # only whitespace so far
-                        is_json = start in (b"{", b"[")
-                        maybe_json = is_json
-                    if is_json:
-                        received.append(chunk)
-                    else:
-                        for sse in decoder.feed(chunk):
-                            if exchange.handle_sse(sse):
-                                terminal = True
-                                break
-                        if terminal:
+        # One scope whose deadline moves on after each chunk (cheaper than a scope
+        # per read); only the awaits for the next chunk can be cancelled by it.
+        with trio.CancelScope(deadline=trio.current_time() + idle) as idle_scope:
+            async for chunk in chunks:
+                idle_scope.deadline = trio.current_time() + idle
+                if maybe_json and not received:
+                    start = chunk.lstrip()[:1]
+                    if not start:
+                        continue  # only whitespace so far
+                    is_json = start in (b"{", b"[")
+                    maybe_json = is_json
+                if is_json:
+                    received.append(chunk)
+                else:
+                    for sse in decoder.feed(chunk):
+                        if exchange.handle_sse(sse):
+                            terminal = True
                             break
-            if idle_scope.cancelled_caught:
-                raise _idle_failure(exchange, idle)
+                    if terminal:
+                        break
+        if idle_scope.cancelled_caught:
+            raise _idle_failure(exchange, idle)
     except httpx.TransportError as exc:
         # The connection broke mid-body (Node's fetch says "terminated").
         raise ProviderFailure(str(exc) or "terminated") from exc
