@@ -1,4 +1,5 @@
-"""Developer sessions: ``nox`` runs lint, typecheck and tests; ``nox -s bench`` measures."""
+"""Developer sessions: ``nox`` runs lint, typecheck and tests; ``nox -s bench`` measures;
+``nox -s docs`` builds the documentation site."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package, the tests and the benchmarks."""
     session.install("-e", ".[test]", "mypy==2.4.1")
     session.run("mypy", "--strict")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site, warnings as errors (HTML in docs/_build/html)."""
+    session.install("-e", ".[docs]")
+    session.run(
+        "python", "-m", "sphinx", "-W", "--keep-going", "-b", "html",
+        "docs", "docs/_build/html", *session.posargs,
+    )
 
 
 @nox.session(python=PYTHON)

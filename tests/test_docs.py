@@ -1,0 +1,63 @@
+"""The documentation site builds with warnings as errors, and its reference is complete.
+
+This is ``nox -s docs`` run by the test suite (so CI builds the docs): Sphinx in a subprocess
+with ``-W``, into a temporary directory. The built site's inventory must then hold every
+public name of every public package, so a name added to an ``__all__`` without a place in
+docs/reference/ fails here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PUBLIC_PACKAGES = [
+    "pitrio", "pitrio.providers", "pitrio.harness", "pitrio.testing", "pitrio.coding",
+]
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("docs_html")
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+         "-d", str(out / ".doctrees"), str(DOCS), str(out)],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )
+    assert result.returncode == 0, f"sphinx failed:\n{result.stdout}\n{result.stderr}"
+    return out
+
+
+def documented_names(site: Path) -> set[str]:
+    """The Python objects in the site's ``objects.inv`` (four header lines, then zlib)."""
+    raw = (site / "objects.inv").read_bytes()
+    header, marker, compressed = raw.partition(b"compressed using zlib.\n")
+    assert header.startswith(b"# Sphinx inventory version 2"), header[:80]
+    assert marker, "objects.inv has no compressed part"
+    body = zlib.decompress(compressed)
+    names: set[str] = set()
+    for line in body.decode("utf-8").splitlines():
+        name, role, *_rest = line.split(" ", 2)
+        if role.startswith("py:"):
+            names.add(name)
+    return names
+
+
+def test_site_builds_without_warnings(built_site: Path) -> None:
+    assert (built_site / "index.html").is_file()
+    assert (built_site / "reference" / "pitrio.html").is_file()
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_every_public_name_is_in_the_reference(built_site: Path, package: str) -> None:
+    names = documented_names(built_site)
+    public = importlib.import_module(package).__all__
+    missing = [name for name in public if f"{package}.{name}" not in names]
+    assert not missing, f"{package}: not in docs/reference/: {missing}"
