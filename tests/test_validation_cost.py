@@ -236,17 +236,15 @@ async def test_the_abort_signal_stops_a_long_validation(monkeypatch: pytest.Monk
         pytest.param({"items": [{"a": i} for i in range(1_000)]}, id="check-and-errors"),
     ],
 )
-def test_every_walk_counts_its_work(arguments: dict[str, Any]) -> None:
-    """With a budget, the real validation reports its work: past the inline budget it
-    gives up, and in a worker it stops once the stop flag is set."""
+def test_every_walk_looks_at_the_stop_flag(arguments: dict[str, Any]) -> None:
+    """In a worker's budget, the real validation counts its work: once the stop flag is
+    set it stops; while it is not, the outcome is the one without a budget."""
     v = compile_validator(SCHEMA)
-    with _work.budget(100), pytest.raises(_work._OverBudget):
-        v.validate("t", arguments)
     stop = threading.Event()
     stop.set()
     with _work.budget(100, stop), pytest.raises(_work._Stopped):
         v.validate("t", arguments)
-    with _work.budget(10_000):  # enough: the same result as without a budget
+    with _work.budget(100, threading.Event()):
         try:
             outcome: Any = v.validate("t", arguments)
         except ToolArgumentsError as exc:
@@ -256,6 +254,22 @@ def test_every_walk_counts_its_work(arguments: dict[str, Any]) -> None:
     except ToolArgumentsError as exc:
         expected = str(exc)
     assert outcome == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "big"),
+    [
+        ({"i": 1}, False),
+        ([0] * _work.INLINE_UNITS, False),
+        ([0] * (_work.INLINE_UNITS + 1), True),
+        ({"a": [{"b": [0] * 100}] * 196}, False),  # 1 + 196 * (1 + 1 + 100) = 19,993 units
+        ({"a": [{"b": [0] * 100}] * 197}, True),  # 20,095 units
+        ("x" * (64 * _work.INLINE_UNITS), False),
+        ({"s": "x" * (64 * _work.INLINE_UNITS + 64)}, True),
+    ],
+)
+def test_the_size_that_moves_a_validation_to_a_worker(value: Any, big: bool) -> None:
+    assert _work.exceeds(value, _work.INLINE_UNITS) is big
 
 
 # ---------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from ._jsvalues import (
     _JSFunction,
 )
 from ._typebox import _Compiler, _js_items, _Node
-from ._work import tick
+from ._work import current_work
 
 
 class _NotCloneable(Exception):
@@ -53,14 +53,18 @@ def _clone(v: Any) -> Any:
     take JavaScript's order)."""
     t = type(v)
     if t is dict:
-        tick(len(v))
+        work = current_work()
+        if work is not None:
+            work.spend(len(v))
         out = {_js_key(k): _clone(x) for k, x in v.items()}
         for k in out:
             if "0" <= k[:1] <= "9":
                 return {k: out[k] for k in _js_key_order(list(out))}
         return out
     if t is list or t is tuple:
-        tick(len(v))
+        work = current_work()
+        if work is not None:
+            work.spend(len(v))
         return [_clone(x) for x in v]
     if t is _JSFunction:
         msg = f"{v.source} could not be cloned."
@@ -287,14 +291,18 @@ def _clone_fast(v: Any) -> Any:
     if t is str or t is int or t is bool or v is None:
         return v
     if t is dict:
-        tick(len(v))
+        work = current_work()
+        if work is not None:
+            work.spend(len(v))
         out = {k: _clone_fast(x) for k, x in v.items()}
         for k in out:
             if "0" <= k[:1] <= "9":
                 return {k: out[k] for k in _js_key_order(list(out))}
         return out
     if t is list:
-        tick(len(v))
+        work = current_work()
+        if work is not None:
+            work.spend(len(v))
         return [_clone_fast(x) for x in v]
     if t is float and not v - v:
         return v
@@ -398,7 +406,9 @@ class _Preparer:
         lookup = (table or {}).get
 
         def prep_dict(v: dict[str, Any]) -> dict[str, Any]:
-            tick(len(v))
+            work = current_work()
+            if work is not None:
+                work.spend(len(v))
             out: dict[str, Any] = {}
             reorder = False
             for k, x in v.items():
@@ -428,7 +438,9 @@ class _Preparer:
             return out
 
         def prep_list(v: list[Any]) -> list[Any]:
-            tick(len(v))
+            work = current_work()
+            if work is not None:
+                work.spend(len(v))
             if item_prep is not None:
                 return [item_prep(x) for x in v]
             if item_preps is not None:

@@ -36,7 +36,7 @@ from ._jsvalues import (
     _strict_equal,
     _string_length,
 )
-from ._work import tick
+from ._work import current_work
 
 
 def _is_schema(v: object) -> bool:
@@ -391,7 +391,9 @@ class _Node:
         return self.one_of is None or sum(1 for n in self.one_of if n.check(v, jit)) == 1
 
     def _check_object(self, v: dict[str, Any], jit: bool) -> bool:
-        tick(len(v))
+        work = current_work()
+        if work is not None:
+            work.spend(len(v))
         if self.required is not None and not all(_has_key(v, k) for k in self.required):
             return False
         if self.addl_fast and jit:
@@ -442,7 +444,9 @@ class _Node:
         return self.max_props is None or len(v) <= self.max_props
 
     def _check_array(self, v: list[Any], jit: bool) -> bool:
-        tick(len(v))
+        work = current_work()
+        if work is not None:
+            work.spend(len(v))
         addl_items = self.arr[0]
         if addl_items is not None:
             assert self.items_sized is not None

@@ -23,7 +23,7 @@ from ._jsvalues import (
     js_number_to_string,
 )
 from ._typebox import _const_ok, _duplicates, _Node, _type_ok
-from ._work import tick
+from ._work import current_work
 
 MAX_ERRORS: Final = 8
 """TypeBox's ``Settings.maxErrors``: ``Errors()`` reports at most this many."""
@@ -199,7 +199,9 @@ def _member_errors(node: _Node, v: Any, path: str) -> _Sink | None:
 
 
 def _errors_object(node: _Node, v: dict[str, Any], path: str, sink: _Sink) -> bool:
-    tick(len(v))
+    work = current_work()
+    if work is not None:
+        work.spend(len(v))
     ok = True
     if node.required is not None:
         missing = [k for k in node.required if not _has_key(v, k)]
@@ -264,7 +266,9 @@ def _errors_object(node: _Node, v: dict[str, Any], path: str, sink: _Sink) -> bo
 
 
 def _errors_array(node: _Node, v: list[Any], path: str, sink: _Sink) -> bool:
-    tick(len(v))
+    work = current_work()
+    if work is not None:
+        work.spend(len(v))
     ok = True
     addl_items = node.arr[0]
     if addl_items is not None:

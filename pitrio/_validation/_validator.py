@@ -32,7 +32,7 @@ from ._fast import _compile_fast
 from ._jsvalues import _strict_equal, js_json_dumps_capped
 from ._typebox import _Compiler
 from ._typebox_errors import MAX_ERRORS, _Sink, node_errors
-from ._work import CHECK_UNITS, INLINE_UNITS, _Budget, _local as _work_local, _OverBudget, budget
+from ._work import CHECK_UNITS, INLINE_UNITS, budget, exceeds
 
 ECHO_LIMIT: Final = 32_000
 """At most this many characters of the arguments are echoed in a
@@ -170,12 +170,14 @@ class Validator:
     ) -> JSONValue:
         """:meth:`validate`, without blocking the event loop when the arguments are big.
 
-        The validation runs inline first, within :data:`INLINE_UNITS` units of work
-        (array items and object properties visited): then it does not checkpoint, as
-        the plain call it replaces did not. Past that it starts again in a worker thread
-        (:func:`trio.to_thread.run_sync`), and this call is a checkpoint that the
-        enclosing cancel scope, or ``signal``, can interrupt at any moment; the worker
-        then stops at its next look at the stop flag (every :data:`CHECK_UNITS` units).
+        Arguments up to :data:`INLINE_UNITS` in size (array items, object properties,
+        string characters / 64) are validated inline: then this call does not
+        checkpoint, as the plain call it replaces did not, and the loop's event order
+        is Pi's. Bigger ones are validated in a worker thread
+        (:func:`trio.to_thread.run_sync`); then this call is a checkpoint that the
+        enclosing cancel scope, or ``signal``, can interrupt at any moment, and the
+        worker stops at its next look at the stop flag (every :data:`CHECK_UNITS`
+        units of work).
 
         Raises:
             ToolArgumentsError: As :meth:`validate`.
@@ -183,16 +185,8 @@ class Validator:
             ValidationAborted: ``signal`` aborted during a validation in a worker.
             trio.Cancelled: The enclosing scope was cancelled during it.
         """
-        # budget(INLINE_UNITS), written out: this runs once per tool call.
-        local = _work_local
-        previous = local.budget
-        local.budget = _Budget(INLINE_UNITS, None)
-        try:
+        if not exceeds(arguments, INLINE_UNITS):
             return self.validate(tool_name, arguments)
-        except _OverBudget:
-            pass
-        finally:
-            local.budget = previous
         stop = threading.Event()
         with trio.CancelScope() as scope:
             remove = signal.add_callback(scope.cancel) if signal is not None else None
