@@ -4,9 +4,11 @@ retry on a dead pooled connection, error texts. Each test runs on every API."""
 
 from __future__ import annotations
 
+import ast
 import json
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -502,3 +504,33 @@ async def test_a_new_api_is_one_exchange(autojump_clock: trio.testing.MockClock)
     assert message.error_message is not None
     assert message.error_message.startswith("Toy stream stalled: no data for 5 s")
     assert message.text == "He"
+
+
+# -- layering ------------------------------------------------------------------------------
+
+
+def _imports(module: str) -> set[str]:
+    path = Path(pitrio.providers.__file__).with_name(f"{module}.py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(node.module)
+            else:
+                found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_the_api_modules_share_one_lifecycle_and_no_cycle() -> None:
+    """Each API module builds on ``_request``; none defines its own copy of the
+    lifecycle helpers; ``_deferred`` uses ``_openai_responses``, never the reverse."""
+    for module in ("_openai_completions", "_anthropic_messages", "_openai_responses"):
+        assert "_request" in _imports(module), module
+        assert "_deferred" not in _imports(module), module
+        source = Path(pitrio.providers.__file__).with_name(f"{module}.py").read_text("utf-8")
+        assert "def _maybe_await" not in source
+        assert "cancel_scope()" not in source
+        assert "send_with_retries" not in source
+    assert "_openai_responses" in _imports("_deferred")
+    assert _imports("_request") <= {"_common", "_sse"}
