@@ -41,10 +41,11 @@ from .._events import ErrorEvent
 from .._messages import AssistantMessage, DeferredHandle, JSONValue
 from .._model import Context, Model, ModelCost, StreamFn, StreamOptions
 from .._stream import AssistantMessageEventStream
-from ._common import setup_error_message
+from ._common import MaxTokensClampedWarning as MaxTokensClampedWarning, setup_error_message
 
 __all__ = [
     "ApiStreamFn",
+    "MaxTokensClampedWarning",
     "Models",
     "UnknownApiError",
     "env_api_key",
