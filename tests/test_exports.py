@@ -17,7 +17,8 @@ def test_all_lists_exactly_the_public_names() -> None:
         assert hasattr(pitrio, name), name
     public = {n for n in dir(pitrio) if not n.startswith("_")}
     # Subpackages appear as attributes once imported (pitrio.testing, pitrio.harness, ...).
-    assert public - set(pitrio.__all__) <= {"annotations", "testing", "providers", "harness"}
+    subpackages = {"testing", "providers", "harness", "cli", "coding", "ui"}
+    assert public - set(pitrio.__all__) <= {"annotations", *subpackages}
 
 
 def test_testing_kit_exports() -> None:
@@ -31,8 +32,11 @@ def test_every_module_imports_and_private_ones_start_with_underscore() -> None:
     allowed_public = {
         "pitrio.testing.conformance",
         "pitrio.testing.provider_conformance",
+        "pitrio.cli",
+        "pitrio.coding",
         "pitrio.harness",
         "pitrio.providers",
+        "pitrio.ui",
         "pitrio.testing",
     }
     for info in pkgutil.walk_packages(pitrio.__path__, "pitrio."):
