@@ -548,3 +548,50 @@ def test_last_assistant_is_reported(env: dict[str, str], project: Path) -> None:
     status, out = run_cli(["--cwd", str(project), "-p", "x"], env, stream_fn=model)
     assert status == 0
     assert out == "done\n"
+
+
+# -- the renderer ---------------------------------------------------------------------
+
+
+def test_streamed_tool_output_is_shown_once_and_diffs_coloured() -> None:
+    """Lines streamed while bash runs are not repeated at its end (error or not); an
+    edit's diff is coloured; parallel results are headed by their call."""
+    from pitrio import ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate, ToolResult
+    from pitrio.cli._render import Renderer
+
+    out = io.StringIO()
+    render = Renderer(out, style="plain")
+    render(ToolExecutionStart(tool_call_id="a", tool_name="bash", args={"command": "make"}))
+    render(ToolExecutionStart(tool_call_id="b", tool_name="ls", args={"path": "."}))
+    partial = ToolResult(content=(TextContent(text="one\ntwo\nthr"),))
+    render(ToolExecutionUpdate(tool_call_id="a", tool_name="bash", args={}, partial_result=partial))
+    final = ToolResult(content=(TextContent(text="one\ntwo\nthree\n\nCommand exited with code 2"),))
+    render(ToolExecutionEnd(tool_call_id="b", tool_name="ls", result=ToolResult(
+        content=(TextContent(text="x.py"),)), is_error=False))  # fmt: skip
+    render(ToolExecutionEnd(tool_call_id="a", tool_name="bash", result=final, is_error=True))
+    text = out.getvalue()
+    assert text.count("│ one") == 1
+    assert text.count("│ two") == 1
+    assert text.count("│ three") == 1
+    assert "└ bash make ✗ failed" in text
+    assert text.index("● ls .\n  │ x.py") < text.index("● bash make\n  │ three")
+
+    colored = io.StringIO()
+    render = Renderer(colored, style="ansi")
+    render(ToolExecutionStart(tool_call_id="e", tool_name="edit", args={"path": "f.py"}))
+    diff = "--- f.py\n+++ f.py\n@@ -1 +1 @@\n-old\n+new"
+    render(ToolExecutionEnd(tool_call_id="e", tool_name="edit", result=ToolResult(
+        content=(TextContent(text="ok"),), details={"diff": diff}), is_error=False))  # fmt: skip
+    assert "\x1b[31m-old\x1b[0m" in colored.getvalue()
+    assert "\x1b[32m+new\x1b[0m" in colored.getvalue()
+
+
+def test_serve_dispatches_to_the_web_ui_module(capsys: pytest.CaptureFixture[str]) -> None:
+    """``pitrio serve ...`` is handed to pitrio.cli._serve.main (its own --help)."""
+    try:
+        status = main(["serve", "--help"])
+    except SystemExit as exc:  # argparse inside the serve module
+        status = exc.code if isinstance(exc.code, int) else 2
+    captured = capsys.readouterr()
+    assert status == 0
+    assert "usage: pitrio serve" in captured.out

@@ -234,7 +234,9 @@ def _parser() -> argparse.ArgumentParser:
         help="resume a session by id (without ID: list this directory's)",
     )
     sessions.add_argument(
-        "--session", metavar="FILE", help="use this session file (created if missing)"
+        "--session",
+        metavar="FILE",
+        help="continue the session in this file (one pitrio or Pi wrote)",
     )
     sessions.add_argument(
         "--no-session", action="store_true", help="keep nothing: the conversation is not saved"

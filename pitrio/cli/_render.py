@@ -180,6 +180,8 @@ class Renderer:
         self._waiting = False
         self._text_buffer = io.StringIO()
         self._text_clean = False
+        self._tool_args: dict[str, str] = {}
+        self._last_block: str | None = None
         self._tool_lines: dict[str, int] = {}
         self._status_shown = False
 
@@ -206,6 +208,8 @@ class Renderer:
                 + "\n"
             )
             self._tool_lines[event.tool_call_id] = 0
+            self._tool_args[event.tool_call_id] = _args_text(event.args)
+            self._last_block = event.tool_call_id
         elif isinstance(event, ToolExecutionUpdate):
             self._tool_update(event)
         elif isinstance(event, ToolExecutionEnd):
@@ -318,13 +322,17 @@ class Renderer:
             return
         # Only whole lines (the last may still grow); the end shows the rest.
         complete = fresh[:-1] if not text.endswith("\n") else fresh
+        if complete:
+            self._block_header(event.tool_call_id, event.tool_name)
         for line in complete[: max(0, self.MAX_RESULT_LINES - shown)]:
             self._write(self._paint(f"  │ {self._clip(line)}", _DIM) + "\n")
         self._tool_lines[event.tool_call_id] = shown + len(complete)
 
     def _tool_end(self, event: ToolExecutionEnd) -> None:
         self._line_break()
+        self._block_header(event.tool_call_id, event.tool_name)
         shown = self._tool_lines.pop(event.tool_call_id, 0)
+        args = self._tool_args.pop(event.tool_call_id, "")
         details = event.result.details
         diff = details.get("diff") if isinstance(details, Mapping) else None
         if isinstance(diff, str) and diff and not event.is_error:
@@ -332,8 +340,6 @@ class Renderer:
         else:
             text = _result_text(event.result.content)
             lines = text.split("\n") if text else ["(empty)"]
-            if event.is_error:
-                shown = 0
             rest = lines[shown:]
             room = max(0, self.MAX_RESULT_LINES - shown)
             for line in rest[:room]:
@@ -342,7 +348,16 @@ class Renderer:
             if len(rest) > room:
                 self._write(self._paint(f"  │ … ({len(rest) - room} more lines)", _DIM) + "\n")
         mark = self._paint("✗ failed", _RED) if event.is_error else self._paint("✓ done", _GREEN)
-        self._write(f"  └ {event.tool_name} {mark}\n")
+        self._write(f"  └ {event.tool_name} {args} {mark}\n")
+        self._last_block = None
+
+    def _block_header(self, call_id: str, name: str) -> None:
+        """Parallel tools: output of a call other than the last one shown gets its name."""
+        if self._last_block != call_id:
+            self._last_block = call_id
+            args = self._tool_args.get(call_id, "")
+            self._write(self._paint(f"● {name}", _CYAN + ";" + _BOLD))
+            self._write(" " + self._paint(args, _CYAN) + "\n")
 
     def _diff(self, diff: str) -> None:
         for line in diff.split("\n"):
