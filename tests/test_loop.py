@@ -217,3 +217,56 @@ async def test_validation_errors_and_coercion_reach_the_tool() -> None:
     assert seen == [{"n": 5}]
     failed = [m for m in new if isinstance(m, ToolResultMessage) and m.is_error]
     assert failed[0].content[0].text.startswith('Validation failed for tool "t":\n  - n: ')  # type: ignore[union-attr]
+
+
+async def test_request_options_are_built_per_invocation() -> None:
+    """Requests of one invocation share their options while template, signal, key and
+    reasoning stay; a changed thinking level builds new ones; another invocation (another
+    signal) never sees the first one's options (no process-wide cache)."""
+    from pitrio import NextTurn, StreamOptions
+
+    seen: list[Any] = []
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("c1", "t", {})),
+            ScriptedResponse.tool_calls(("c2", "t", {})),
+            ScriptedResponse.text("done"),
+        ]
+        * 2
+    )
+
+    def stream_fn(m: Model, context: Any, options: StreamOptions) -> Any:
+        seen.append(options)
+        return model(m, context, options)
+
+    turns = 0
+
+    def prepare_next_turn(turn: Any) -> NextTurn | None:
+        nonlocal turns
+        turns += 1
+        return NextTurn(thinking_level="high") if turns == 2 else None
+
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        return text_result("ok")
+
+    template = StreamOptions()
+    config = LoopConfig(
+        model=MODEL, stream_options=template, reasoning="low", prepare_next_turn=prepare_next_turn
+    )
+    signals = [AbortSignal(), AbortSignal()]
+    for signal in signals:
+        turns = 0
+
+        async def emit(event: AgentEvent) -> None:
+            pass
+
+        context = AgentContext(tools=[Tool(name="t", execute=execute)])
+        await run_agent_loop([PROMPT], context, config, emit, signal, stream_fn)
+    first, second = seen[:3], seen[3:]
+    assert [o.reasoning for o in seen] == ["low", "low", "high"] * 2
+    assert first[0] is first[1]
+    assert first[2] is not first[1]
+    assert all(o.signal is signals[0] for o in first)
+    assert all(o.signal is signals[1] for o in second)
+    assert second[0] is not first[0]
+    assert template.signal is None  # the template itself is never changed
