@@ -1,0 +1,243 @@
+// pitrio serve: the chat view. No build step, no dependencies.
+// Server -> page: append / appendDelta / replace / status (pitrio.ui), plus info, reset,
+// sessions, queued, consent, consentDone, error. Page -> server: see pitrio/cli/_serve.py.
+"use strict";
+
+const token = new URLSearchParams(location.search).get("token") || "";
+const $ = (id) => document.getElementById(id);
+const log = $("log");
+const input = $("input");
+let socket = null;
+let working = false;
+let sessionId = null;
+let retryDelay = 500;
+
+function hashSession() {
+  const match = /session=([^&]+)/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+function send(command) {
+  if (socket && socket.readyState === WebSocket.OPEN) {
+    socket.send(JSON.stringify(command));
+    return true;
+  }
+  showError("Not connected to the pitrio server.");
+  return false;
+}
+
+function showError(text) {
+  const box = $("error");
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function nearBottom() {
+  return log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+}
+
+function scrollDown(stick) {
+  if (stick) log.scrollTop = log.scrollHeight;
+}
+
+// -- items ---------------------------------------------------------------------------
+
+function part(parent, tag, cls) {
+  const el = document.createElement(tag);
+  el.className = cls;
+  parent.appendChild(el);
+  return el;
+}
+
+function append(m) {
+  const stick = nearBottom();
+  let el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
+  if (el) el.remove();
+  el = document.createElement("div");
+  el.dataset.id = m.id;
+  el.dataset.kind = m.kind;
+  el.className = `item ${m.kind}`;
+  if (m.kind === "tool") {
+    part(el, "div", "title").textContent = m.title || "tool";
+    part(el, "pre", "output").textContent = m.text || "";
+    part(el, "div", "summary");
+  } else if (m.kind === "assistant") {
+    part(el, "div", "thinking");
+    part(el, "div", "body").textContent = m.text || "";
+    part(el, "div", "meta");
+  } else {
+    part(el, "div", "body").textContent = m.text || "";
+  }
+  setState(el, m.working ? "working" : "done");
+  log.appendChild(el);
+  if (m.kind === "user") dropQueued(m.text || "");
+  scrollDown(stick || m.kind === "user");
+}
+
+function textPart(el) {
+  return el.querySelector(el.dataset.kind === "tool" ? ".output" : ".body");
+}
+
+function setState(el, state) {
+  el.dataset.state = state;
+  el.classList.toggle("working", state === "working");
+  el.classList.toggle("error", state === "error");
+  el.classList.toggle("aborted", state === "aborted");
+  const body = textPart(el);
+  el.classList.toggle("empty", !body || !body.textContent);
+}
+
+function appendDelta(m) {
+  const el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
+  if (!el) return;
+  const stick = nearBottom();
+  const target = m.channel === "thinking" ? el.querySelector(".thinking") : textPart(el);
+  if (!target) return;
+  target.textContent += m.delta;
+  el.classList.toggle("empty", !textPart(el).textContent);
+  scrollDown(stick);
+}
+
+function replace(m) {
+  const el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
+  if (!el) return;
+  const stick = nearBottom();
+  textPart(el).textContent = m.text;
+  if (m.thinking != null && el.querySelector(".thinking")) {
+    el.querySelector(".thinking").textContent = m.thinking;
+  }
+  const meta = el.querySelector(el.dataset.kind === "tool" ? ".summary" : ".meta");
+  if (meta) meta.textContent = m.summary || (m.state === "aborted" ? "aborted" : "");
+  setState(el, m.state);
+  scrollDown(stick);
+}
+
+function setWorking(value) {
+  working = value;
+  document.body.classList.toggle("working", value);
+  $("stop").hidden = !value;
+  $("send").textContent = value ? "Steer" : "Send";
+  input.placeholder = value
+    ? "The agent is working: type to steer it (Enter), or Stop"
+    : "Ask the agent… (Enter sends, Shift+Enter for a new line)";
+}
+
+// -- queue, consent, sessions ----------------------------------------------------------
+
+function dropQueued(text) {
+  for (const el of $("queue").children) {
+    if (el.dataset.text === text) {
+      el.remove();
+      return;
+    }
+  }
+}
+
+function showConsent(m) {
+  const box = $("consent");
+  box.dataset.id = m.id;
+  $("consent-title").textContent = m.title;
+  box.hidden = false;
+}
+
+function renderSessions(items) {
+  const list = $("session-list");
+  list.textContent = "";
+  for (const item of items) {
+    const li = document.createElement("li");
+    li.dataset.id = item.id;
+    const when = new Date(item.modified * 1000).toLocaleString();
+    li.textContent = `${when} · ${item.id.slice(-8)}`;
+    li.title = item.id;
+    if (item.current) li.classList.add("current");
+    li.addEventListener("click", () => send({ type: "open", id: item.id }));
+    list.appendChild(li);
+  }
+  if (!items.length) list.innerHTML = "<li class='muted'>No sessions yet.</li>";
+}
+
+// -- the socket ----------------------------------------------------------------------
+
+function handle(m) {
+  switch (m.type) {
+    case "append": append(m); break;
+    case "appendDelta": appendDelta(m); break;
+    case "replace": replace(m); break;
+    case "status": setWorking(m.working); break;
+    case "info":
+      $("model").textContent = m.model;
+      $("cwd").textContent = m.cwd;
+      $("banner").textContent = m.banner || "";
+      $("banner").hidden = !m.banner;
+      break;
+    case "reset":
+      log.textContent = "";
+      $("queue").textContent = "";
+      $("consent").hidden = true;
+      sessionId = m.session;
+      if (sessionId) {
+        history.replaceState(null, "", `?token=${encodeURIComponent(token)}#session=${sessionId}`);
+      }
+      break;
+    case "sessions": renderSessions(m.items); break;
+    case "queued": {
+      const el = part($("queue"), "div", m.mode);
+      el.dataset.text = m.text;
+      el.textContent = (m.mode === "steer" ? "steering: " : "follow-up: ") + m.text;
+      break;
+    }
+    case "consent": showConsent(m); break;
+    case "consentDone":
+      if ($("consent").dataset.id === m.id) $("consent").hidden = true;
+      break;
+    case "error": showError(m.text); break;
+  }
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}/ws?token=${encodeURIComponent(token)}`);
+  socket.addEventListener("open", () => {
+    retryDelay = 500;
+    $("conn").textContent = "";
+    showError("");
+    send({ type: "hello", session: hashSession() });
+    send({ type: "sessions" });
+  });
+  socket.addEventListener("message", (event) => handle(JSON.parse(event.data)));
+  socket.addEventListener("close", () => {
+    $("conn").textContent = "disconnected, retrying…";
+    setTimeout(connect, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, 5000);
+  });
+}
+
+// -- input ---------------------------------------------------------------------------
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = input.value;
+  if (!text.trim()) return;
+  if (send({ type: "prompt", text })) input.value = "";
+});
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    $("composer").requestSubmit();
+  }
+});
+$("stop").addEventListener("click", () => send({ type: "abort" }));
+$("new-session").addEventListener("click", () => send({ type: "new" }));
+$("sessions-toggle").addEventListener("click", () => {
+  $("sessions").hidden = !$("sessions").hidden;
+  if (!$("sessions").hidden) send({ type: "sessions" });
+});
+for (const button of $("consent").querySelectorAll("button")) {
+  button.addEventListener("click", () => {
+    send({ type: "consent", id: $("consent").dataset.id, answer: button.dataset.answer });
+    $("consent").hidden = true;
+  });
+}
+
+setWorking(false);
+connect();
