@@ -33,6 +33,7 @@ from pitrio.ui import (
     Transcript,
     UiAdapter,
     UiMessage,
+    tool_summary,
     tool_title,
 )
 
@@ -49,7 +50,7 @@ def _echo_tool() -> Tool:
 
 def _failing_tool() -> Tool:
     async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
-        raise FileNotFoundError("No such file: x.py\nmore")
+        raise FileNotFoundError("Traceback (most recent call last):\nOSError: no x.py")
 
     return Tool(name="read", execute=execute)
 
@@ -127,9 +128,9 @@ async def test_failed_tool_and_provider_error_end_as_error_items() -> None:
     assert tool_end == [
         Replace(
             id="i3",
-            text="No such file: x.py\nmore",
+            text="Traceback (most recent call last):\nOSError: no x.py",
             state="error",
-            summary="error: No such file: x.py",
+            summary="error: OSError: no x.py",
         )
     ]
     last_bubble = [m for m in out if isinstance(m, Replace)][-1]
@@ -285,6 +286,18 @@ def test_transcript_snapshot_replays_to_the_same_view() -> None:
     assert view.working is True
     view.clear()
     assert view.snapshot() == [Status(working=False)]
+
+
+def test_tool_summary_names_what_went_wrong() -> None:
+    failed = "Traceback (most recent call last):\n  File x\nAssertionError: boom\n\n"
+    failed += "Command exited with code 1"
+    assert tool_summary(failed, is_error=True) == "error: AssertionError: boom (exit code 1)"
+    assert tool_summary("Command exited with code 2", is_error=True) == "error (exit code 2)"
+    assert tool_summary("", is_error=True) == "error"
+    assert tool_summary("x" * 500, is_error=True).endswith("…")
+    assert len(tool_summary("x" * 500, is_error=True)) == 160
+    assert tool_summary("", is_error=False) == "ok · no output"
+    assert tool_summary("a\nb\n", is_error=False) == "ok · 2 lines"
 
 
 def test_tool_title_picks_the_main_argument_and_stays_one_short_line() -> None:

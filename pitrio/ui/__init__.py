@@ -8,7 +8,12 @@ build (to bring a newly connected client up to date). Both are pure: no I/O, no 
 
 from __future__ import annotations
 
-from ._adapter import Transcript as Transcript, UiAdapter as UiAdapter, tool_title as tool_title
+from ._adapter import (
+    Transcript as Transcript,
+    UiAdapter as UiAdapter,
+    tool_summary as tool_summary,
+    tool_title as tool_title,
+)
 from ._protocol import (
     Append as Append,
     AppendDelta as AppendDelta,
@@ -29,5 +34,6 @@ __all__: list[str] = [
     "Transcript",
     "UiAdapter",
     "UiMessage",
+    "tool_summary",
     "tool_title",
 ]

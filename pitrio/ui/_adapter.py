@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any, Final, final
 
@@ -34,6 +35,7 @@ from ._protocol import Append, AppendDelta, ItemKind, ItemState, Replace, Status
 __all__ = ["Transcript", "UiAdapter", "tool_title"]
 
 _TITLE_LIMIT: Final = 120
+_EXIT_LINE: Final = re.compile(r"Command exited with code (-?\d+)")
 _SUMMARY_LIMIT: Final = 160
 
 
@@ -355,17 +357,23 @@ def tool_title(name: str, args: Any) -> str:
 
 
 def tool_summary(text: str, *, is_error: bool) -> str:
-    """A tool's outcome in one line: ``ok · 3 lines`` or ``error: <first line>``."""
+    """A tool's outcome in one line: ``ok · 3 lines``, or ``error:`` and the output's last
+    line (where a traceback says what went wrong), with the exit code of a command."""
     if is_error:
-        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        summary = f"error: {first}" if first else "error"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        exit_code = ""
+        if lines and (match := _EXIT_LINE.fullmatch(lines[-1])):
+            exit_code = f" (exit code {match.group(1)})"
+            lines.pop()
+        detail = lines[-1] if lines else ""
+        summary = f"error: {detail}{exit_code}" if detail else f"error{exit_code}"
         if len(summary) > _SUMMARY_LIMIT:
             summary = summary[: _SUMMARY_LIMIT - 1] + "…"
         return summary
-    lines = len(text.splitlines())
-    if lines == 0:
+    count = len(text.splitlines())
+    if count == 0:
         return "ok · no output"
-    return f"ok · {lines} line{'s' if lines != 1 else ''}"
+    return f"ok · {count} line{'s' if count != 1 else ''}"
 
 
 def notice_text(message: Any) -> str | None:

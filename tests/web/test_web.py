@@ -333,3 +333,47 @@ async def test_requests_without_the_token_are_refused(
         " s.onopen = () => r('open'); s.onerror = () => r('refused'); })"
     )
     assert closed == "refused"
+
+
+async def offline_demo(page: Page, nursery: trio.Nursery) -> ServerInfo:
+    """Serve the offline replay (the default with no model configured), run its demo
+    prompt in the page and wait until it has settled."""
+    from pitrio.cli._offline import DEMO_PROMPT
+
+    info: ServerInfo = await nursery.start(
+        lambda task_status: serve(
+            ["--port", "0", "--offline"], env={}, out=io.StringIO(), task_status=task_status
+        )
+    )
+    await page.goto(info.url)
+    await page.wait_for("document.getElementById('conn').textContent === ''")
+    await send(page, DEMO_PROMPT)
+    await page.wait_for("document.body.classList.contains('working')")
+    await page.wait_for("!document.body.classList.contains('working')", seconds=120)
+    return info
+
+
+async def test_offline_replay_runs_the_demo_in_the_page(page: Page) -> None:
+    async with trio.open_nursery() as nursery:
+        await offline_demo(page, nursery)
+        banner = await page.evaluate("document.getElementById('banner').innerText")
+        assert banner.startswith("Offline replay: no model is configured")
+        assert "not a language model" in banner
+        seen = await items(page)
+        tools = [i for i in seen if i["kind"] == "tool"]
+        assert [(i["title"], i["state"], i["meta"]) for i in tools] == [
+            ("ls .", "done", "ok · 3 lines"),
+            ("read check_greet.py", "done", "ok · 13 lines"),
+            ("read greet.py", "done", "ok · 6 lines"),
+            (
+                "bash python3 check_greet.py",
+                "error",
+                "error: AssertionError: greet('world') returned 'Hello world' (exit code 1)",
+            ),
+            ("edit greet.py", "done", "ok · 1 line"),
+            ("bash python3 check_greet.py", "done", "ok · 1 line"),
+        ]
+        assert seen[-1]["kind"] == "assistant"
+        assert seen[-1]["state"] == "done"
+        assert seen[-1]["text"]
+        nursery.cancel_scope.cancel()
