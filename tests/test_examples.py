@@ -53,6 +53,14 @@ EXPECTED_OUTPUT = {
     "testing_your_agent.py": [
         "test_the_model_sees_the_report passed", "test_a_hanging_service_times_out passed",
     ],
+    # the recipes (docs/recipes/)
+    "agent_service.py": [
+        "/c/bob 200 echo: hi (1 messages so far)",
+        "/c/alice 200 echo: again (3 messages so far)",
+        "/c/bob 409 Agent is already processing a prompt. Use steer() or followUp() to queue"
+        " messages, or wait for completion.",
+        "/c/bob/abort 202 aborting", "/c/bob 200 [aborted] Request was aborted", "2 agents",
+    ],
 }
 # the examples the README shows verbatim (the tutorial's are shown on the docs site)
 README_EXAMPLES = {"first_agent.py", "steer_and_abort.py"}
