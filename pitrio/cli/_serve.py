@@ -31,6 +31,7 @@ import io
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 import traceback
@@ -54,7 +55,6 @@ from pitrio.ui import Transcript, UiAdapter, UiMessage, tool_title
 
 from ._app import (
     EXIT_INTERRUPTED,
-    EXIT_OK,
     EXIT_USAGE,
     App,
     AppSettings,
@@ -92,26 +92,38 @@ class ServerInfo:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``pitrio serve``; returns the exit status (0 stopped, 2 bad arguments)."""
+    """Run ``pitrio serve`` until Ctrl-C or SIGTERM; returns the exit status (130 stopped
+    that way, 2 bad arguments or the port is taken)."""
     args_list = list(sys.argv[2:] if argv is None else argv)
     try:
         settings, options = _settings(args_list, os.environ, None)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    failure: list[OSError] = []
     try:
-        trio.run(
-            functools.partial(
-                _serve, settings, host=options.host, port=options.port, out=sys.stdout
-            )
-        )
-    except KeyboardInterrupt:
-        print("\npitrio serve: stopped.", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except OSError as exc:
+        trio.run(_serve_until_interrupted, settings, options)
+    except* OSError as group:
+        failure.extend(e for e in group.exceptions if isinstance(e, OSError))
+    if failure:
         where = f"{options.host}:{options.port}"
-        print(f"pitrio serve: cannot listen on {where}: {exc}", file=sys.stderr)
+        print(f"pitrio serve: cannot listen on {where}: {failure[0]}", file=sys.stderr)
         return EXIT_USAGE
-    return EXIT_OK
+    print("pitrio serve: stopped.", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+async def _serve_until_interrupted(settings: AppSettings, options: _Options) -> None:
+    """Serve until Ctrl-C (SIGINT) or SIGTERM, then stop cleanly."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                functools.partial(
+                    _serve, settings, host=options.host, port=options.port, out=sys.stdout
+                )
+            )
+            async for _ in signals:
+                nursery.cancel_scope.cancel(reason="interrupted")
+                break
 
 
 async def serve(
@@ -285,18 +297,20 @@ async def _serve(
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound_port = listeners[0].socket.getsockname()[1]
         info = ServerInfo(host=host, port=bound_port, token=token)
-        async with trio.open_nursery() as nursery:
-            web.nursery = nursery
-            nursery.start_soon(trio.serve_listeners, web.handle_connection, listeners)
-            out.write(
-                f"pitrio serve: {settings.model.provider}/{settings.model.id} in {cwd}\n"
-                f"Open {info.url}\n(Ctrl-C stops the server.)\n"
-            )
-            out.flush()
-            task_status.started(info)
-        if web.app.session is not None:
-            with contextlib.suppress(SessionError):
-                await web.app.session.close()
+        try:
+            async with trio.open_nursery() as nursery:
+                web.nursery = nursery
+                nursery.start_soon(trio.serve_listeners, web.handle_connection, listeners)
+                out.write(
+                    f"pitrio serve: {settings.model.provider}/{settings.model.id} in {cwd}\n"
+                    f"Open {info.url}\n(Ctrl-C stops the server.)\n"
+                )
+                out.flush()
+                task_status.started(info)
+        finally:
+            if web.app.session is not None:
+                with trio.CancelScope(shield=True), contextlib.suppress(SessionError):
+                    await web.app.session.close()
 
 
 @final
