@@ -45,7 +45,8 @@ def exceeds(value: object, units: int) -> bool:
     if type(value) is dict and len(value) <= 64:
         # The common case, once per tool call: a small object of scalars and strings.
         for x in value.values():
-            if type(x) is dict or type(x) is list or (type(x) is str and len(x) > 4096):
+            t = type(x)
+            if t is dict or t is list or (t is str and len(x) > 4096):
                 break
         else:
             return False
