@@ -194,13 +194,20 @@ def exchange_stream(
     abort_message: str = ABORTED_AFTER_HEADERS,
 ) -> AssistantMessageEventStream:
     """The stream of one request: ``make(stream, output, model, options)`` builds the
-    API's :class:`Exchange` when the stream is opened, then :func:`run_exchange` runs."""
+    API's :class:`Exchange` when the stream is opened, then :func:`run_exchange` runs.
+
+    ``template`` (default: the empty message of ``model``) and ``abort_message`` are
+    what the stream reports if its producer never gets to push an event."""
     output = PartialMessage(model)
 
     async def produce(stream: AssistantMessageEventStream) -> None:
         await run_exchange(make(stream, output, model, options), client)
 
-    return AssistantMessageEventStream(produce, template=template, abort_message=abort_message)
+    return AssistantMessageEventStream(
+        produce,
+        template=output.snapshot() if template is None else template,
+        abort_message=abort_message,
+    )
 
 
 def _signal_scope(options: StreamOptions) -> AbstractContextManager[object]:
