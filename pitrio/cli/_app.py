@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, TextIO, final
 import attrs
 import trio
 
-from pitrio import AssistantMessage, Model, StreamFn, ThinkingLevel, wire
+from pitrio import AssistantMessage, Model, StreamFn, StreamOptions, ThinkingLevel, wire
 from pitrio.coding import coding_tools
 from pitrio.harness import (
     Harness,
@@ -94,6 +94,7 @@ class AppSettings:
     session: SessionChoice
     env: Mapping[str, str]
     config_keys: Mapping[str, str] = attrs.field(factory=dict)
+    local_port: int | None = None  # --local: the port of the llama.cpp server to start
 
 
 def default_system_prompt(cwd: str) -> str:
@@ -188,6 +189,7 @@ class App:
             cwd=self.cwd,
             resources=Resources(prompt_templates=self.templates),
             get_api_key=(lambda _provider: key) if key else None,
+            stream_options=_local_options() if settings.local_port is not None else None,
         )
         harness.hooks.on("tool_call", self.consent)
         for listener in self._listeners:
@@ -250,6 +252,11 @@ class App:
         return "hint: " + "; ".join(hints)
 
 
+def _local_options() -> StreamOptions:
+    """--local: a base model does not stop by itself at the end of its turn."""
+    return StreamOptions(max_tokens=256, sampling_params={"stop": ["<|im_end|>", "<|im_start|>"]})
+
+
 # --------------------------------------------------------------------------------------
 # Starting
 
@@ -310,6 +317,15 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
         if cwd is None:
             temp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitrio-offline-"))
             cwd = copy_sample_project(os.path.join(temp, "greet"))
+        if settings.local_port is not None:
+            from ._local import LOCAL_WARNING, start_local_server
+
+            print(LOCAL_WARNING, file=err, flush=True)
+            try:
+                await start_local_server(stack, settings.local_port)
+            except RuntimeError as exc:
+                print(f"pitrio: {exc}", file=err)
+                return EXIT_MODEL_ERROR
         stream_fn = settings.stream_fn
         if stream_fn is None:
             from pitrio.providers import Models

