@@ -51,7 +51,11 @@ The package, in the order Pi's steps need it:
 - :mod:`._fast`: the fastjsonschema fast path;
 - :mod:`._coerce`: Pi's ``structuredClone``, ``normalizeOptionalNulls`` and coercion;
 - :mod:`._validator`: :class:`Validator`, its cache, the exceptions, and the async
-  entry point the agent loop awaits.
+  entry point the agent loop awaits;
+- :mod:`._work`: the size that moves a validation to a worker thread, and the budget
+  that lets a worker stop when its caller is cancelled or aborted.
+
+A tool-argument error echoes at most 32,000 characters of the arguments (Pi echoes all).
 
 The costs of model-controlled input (huge arguments, backtracking patterns) are in
 ``docs/validation.md``.
