@@ -436,6 +436,8 @@ class _WebApp:
         async def run() -> None:
             try:
                 await self.app.harness.prompt(text)
+            except Exception as exc:  # a failed run is data; anything else is reported
+                self._broadcast(json.loads(_error(f"the prompt could not run: {exc}")))
             finally:
                 self.running = False
 
@@ -528,7 +530,10 @@ class _WebApp:
             except json.JSONDecodeError:
                 self._send(client, _error("a command must be JSON"))
                 continue
-            await self.command(client, data)
+            try:
+                await self.command(client, data)
+            except Exception as exc:  # a bad command must not cost the page its socket
+                self._send(client, _error(f"{data.get('type')!r} failed: {exc}"))
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         head = b""

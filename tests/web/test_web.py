@@ -377,3 +377,56 @@ async def test_offline_replay_runs_the_demo_in_the_page(page: Page) -> None:
         assert seen[-1]["state"] == "done"
         assert seen[-1]["text"]
         nursery.cancel_scope.cancel()
+
+
+async def test_reload_mid_run_shows_the_run_and_follows_it(
+    page: Page, server: Callable[..., Any]
+) -> None:
+    info = await server("--yes")
+    await page.goto(info.url)
+    await page.wait_for("document.getElementById('conn').textContent === ''")
+    await send(page, "slow command please")
+    await page.wait_for("document.querySelector('#log .item.tool.working') !== null")
+    await page.reload()
+    # The snapshot: the prompt and the running tool, the agent still working...
+    await page.wait_for("document.querySelector('#log .item.tool.working') !== null")
+    assert await page.evaluate("document.getElementById('stop').hidden") is False
+    # ...then the live messages: the tool completes and the answer arrives.
+    await page.wait_for("document.querySelector('#log .item.tool[data-state=done]') !== null")
+    await wait_idle(page)
+    seen = await items(page)
+    assert [(i["kind"], i["state"]) for i in seen if i["visible"]] == [
+        ("user", "done"),
+        ("tool", "done"),
+        ("assistant", "done"),
+    ]
+    assert seen[-1]["text"] == "The command printed: slept"
+
+
+async def test_bad_commands_get_errors_and_the_socket_stays(server: Callable[..., Any]) -> None:
+    import trio_websocket
+
+    info = await server()
+    url = f"ws://{info.host}:{info.port}/ws?token={info.token}"
+    async with trio_websocket.open_websocket_url(url) as ws:
+        first = [json.loads(await ws.get_message()) for _ in range(3)]
+        assert [m["type"] for m in first] == ["info", "reset", "status"]
+        assert first[0]["model"] == "scripted/scripted"
+        for command, expected in [
+            ("not json", "a command must be JSON"),
+            ("[1]", "a command is a JSON object with a string 'type'"),
+            ('{"type": "bogus"}', "unknown command type 'bogus'"),
+            ('{"type": "prompt", "text": "  "}', "prompt needs a non-empty 'text'"),
+            ('{"type": "open", "id": "no-such-session"}', "cannot open session no-such-session"),
+        ]:
+            await ws.send_message(command)
+            reply = json.loads(await ws.get_message())
+            assert reply["type"] == "error"
+            assert reply["text"].startswith(expected)
+        await ws.send_message('{"type": "prompt", "text": "still here?"}')
+        texts: list[str] = []
+        with trio.fail_after(20):
+            while not texts or texts[-1] != "You said: still here?":
+                message = json.loads(await ws.get_message())
+                if message["type"] == "replace":
+                    texts.append(message["text"])
