@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PUBLIC_PACKAGES = [
-    "pitrio", "pitrio.providers", "pitrio.harness", "pitrio.testing", "pitrio.coding",
+    "pitrio", "pitrio.providers", "pitrio.harness", "pitrio.testing", "pitrio.coding", "pitrio.ui",
 ]
 
 
