@@ -55,9 +55,11 @@ python_use_unqualified_type_names = True
 nitpicky = False
 
 # -- intersphinx: offline, from committed inventories only -----------------------------------
-# docs/_inv/ holds objects.inv files taken from Debian's documentation packages (python3.11-doc:
-# Python 3.11; python-attr-doc: attrs 22.2). A site with no file there is not linked: nothing
-# is downloaded at build time. httpx's documentation is MkDocs and publishes no inventory.
+# docs/_inv/ holds objects.inv files: Python 3.11 and attrs 22.2 from Debian's documentation
+# packages (python3.11-doc, python-attr-doc); trio 0.35.0 built from the docs sources in trio's
+# sdist (its intersphinx pointed at the Python inventory here). A site with no file there is
+# not linked: nothing is downloaded at build time. httpx's documentation is MkDocs and
+# publishes no Sphinx inventory, so httpx names are not linked.
 _INVENTORIES = {
     "python": "https://docs.python.org/3.11",
     "attrs": "https://www.attrs.org/en/stable",
@@ -76,4 +78,6 @@ html_title = f"pitrio {release}"
 html_theme_options = {
     "description": "Trio-native agents: a faithful port of Pi's agent runtime",
     "fixed_sidebar": True,
+    "page_width": "1160px",
+    "body_max_width": "none",
 }
