@@ -11,8 +11,16 @@ from ._agent import (
 )
 from ._errors import (
     AgentBusyError as AgentBusyError,
+    ArgumentTypeError as ArgumentTypeError,
+    HarnessError as HarnessError,
+    IncompleteStreamError as IncompleteStreamError,
+    InvalidStateError as InvalidStateError,
     PitrioError as PitrioError,
+    ProviderError as ProviderError,
+    ProviderProtocolError as ProviderProtocolError,
+    UnknownApiError as UnknownApiError,
     UsageError as UsageError,
+    WireFormatError as WireFormatError,
 )
 from ._events import (
     AgentEnd as AgentEnd,
@@ -95,6 +103,7 @@ from ._tools import (
 from ._validation import (
     ToolArgumentsError as ToolArgumentsError,
     ToolSchemaError as ToolSchemaError,
+    ValidationAborted as ValidationAborted,
 )
 from ._wire import register_message_role as register_message_role
 
@@ -113,6 +122,7 @@ __all__ = [
     "AgentStart",
     "AgentState",
     "AgentTool",
+    "ArgumentTypeError",
     "AssistantMessage",
     "AssistantMessageEvent",
     "AssistantMessageEventStream",
@@ -125,7 +135,10 @@ __all__ = [
     "DoneEvent",
     "ErrorEvent",
     "EventStream",
+    "HarnessError",
     "ImageContent",
+    "IncompleteStreamError",
+    "InvalidStateError",
     "Listener",
     "LoopConfig",
     "MessageEnd",
@@ -135,6 +148,8 @@ __all__ = [
     "ModelCost",
     "NextTurn",
     "PitrioError",
+    "ProviderError",
+    "ProviderProtocolError",
     "QueueMode",
     "StartEvent",
     "StopReason",
@@ -164,9 +179,12 @@ __all__ = [
     "TurnContext",
     "TurnEnd",
     "TurnStart",
+    "UnknownApiError",
     "Usage",
     "UsageError",
     "UserMessage",
+    "ValidationAborted",
+    "WireFormatError",
     "agent_loop",
     "agent_loop_continue",
     "default_convert_to_llm",

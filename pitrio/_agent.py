@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeAlias, assert_never, final
 import attrs
 import trio
 
-from ._errors import AgentBusyError, UsageError
+from ._errors import AgentBusyError, ArgumentTypeError, UsageError
 from ._events import (
     AgentEnd,
     AgentEvent,
@@ -73,7 +73,7 @@ DEFAULT_MODEL = Model(
 )
 
 _BUSY_PROMPT = (
-    "Agent is already processing a prompt. Use steer() or followUp() to queue messages, "
+    "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
     "or wait for completion."
 )
 _BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
@@ -592,7 +592,7 @@ def _check_mode(mode: str) -> QueueMode:
     checked = _QUEUE_MODES.get(mode)
     if checked is None:
         msg = f"queue mode must be 'one-at-a-time' or 'all'; got {mode!r}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     return checked
 
 
@@ -601,7 +601,7 @@ def _as_message(message: AgentMessage | str) -> AgentMessage:
         return UserMessage(content=(TextContent(text=message),), timestamp=_now_ms())
     if not hasattr(message, "role"):
         msg = f"expected a message (an object with a 'role') or a string; got {message!r}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
     return message
 
 

@@ -22,6 +22,7 @@ from typing import TypeAlias, final
 import attrs
 import trio
 
+from ._errors import IncompleteStreamError, InvalidStateError, UsageError
 from ._events import (
     AgentEnd,
     AgentEvent,
@@ -82,10 +83,10 @@ def _resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
         return stream_fn
     if _default_stream_fn is None:
         msg = (
-            "No default stream function configured. Pass streamFn explicitly or call "
-            "setDefaultStreamFn()."
+            "No default stream function configured. Pass stream_fn= explicitly or call "
+            "pitrio.set_default_stream_fn()."
         )
-        raise RuntimeError(msg)
+        raise InvalidStateError(msg)
     return _default_stream_fn
 
 
@@ -96,10 +97,10 @@ def _resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
 def _check_continue(context: AgentContext) -> None:
     if not context.messages:
         msg = "Cannot continue: no messages in context"
-        raise ValueError(msg)
+        raise UsageError(msg)
     if context.messages[-1].role == "assistant":
         msg = "Cannot continue from message role: assistant"
-        raise ValueError(msg)
+        raise UsageError(msg)
 
 
 async def run_agent_loop(
@@ -136,7 +137,7 @@ async def run_agent_loop_continue(
     caller's ``context.messages`` list.
 
     Raises:
-        ValueError: the context is empty or ends with an assistant message.
+        UsageError: the context is empty or ends with an assistant message.
     """
     _check_continue(context)
     current = AgentContext(
@@ -233,7 +234,7 @@ def agent_loop_continue(
     """:func:`run_agent_loop_continue` as an event stream (Pi's ``agentLoopContinue``).
 
     Raises:
-        ValueError: at once (no stream) if the context is empty or ends with an
+        UsageError: at once (no stream) if the context is empty or ends with an
             assistant message.
     """
     _check_continue(context)
@@ -442,7 +443,7 @@ async def _consume(
         msg = (
             "the provider stream ended without a final message (no done/error event and no result)"
         )
-        raise RuntimeError(msg) from None
+        raise IncompleteStreamError(msg) from None
     if added_partial:
         msgs[-1] = final
     else:

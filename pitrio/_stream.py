@@ -33,6 +33,7 @@ from typing import Final, Generic, Literal, TypeVar
 
 import trio
 
+from ._errors import IncompleteStreamError, InvalidStateError
 from ._events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
 from ._messages import AssistantMessage
 
@@ -158,7 +159,7 @@ class EventStream(Generic[T, R]):
         """The stream's result, once it has completed. Checkpoints.
 
         Raises:
-            RuntimeError: the stream ended without a result (``end()`` with no value
+            IncompleteStreamError: the stream ended without a result (``end()`` with no value
                 and no completing event).
         """
         if self._result is _UNSET and not self._done:
@@ -169,7 +170,7 @@ class EventStream(Generic[T, R]):
             await trio.lowlevel.checkpoint()
         if self._result is _UNSET:
             msg = "the stream ended without a result (end() was called with no value)"
-            raise RuntimeError(msg)
+            raise IncompleteStreamError(msg)
         return self._result
 
     def result_nowait(self) -> R:
@@ -195,13 +196,13 @@ class EventStream(Generic[T, R]):
         """Run the producer in ``nursery`` (what ``async with`` does in a nursery of its own).
 
         Raises:
-            RuntimeError: the producer was already started.
+            InvalidStateError: the producer was already started.
         """
         if self._producer is None:
             return
         if self._started:
             msg = "this stream is already open; open it once and iterate it there"
-            raise RuntimeError(msg)
+            raise InvalidStateError(msg)
         self._started = True
         nursery.start_soon(self._run_producer)
 
@@ -209,7 +210,7 @@ class EventStream(Generic[T, R]):
         if self._producer is not None:
             if self._started:
                 msg = "this stream is already open; open it once and iterate it there"
-                raise RuntimeError(msg)
+                raise InvalidStateError(msg)
             manager = AsyncExitStack()
             self._nursery = await manager.enter_async_context(trio.open_nursery())
             self._nursery_manager = manager

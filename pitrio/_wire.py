@@ -21,6 +21,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from . import _events
+from ._errors import ArgumentTypeError, UsageError, WireFormatError
 from ._events import ToolResult
 from ._messages import (
     AgentMessage,
@@ -118,7 +119,7 @@ def _structure_block(data: Mapping[str, Any], _: Any = None) -> Any:
     cls = _BLOCK_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         msg = f"unknown content block type {kind!r}; expected one of {sorted(_BLOCK_TYPES)}"
-        raise ValueError(msg)
+        raise WireFormatError(msg)
     return converter.structure(data, cls)
 
 
@@ -160,7 +161,7 @@ def _structure_event(data: Mapping[str, Any], _: Any = None) -> Any:
     cls = _EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         msg = f"unknown event type {kind!r}"
-        raise ValueError(msg)
+        raise WireFormatError(msg)
     # Messages are typed loosely (any role), so read them here, by their role.
     data = dict(data)
     if isinstance(data.get("message"), Mapping):
@@ -230,10 +231,10 @@ def register_message_role(cls: type[T]) -> type[T]:
             f"register_message_role() needs an attrs class with a string class variable "
             f"'role'; got {cls!r}"
         )
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
     if role in ("user", "assistant", "toolResult"):
         msg = f"role {role!r} is built in; choose another name for a custom message"
-        raise ValueError(msg)
+        raise UsageError(msg)
     _register_attrs(cls, "role")
     _ROLES[role] = cls
     return cls  # type: ignore[return-value]  # attrs.has() narrowed it; it is still T
@@ -247,7 +248,7 @@ def structure_message(data: Mapping[str, Any]) -> AgentMessage:
     role = data.get("role")
     if not isinstance(role, str):
         msg = f"a message needs a string 'role'; got {data!r}"
-        raise ValueError(msg)
+        raise WireFormatError(msg)
     cls = _ROLES.get(role)
     if cls is None:
         return _structure_custom(data)
@@ -255,10 +256,10 @@ def structure_message(data: Mapping[str, Any]) -> AgentMessage:
         return converter.structure(data, cls)
     except KeyError as exc:
         msg = f"cannot read a {role!r} message: the field {exc.args[0]!r} is missing"
-        raise ValueError(msg) from None
+        raise WireFormatError(msg) from None
     except (TypeError, AttributeError) as exc:
         msg = f"cannot read a {role!r} message: {exc}"
-        raise ValueError(msg) from None
+        raise WireFormatError(msg) from None
 
 
 def unstructure(value: Any) -> Any:

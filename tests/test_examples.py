@@ -57,7 +57,7 @@ EXPECTED_OUTPUT = {
     "agent_service.py": [
         "/c/bob 200 echo: hi (1 messages so far)",
         "/c/alice 200 echo: again (3 messages so far)",
-        "/c/bob 409 Agent is already processing a prompt. Use steer() or followUp() to queue"
+        "/c/bob 409 Agent is already processing a prompt. Use steer() or follow_up() to queue"
         " messages, or wait for completion.",
         "/c/bob/abort 202 aborting", "/c/bob 200 [aborted] Request was aborted", "2 agents",
     ],

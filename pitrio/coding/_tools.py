@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
+from .._errors import PitrioError
 from .._events import ToolResult
 from .._messages import ImageContent, TextContent
 from .._tools import Tool, ToolUpdateCallback, text_result
@@ -71,7 +72,7 @@ _IMAGE_TYPES: Mapping[str, str] = {
 _SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
 
 
-class CodingToolError(Exception):
+class CodingToolError(PitrioError):
     """A coding tool refused or failed; the text is what the model sees."""
 
 

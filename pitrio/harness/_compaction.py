@@ -46,8 +46,8 @@ from pitrio import (
     Context,
     Cost,
     EventStream,
+    HarnessError,
     Model,
-    PitrioError,
     StreamFn,
     StreamOptions,
     TextContent,
@@ -113,7 +113,7 @@ class CompactionSettings:
     keep_recent_tokens: int = 20000
 
 
-class CompactionError(PitrioError):
+class CompactionError(HarnessError):
     """The summary request failed (``reason="summarization_failed"``) or was aborted
     (``reason="aborted"``); the message is Pi's."""
 
@@ -122,7 +122,7 @@ class CompactionError(PitrioError):
         super().__init__(message)
 
 
-class BranchSummaryError(PitrioError):
+class BranchSummaryError(HarnessError):
     """The branch-summary request failed or was aborted (``reason`` as in
     :class:`CompactionError`)."""
 

@@ -38,7 +38,7 @@ from typing import Any, Literal, TypeAlias, TypeVar, final, overload
 
 import attrs
 
-from pitrio import AgentMessage, ImageContent, Model, TextContent
+from pitrio import AgentMessage, HarnessError, ImageContent, Model, TextContent
 
 JSONValue: TypeAlias = Any
 UserContent: TypeAlias = TextContent | ImageContent
@@ -80,7 +80,7 @@ HOOK_NAMES: tuple[HookName, ...] = (
 )
 
 
-class HookError(Exception):
+class HookError(HarnessError):
     """A hook handler raised; the run ends with this error's text."""
 
     def __init__(self, hook: HookName, cause: BaseException) -> None:

@@ -55,8 +55,8 @@ from pitrio import (
     AssistantMessageEventStream,
     Context,
     EventStream,
+    HarnessError,
     Model,
-    PitrioError,
     StreamFn,
     StreamOptions,
     TextContent,
@@ -90,11 +90,11 @@ _OPTION_FIELDS: Final = (
 )
 
 
-class ReplayFileError(PitrioError, ValueError):
+class ReplayFileError(HarnessError, ValueError):
     """A replay file cannot be read (missing, empty, torn, or not a replay file)."""
 
 
-class ReplayMismatchError(PitrioError):
+class ReplayMismatchError(HarnessError):
     """A request made during a strict replay differs from the recorded one.
 
     Attributes:

@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias, final
 import attrs
 import trio
 
-from pitrio import AgentMessage, ThinkingLevel, Usage, wire
+from pitrio import AgentMessage, HarnessError, ThinkingLevel, Usage, wire
 
 from ._messages import BranchSummaryMessage, CompactionSummaryMessage
 
@@ -84,7 +84,7 @@ THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 # --- errors -------------------------------------------------------------------------
 
 
-class SessionError(Exception):
+class SessionError(HarnessError):
     """Base class of the session errors."""
 
 

@@ -36,7 +36,7 @@ from typing import TypeAlias, cast, final
 
 import httpx
 
-from .._errors import UsageError
+from .._errors import InvalidStateError, UnknownApiError, UsageError
 from .._events import ErrorEvent
 from .._messages import AssistantMessage, DeferredHandle, JSONValue
 from .._model import Context, Model, ModelCost, StreamFn, StreamOptions
@@ -71,10 +71,6 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
 _APIS: dict[str, ApiStreamFn] = {}
 
 
-class UnknownApiError(LookupError):
-    """No implementation is registered (or importable) for an API name."""
-
-
 FetchDeferredFn: TypeAlias = Callable[
     [httpx.AsyncClient, Model, DeferredHandle, StreamOptions, int], AssistantMessageEventStream
 ]
@@ -104,7 +100,7 @@ def register_api(
     _APIS[api] = stream
     if (fetch_deferred is None) != (cancel_deferred is None):
         msg = "give both fetch_deferred and cancel_deferred, or neither"
-        raise ValueError(msg)
+        raise UsageError(msg)
     if fetch_deferred is not None and cancel_deferred is not None:
         _DEFERRED[api] = (fetch_deferred, cancel_deferred)
     else:
@@ -313,7 +309,7 @@ class Models:
         """The shared HTTP client (only while the ``async with`` block is open)."""
         if self._client is None:
             msg = "Models is not open: use `async with Models() as models:`"
-            raise RuntimeError(msg)
+            raise InvalidStateError(msg)
         return self._client
 
     # -- the catalog ---------------------------------------------------------------------

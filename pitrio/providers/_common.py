@@ -53,6 +53,7 @@ import attrs
 import httpx
 import trio
 
+from .._errors import ProviderError
 from .._messages import (
     AssistantContent,
     AssistantMessage,
@@ -583,7 +584,7 @@ def _rate(rates: Any, name: str) -> float:
 # Errors
 
 
-class APIError(Exception):
+class APIError(ProviderError):
     """An SDK-style API error (the OpenAI and Anthropic SDKs' ``APIError``).
 
     Attributes:
@@ -642,11 +643,11 @@ class APIConnectionTimeoutError(APIConnectionError):
         super().__init__(message)
 
 
-class RetryDelayTooLongError(Exception):
+class RetryDelayTooLongError(ProviderError):
     """The server asked for a retry delay above ``maxRetryDelayMs``."""
 
 
-class MissingApiKeyError(Exception):
+class MissingApiKeyError(ProviderError):
     """No API key and no authorization header (``No API key for provider: <name>``)."""
 
 

@@ -40,6 +40,7 @@ from urllib.parse import quote
 import httpx
 import trio
 
+from .._errors import ProviderError
 from .._messages import DeferredHandle
 from .._model import Model, StreamOptions
 from .._stream import AssistantMessageEventStream
@@ -76,7 +77,7 @@ DEFERRED_APIS: Final = frozenset({OPENAI_RESPONSES_API})
 """The APIs that can defer a response."""
 
 
-class DeferredError(Exception):
+class DeferredError(ProviderError):
     """A deferred-response operation failed; the text is pi-ai-style (e.g.
     ``OpenAI API error (404): {...}``)."""
 

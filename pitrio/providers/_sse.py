@@ -57,6 +57,8 @@ from typing import Final, final
 
 import attrs
 
+from .._errors import ProviderProtocolError
+
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",
     "SSEDecoder",
@@ -70,7 +72,7 @@ DEFAULT_MAX_EVENT_SIZE: Final = 64 * 1024 * 1024
 characters of the event's lines)."""
 
 
-class SSEEventTooLargeError(ValueError):
+class SSEEventTooLargeError(ProviderProtocolError):
     """A line or an event of the SSE body is longer than the decoder's
     ``max_event_size``."""
 

@@ -74,6 +74,29 @@ from .._validation import js_json_dumps
 from .._wire import converter, unstructure
 from ._fifo import fifo_scheduling
 
+PI_TEXTS: tuple[tuple[str, str], ...] = (
+    (
+        "Use steer() or follow_up() to queue messages",
+        "Use steer() or followUp() to queue messages",
+    ),
+    (
+        "Pass stream_fn= explicitly or call pitrio.set_default_stream_fn().",
+        "Pass streamFn explicitly or call setDefaultStreamFn().",
+    ),
+)
+"""Where pitrio's error texts name Python API and Pi's name JavaScript API: pairs of
+(pitrio's words, Pi's words). The runtime speaks Python; :func:`pi_text` turns its
+texts back into Pi's when a trace is compared with the oracle's (``docs/testing.md``)."""
+
+
+def pi_text(text: str) -> str:
+    """``text`` with pitrio's Python API names replaced by Pi's (:data:`PI_TEXTS`)."""
+    for python, pi in PI_TEXTS:
+        if python in text:
+            text = text.replace(python, pi)
+    return text
+
+
 __all__ = ["RunProblem", "ScenarioError", "normalize_event", "normalize_message", "play"]
 
 Record = dict[str, Any]
@@ -1029,7 +1052,8 @@ class Player:
             # few microtasks later, while the run goes on.
             await trio.lowlevel.checkpoint()
         await self.emit(
-            {"type": "error", "op": op_name, "message": error_text(exc)}, loop_side=loop_side
+            {"type": "error", "op": op_name, "message": pi_text(error_text(exc))},
+            loop_side=loop_side,
         )
 
     def _action_record(self, op: Record, on: Record | None) -> Record:
