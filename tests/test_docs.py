@@ -55,9 +55,25 @@ def test_site_builds_without_warnings(built_site: Path) -> None:
     assert (built_site / "reference" / "pitrio.html").is_file()
 
 
+def public_names() -> dict[int, set[str]]:
+    """Every public name, grouped by the object it names (re-exports share an object)."""
+    names: dict[int, set[str]] = {}
+    for package in PUBLIC_PACKAGES:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            names.setdefault(id(getattr(module, name)), set()).add(f"{package}.{name}")
+    return names
+
+
 @pytest.mark.parametrize("package", PUBLIC_PACKAGES)
 def test_every_public_name_is_in_the_reference(built_site: Path, package: str) -> None:
-    names = documented_names(built_site)
-    public = importlib.import_module(package).__all__
-    missing = [name for name in public if f"{package}.{name}" not in names]
+    """A name counts as documented when it, or the same object exported by another public
+    package (documented once, so Sphinx sees no duplicate), is in the inventory."""
+    documented = documented_names(built_site)
+    aliases = public_names()
+    module = importlib.import_module(package)
+    missing = [
+        name for name in module.__all__
+        if not aliases[id(getattr(module, name))] & documented
+    ]
     assert not missing, f"{package}: not in docs/reference/: {missing}"
