@@ -320,7 +320,11 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
         if settings.local_port is not None:
             from ._local import LOCAL_WARNING, start_local_server
 
-            print(LOCAL_WARNING, file=err, flush=True)
+            print(
+                f"{LOCAL_WARNING} (server: http://127.0.0.1:{settings.local_port}/v1)",
+                file=err,
+                flush=True,
+            )
             try:
                 await start_local_server(stack, settings.local_port)
             except RuntimeError as exc:

@@ -3,6 +3,7 @@ wheel) started by the CLI itself, on loopback, with no key and no network."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,10 @@ def test_local_model_answers_and_the_server_stops(cli_env: dict[str, str], workd
     assert proc.stdout.strip()  # whatever the tiny model said
     assert "very weak" in proc.stderr
     assert "context" in proc.stderr  # the usage line: a real response with usage
+    port = re.search(r"\(server: http://127\.0\.0\.1:(\d+)/v1\)", proc.stderr)
+    assert port is not None, proc.stderr
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
-    assert "pitrio.cli._local_server" not in ps.stdout
+    assert f"pitrio.cli._local_server {port.group(1)}" not in ps.stdout
 
 
 def test_local_is_refused_with_a_model(cli_env: dict[str, str], workdir: Path) -> None:
