@@ -34,7 +34,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package, the tests and the benchmarks."""
-    session.install("-e", ".[test]", "mypy==2.4.1")
+    session.install("-e", ".[test,bench]", "mypy==2.4.1")
     session.run("mypy", "--strict")
 
 
@@ -50,6 +50,7 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """The loop benchmarks (real clock, scripted model, no network)."""
-    session.install("-e", ".")
-    session.run("python", "-m", "benchmarks.bench_loop", *(session.posargs or ["all"]))
+    """Every benchmark workload (``python -m benchmarks``; pass its flags after ``--``,
+    e.g. ``nox -s bench -- --peers --instructions``)."""
+    session.install("-e", ".[bench]")
+    session.run("python", "-m", "benchmarks", *session.posargs)

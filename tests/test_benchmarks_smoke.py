@@ -7,7 +7,12 @@ exact number of tool calls, the text deltas a subscriber sees.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -28,6 +33,8 @@ from benchmarks.bench_loop import (
     stream_once,
 )
 from pitrio import Agent
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def test_run_once_checks_answer_and_tool_calls() -> None:
@@ -172,3 +179,134 @@ async def test_scaling_benchmark_checks_the_tool_call(monkeypatch: pytest.Monkey
     )
     with pytest.raises(bench_scaling.BenchmarkError, match="bad tool call"):
         await bench_scaling.measure_toolargs("anthropic-messages", 300)
+
+
+# --------------------------------------------------------------------------------------
+# python -m benchmarks (the harness): workloads in-process, pure helpers, one quick run
+
+
+async def test_abort_workload_settles_every_case() -> None:
+    from benchmarks._workloads import measure_abort
+
+    res = await measure_abort(reps=2)
+    for case in ("tool_cooperative", "tool_ignores_signal", "provider"):
+        assert 0 < res[f"{case}_p50_ms"] <= res[f"{case}_p99_ms"]
+    assert res["p99_ms_max"] == max(res[k] for k in res if k.endswith("_p99_ms"))
+
+
+async def test_transcript_workload_runs_one_turn_per_length() -> None:
+    from benchmarks._workloads import measure_transcript
+
+    res = await measure_transcript(lengths=(0, 3, 20), reps=2)
+    assert res["lengths"] == [0, 3, 20]
+    assert all(res[f"us_per_turn_{n}"] > 0 for n in (0, 3, 20))
+
+
+def _measurement(subject: str, metric: str, value: float, rss: float = 50.0) -> Any:
+    from benchmarks._harness import HEADLINES, Measurement
+
+    return Measurement(subject, metric, 1, {HEADLINES[metric].key: value}, rss, 1.0)
+
+
+def test_ratios_point_the_right_way() -> None:
+    from benchmarks._harness import ratios, summarise
+
+    ms = [
+        _measurement("pitrio", "turn", 100.0),
+        _measurement("pi_node", "turn", 50.0),
+        _measurement("pitrio", "concurrent", 600.0, rss=40.0),
+        _measurement("pi_py_port", "concurrent", 300.0, rss=80.0),
+        _measurement("pitrio", "turn", 300.0),  # a second round: the median is 200
+    ]
+    summary = summarise(ms)
+    assert summary["turn"]["pitrio"]["median"] == 200.0
+    assert summary["turn"]["pitrio"]["n"] == 2
+    got = {(r["metric"], r["peer"]): r["pitrio_advantage"] for r in ratios(summary)}
+    assert got == {
+        ("turn", "pi_node"): 0.25,  # lower is better: pitrio 4x slower
+        ("concurrent", "pi_py_port"): 2.0,  # higher is better
+        ("concurrent_rss", "pi_py_port"): 2.0,  # half the RSS
+    }
+
+
+def test_targets_marked_met_not_met_or_not_measured() -> None:
+    from benchmarks._harness import summarise, targets
+
+    ms = [
+        _measurement("pitrio", "concurrent", 700.0, rss=40.0),
+        _measurement("pi_py_port", "concurrent", 300.0, rss=30.0),
+    ]
+    marks = {t["target"]: t["met"] for t in targets(summarise(ms), ms, None)}
+    assert len(marks) == 9
+
+    def mark(start: str) -> bool | None:
+        found: list[bool | None] = [m for t, m in marks.items() if t.startswith(start)]
+        assert len(found) == 1, start
+        return found[0]
+
+    assert mark("1,000 concurrent runs: ≥ 2x") is True
+    assert mark("1,000 concurrent runs: peak RSS") is False
+    assert mark("import pitrio") is None
+
+
+def test_update_markdown_replaces_only_its_section(tmp_path: Path) -> None:
+    from benchmarks._harness import MD_BEGIN, MD_END, update_markdown
+
+    path = tmp_path / "results.md"
+    path.write_text("# Results\n\n## Scaling\n\nkept\n")
+    update_markdown(path, f"{MD_BEGIN}\nfirst\n{MD_END}\n")
+    update_markdown(path, f"{MD_BEGIN}\nsecond\n{MD_END}\n")
+    text = path.read_text()
+    assert "second" in text
+    assert "first" not in text
+    assert text.count(MD_BEGIN) == 1
+    assert text.startswith("# Results\n")
+    assert text.endswith("## Scaling\n\nkept\n")
+
+
+def test_harness_missing_peers_dir_is_a_clear_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--peers", "--peers-dir",
+         str(tmp_path / "nowhere"), "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "no peers-bench at" in done.stderr
+    assert "--peers-dir" in done.stderr
+
+
+def test_harness_quick_run_covers_every_workload(tmp_path: Path) -> None:
+    from benchmarks._harness import METRICS
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "latest.json").read_text())
+    ms = report["measurements"]
+    assert not [m for m in ms if m["error"]]
+    assert sorted({m["metric"] for m in ms if m["subject"] == "pitrio"}) == sorted(METRICS)
+    has_openai = importlib.util.find_spec("openai") is not None  # the `bench` extra
+    assert {(m["subject"], m["metric"]) for m in ms if m["subject"] != "pitrio"} == (
+        {("openai_sdk", "sse")} if has_openai else set()
+    )
+    for metric in METRICS:
+        cell = report["summary"][metric]["pitrio"]
+        assert cell["n"] == 1, metric
+        assert cell["median"] > 0, metric
+    by = {(m["subject"], m["metric"]): m for m in ms}
+    assert by["pitrio", "concurrent"]["peak_rss_mb"] > 5  # the child's RSS, from wait4
+    assert by["pitrio", "turn"]["result"]["tool_calls_per_run"] == 2 * 2
+    assert by["pitrio", "stream"]["result"]["delta_events_seen"] == 200
+    assert by["pitrio", "transcript"]["result"]["lengths"] == [2, 10]
+    assert by["pitrio", "import"]["result"]["help_process_ms"] > 0
+    assert by["pitrio", "sse"]["result"]["client"] == "pitrio"
+    if has_openai:
+        assert by["openai_sdk", "sse"]["result"]["client"] == "openai"
+    assert [r["peer"] for r in report["ratios"]] == (["openai_sdk"] if has_openai else [])
+    assert len(report["targets"]) == 9
+    assert {t["met"] for t in report["targets"]} <= {True, False, None}
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "ratios.png").stat().st_size > 1000
+        assert (tmp_path / "ratios.svg").read_text().lstrip().startswith("<?xml")
