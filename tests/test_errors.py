@@ -242,3 +242,15 @@ def test_pi_texts_table_is_documented() -> None:
     for python, pi in PI_TEXTS:
         assert f"| `{python}` | `{pi}` |" in doc
         assert pi_text(f"x {python} y") == f"x {pi} y"
+
+
+def test_harness_argument_errors() -> None:
+    """The harness's argument checks raise the usage classes, naming the fix."""
+    from pitrio.harness import Hooks, RetrySettings
+
+    with pytest.raises(UsageError, match=r"unknown hook 'nope'; hooks are: .*tool_call"):
+        Hooks().on("nope", print)  # type: ignore[call-overload]
+    with pytest.raises(ArgumentTypeError, match="must be callable; got 3"):
+        Hooks().on("tool_call", 3)  # type: ignore[call-overload]
+    with pytest.raises(UsageError, match=r"RetrySettings\.max_retries must be an int >= 0"):
+        RetrySettings(max_retries=-1)

@@ -34,6 +34,7 @@ from pitrio import (
     AgentContext,
     AgentMessage,
     AgentTool,
+    ArgumentTypeError,
     AssistantMessage,
     BeforeToolCallContext,
     BeforeToolCallResult,
@@ -675,7 +676,7 @@ class Harness:
             raise RuntimeError(msg) from exc
         if not isinstance(value, str):
             msg = f"the system prompt function must return a str; got {value!r}"
-            raise TypeError(msg)
+            raise ArgumentTypeError(msg)
         return value
 
     async def _apply_turn_state(self) -> None:
@@ -1084,7 +1085,7 @@ def _branch(session: Session) -> list[Any]:
 def _check_model(model: object) -> None:
     if not isinstance(model, Model):
         msg = f"model must be a pitrio.Model; got {model!r}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
 
 
 def _normalize_input(
@@ -1096,7 +1097,7 @@ def _normalize_input(
     for message in messages:
         if not hasattr(message, "role"):
             msg = f"expected a message (an object with a 'role') or a string; got {message!r}"
-            raise TypeError(msg)
+            raise ArgumentTypeError(msg)
     return messages
 
 

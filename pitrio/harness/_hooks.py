@@ -38,7 +38,15 @@ from typing import Any, Literal, TypeAlias, TypeVar, final, overload
 
 import attrs
 
-from pitrio import AgentMessage, HarnessError, ImageContent, Model, TextContent
+from pitrio import (
+    AgentMessage,
+    ArgumentTypeError,
+    HarnessError,
+    ImageContent,
+    Model,
+    TextContent,
+    UsageError,
+)
 
 JSONValue: TypeAlias = Any
 UserContent: TypeAlias = TextContent | ImageContent
@@ -260,12 +268,12 @@ class Hooks:
         """Register ``handler`` for the hook ``name``; returns a function removing it.
 
         Raises:
-            ValueError: ``name`` is not a hook.
-            TypeError: ``handler`` is not callable.
+            UsageError: ``name`` is not a hook.
+            ArgumentTypeError: ``handler`` is not callable.
         """
         if name not in HOOK_NAMES:
             msg = f"unknown hook {name!r}; hooks are: {', '.join(HOOK_NAMES)}"
-            raise ValueError(msg)
+            raise UsageError(msg)
         _check_callable(name, handler)
         self._handlers[name] = [*self._handlers.get(name, ()), handler]
 
@@ -399,7 +407,7 @@ class Hooks:
 def _check_callable(name: str, handler: object) -> None:
     if not callable(handler):
         msg = f"a {name} hook handler must be callable; got {handler!r}"
-        raise TypeError(msg)
+        raise ArgumentTypeError(msg)
 
 
 def _get(patch: ToolResultPatch | None, field: str) -> Any:

@@ -32,6 +32,7 @@ from pitrio import (
     ImageContent,
     TextContent,
     UserMessage,
+    WireFormatError,
     register_message_role,
     wire,
 )
@@ -153,7 +154,7 @@ def timestamp_ms(value: str | float) -> int:
         parsed = datetime.datetime.fromisoformat(text)
     except ValueError:
         msg = f"timestamp {value!r} is neither milliseconds nor an ISO-8601 date"
-        raise ValueError(msg) from None
+        raise WireFormatError(msg) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=datetime.UTC)
     return round(parsed.timestamp() * 1000)

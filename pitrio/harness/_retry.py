@@ -23,7 +23,7 @@ from typing import Final, final
 
 import attrs
 
-from pitrio import AssistantMessage
+from pitrio import AssistantMessage, UsageError
 
 __all__ = [
     "RetrySettings",
@@ -37,19 +37,19 @@ __all__ = [
 def _non_negative(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         msg = f"RetrySettings.{attribute.name} must be a finite number >= 0; got {value!r}"
-        raise ValueError(msg)
+        raise UsageError(msg)
 
 
 def _count(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         msg = f"RetrySettings.{attribute.name} must be an int >= 0; got {value!r}"
-        raise ValueError(msg)
+        raise UsageError(msg)
 
 
 def _fraction(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if not (0 <= value <= 1):
         msg = f"RetrySettings.{attribute.name} must be between 0 and 1; got {value!r}"
-        raise ValueError(msg)
+        raise UsageError(msg)
 
 
 @final

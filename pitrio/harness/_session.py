@@ -39,7 +39,15 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias, final
 import attrs
 import trio
 
-from pitrio import AgentMessage, HarnessError, ThinkingLevel, Usage, wire
+from pitrio import (
+    AgentMessage,
+    ArgumentTypeError,
+    HarnessError,
+    ThinkingLevel,
+    Usage,
+    UsageError,
+    wire,
+)
 
 from ._messages import BranchSummaryMessage, CompactionSummaryMessage
 
@@ -781,7 +789,7 @@ class Session:
         """Append a message after the current leaf; return the new entry's id."""
         if getattr(message, "role", None) is None:
             msg = f"append_message() needs a message with a role; got {message!r:.100}"
-            raise TypeError(msg)
+            raise ArgumentTypeError(msg)
         if message.role == "assistant" and getattr(message, "stop_reason", None) == "pending":
             # Pi's SessionPendingAssistantMessageError: only settled replies are history.
             msg = "cannot persist a pending assistant message; append it at message_end"
@@ -822,7 +830,7 @@ class Session:
         """
         if retained_tail is not None and first_kept_entry_id is not None:
             msg = "append_compaction() takes retained_tail or first_kept_entry_id, not both"
-            raise TypeError(msg)
+            raise ArgumentTypeError(msg)
         if first_kept_entry_id is not None:
             branch = self.get_branch()
             ids = [e.id for e in branch]
@@ -896,7 +904,7 @@ class Session:
         """Record the session's new thinking level."""
         if level not in THINKING_LEVELS:
             msg = f"unknown thinking level {level!r}; expected one of {', '.join(THINKING_LEVELS)}"
-            raise ValueError(msg)
+            raise UsageError(msg)
         config = self._config()
         if "model" in config:
             config["thinkingLevel"] = level
