@@ -188,7 +188,7 @@ class _Body(httpx.AsyncByteStream):
 
 
 async def stream_once(
-    api: str, body: bytes, keep: list[Any] | None = None
+    api: str, body: bytes, keep: list[Any] | None = None, options: StreamOptions | None = None
 ) -> tuple[Any, int, float]:
     """Stream ``body`` through ``api``'s provider; (message, events, seconds). The
     events are appended to ``keep`` when it is given."""
@@ -207,7 +207,9 @@ async def stream_once(
         count = 0
         latest = None
         start = time.process_time()
-        stream = stream_simple(client, model, context, StreamOptions(api_key="k"))
+        options = options or StreamOptions()
+        options.api_key = "k"
+        stream = stream_simple(client, model, context, options)
         async with stream:
             async for event in stream:
                 count += 1

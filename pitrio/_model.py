@@ -107,6 +107,10 @@ class StreamOptions:
     """Seconds a provider may wait for the next bytes of a response body before the
     stream ends as an error (``None``: 600, the OpenAI and Anthropic SDKs' read
     timeout; ``0`` or less: no limit). ``timeout_ms`` covers only the headers."""
+    max_event_size: int | None = None
+    """The longest server-sent event line or event (bytes) a provider accepts before the
+    stream ends as an error (``None``: 64 MiB). It bounds the memory one broken or hostile
+    event can take."""
     thinking_budgets: Mapping[str, int] | None = None
     cache_retention: str | None = None
     metadata: Mapping[str, JSONValue] | None = None

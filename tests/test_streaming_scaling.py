@@ -28,7 +28,14 @@ from benchmarks.bench_scaling import (
     stream_once,
     tool_arguments,
 )
-from pitrio import Agent, AssistantMessage, TextContent, ThinkingContent, ToolCall
+from pitrio import (
+    Agent,
+    AssistantMessage,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+)
 from pitrio._messages import LazyValue
 from pitrio._wire import converter
 from pitrio.providers import _common, _partial_json
@@ -199,6 +206,17 @@ async def test_an_oversized_sse_event_ends_the_stream_as_an_error(
     message, _, _ = await stream_once(api, body)
     assert message.stop_reason == "error"
     assert "max_event_size=4,096 bytes" in (message.error_message or "")
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_max_event_size_is_a_stream_option(api: str) -> None:
+    body = sse_body(api, TOOL_EVENT_BUILDERS[api](json.dumps(tool_arguments(100))))
+    body = body.replace(b"data: ", b"data: " + b" " * 5000, 3)
+    message, _, _ = await stream_once(api, body, options=StreamOptions(max_event_size=4096))
+    assert message.stop_reason == "error"
+    assert "max_event_size=4,096 bytes" in (message.error_message or "")
+    message, _, _ = await stream_once(api, body)  # the default (64 MiB) takes it
+    assert message.stop_reason != "error", message.error_message
 
 
 _operations = st.lists(

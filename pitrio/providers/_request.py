@@ -420,7 +420,12 @@ async def _read_body(
     event (the message is finished without waiting for the server to end the body).
     """
     idle = idle_timeout(exchange.options)
-    decoder = SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof)
+    max_event_size = exchange.options.max_event_size
+    decoder = (
+        SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof)
+        if max_event_size is None
+        else SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof, max_event_size=max_event_size)
+    )
     # A JSON body: labelled so, and starting like JSON (a mislabelled event stream is
     # still read as one).
     maybe_json = _is_json(response)
