@@ -237,6 +237,8 @@ class _Interactive:
                     dropped = len(agent.queued_steering) + len(agent.queued_follow_up)
                     agent.clear_all_queues()
                     self.aborted = True
+                    if self._answer is not None:  # a consent question is open: decline
+                        self._answer.send_nowait("n")
                     harness.abort()
                     note = f" ({dropped} queued line(s) dropped)" if dropped else ""
                     self.renderer.note(f"[aborted{note}; Ctrl-C again or Ctrl-D exits]", color="33")

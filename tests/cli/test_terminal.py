@@ -143,6 +143,26 @@ def test_consent_prompt_no_then_always(
     quit_with_ctrl_d(child)
 
 
+def test_ctrl_c_at_the_consent_prompt_declines_and_aborts(
+    serve: Callable[..., ChatServer], spawn: Spawn, workdir: Path
+) -> None:
+    server = serve(edit_script)
+    child = spawn("--base-url", server.url, "--model", "m")
+    ready(child)
+    child.send("edit it\r")
+    child.expect_exact("Allow edit: notes.txt?")
+    child.send(CTRL_C)
+    child.expect_exact("[aborted")
+    ready(child)
+    child.send("edit it\r")
+    child.expect_exact("Allow edit: notes.txt?")  # a new question, not a stale one
+    child.send("n\r")
+    child.expect_exact("tool said: The user declined")
+    ready(child)
+    quit_with_ctrl_d(child)
+    assert (workdir / "notes.txt").read_text() == "first line\n"
+
+
 def sleep_script(seconds: float, marker: str) -> Callable[[dict[str, Any]], Reply]:
     """The first prompt runs ``sleep``; then the answer lists the user messages."""
 
