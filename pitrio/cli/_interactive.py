@@ -383,7 +383,13 @@ class _Interactive:
             return
         level: ThinkingLevel = arg  # type: ignore[assignment]  # checked above
         await self.app.set_thinking(level)
-        self._say(f"thinking: {level}")
+        note = ""
+        if level != "off" and not self.app.model.reasoning:
+            note = (
+                f" (but {self.app.model.provider}/{self.app.model.id} is not a reasoning model, "
+                "so nothing is sent; with --base-url, start with --thinking LEVEL to send it)"
+            )
+        self._say(f"thinking: {level}{note}")
 
     async def _tools(self, _: str) -> None:
         consent = self.app.consent

@@ -6,6 +6,7 @@ replay. The model is a scripted OpenAI-compatible server on loopback (``--base-u
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -282,6 +283,49 @@ def test_slash_commands(serve: Callable[..., ChatServer], spawn: Spawn) -> None:
     child.close()
     assert child.exitstatus == 0
     assert len(server.requests) == 1  # no slash command went to the model
+
+
+def test_session_commands(serve: Callable[..., ChatServer], spawn: Spawn) -> None:
+    """/compact, /session, /fork, /resume and /thinking in a live session."""
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m", "--no-color")
+    ready(child)
+    for text in ("one", "two"):
+        child.send(text + "\r")
+        child.expect_exact(f"you said: {text}")
+        ready(child)
+    child.send("/compact\r")
+    child.expect_exact("[compacted from ~")
+    ready(child)
+    child.send("/session\r")
+    child.expect(r"session (\S+)\r\n  file: (\S+\.jsonl)")
+    first_id = child.match.group(1)
+    assert Path(child.match.group(2)).exists()
+    ready(child)
+    child.send("/fork\r")
+    child.expect(r"forked into session (\S+) \(\d+ messages\)")
+    forked_id = child.match.group(1)
+    assert forked_id != first_id
+    ready(child)
+    child.send("/resume\r")
+    child.expect_exact(f"{forked_id} (current)")
+    ready(child)
+    child.send(f"/resume {first_id}\r")
+    child.expect_exact(f"resumed session {first_id}")
+    ready(child)
+    child.send("/thinking high\r")
+    child.expect_exact("is not a reasoning model, so nothing is sent")
+    ready(child)
+    child.send("three\r")
+    child.expect_exact("you said: three")
+    ready(child)
+    quit_with_ctrl_d(child)
+    assert len(server.requests) == 4  # one, two, the compaction's summary request, three
+    summary_request = json.dumps(server.requests[2]["messages"])
+    assert "context summarization assistant" in summary_request
+    users = [last_user_text({"messages": [m]}) for m in server.requests[-1]["messages"]
+             if m["role"] == "user"]  # fmt: skip
+    assert users[-1] == "three"
 
 
 def test_prompt_templates_expand(
