@@ -101,12 +101,17 @@ class StreamOptions:
     tool_choice: str | Mapping[str, JSONValue] | None = None
     headers: Mapping[str, str | None] | None = None
     max_retries: int | None = None
-    max_retry_delay_ms: int | None = None
-    timeout_ms: int | None = None
+    max_retry_delay: float | None = None
+    """Seconds: the longest retry delay a server may ask for (``retry-after``); a longer
+    one fails the request at once (``None``: 60, pi-ai's ``maxRetryDelayMs``; ``0``: no
+    cap)."""
+    timeout: float | None = None
+    """Seconds to wait for the response headers before the request fails with
+    ``Request timed out.`` (``None``: 600, the SDKs' default; pi-ai's ``timeoutMs``)."""
     idle_timeout: float | None = None
     """Seconds a provider may wait for the next bytes of a response body before the
     stream ends as an error (``None``: 600, the OpenAI and Anthropic SDKs' read
-    timeout; ``0`` or less: no limit). ``timeout_ms`` covers only the headers."""
+    timeout; ``0`` or less: no limit). ``timeout`` covers only the headers."""
     max_event_size: int | None = None
     """The longest server-sent event line or event (bytes) a provider accepts before the
     stream ends as an error (``None``: 64 MiB). It bounds the memory one broken or hostile

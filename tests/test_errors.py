@@ -254,3 +254,17 @@ def test_harness_argument_errors() -> None:
         Hooks().on("tool_call", 3)  # type: ignore[call-overload]
     with pytest.raises(UsageError, match=r"RetrySettings\.max_retries must be an int >= 0"):
         RetrySettings(max_retries=-1)
+
+
+def test_stream_options_speak_python_and_seconds() -> None:
+    """No camelCase and no millisecond fields in StreamOptions (pi-ai's ``timeoutMs`` and
+    ``maxRetryDelayMs`` are ``timeout`` and ``max_retry_delay``, in seconds)."""
+    import attrs
+
+    from pitrio import StreamOptions
+
+    names = [field.name for field in attrs.fields(StreamOptions)]
+    assert {"timeout", "max_retry_delay", "idle_timeout"} <= set(names)
+    for name in names:
+        assert name == name.lower(), name
+        assert not name.endswith("_ms"), name

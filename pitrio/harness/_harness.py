@@ -831,16 +831,14 @@ class Harness:
                     ProviderRequestEvent(
                         model=model,
                         headers=headers,
-                        timeout=None if options.timeout_ms is None else options.timeout_ms / 1000,
+                        timeout=options.timeout,
                         max_retries=options.max_retries,
                     )
                 )
                 options = attrs.evolve(
                     options,
                     headers=dict(request.headers),
-                    timeout_ms=(
-                        None if request.timeout is None else round(request.timeout * 1000)
-                    ),
+                    timeout=request.timeout,
                     max_retries=request.max_retries,
                 )
         except HookError as exc:

@@ -11,7 +11,7 @@ What the provider does, in order (everything runs in the stream's producer):
    (:func:`_resolve_options`);
 2. build the body and the headers (:func:`_build_params`, :func:`_build_headers`);
 3. send, retrying retryable failures (``options.max_retries``, default 0) with the
-   server's ``retry-after``/``retry-after-ms`` (capped by ``max_retry_delay_ms``);
+   server's ``retry-after``/``retry-after-ms`` (capped by ``max_retry_delay``);
 4. on a 2xx response push ``start``, then one event per SSE event (:class:`_EventHandler`);
 5. end with ``done``, or with ``error`` (stop reason ``error``, or ``aborted`` when the
    producer is cancelled: ``Request aborted`` before the response headers, ``Request was
@@ -1425,8 +1425,8 @@ def stream_anthropic_messages(
         context: system prompt, messages and tools.
         options: ``api_key``, ``reasoning``, ``max_tokens``, ``temperature``,
             ``tool_choice`` (a string or a Messages API object), ``cache_retention``,
-            ``session_id``, ``headers``, ``max_retries``, ``max_retry_delay_ms``,
-            ``timeout_ms``, ``metadata``, ``thinking_budgets``, ``sampling_params``
+            ``session_id``, ``headers``, ``max_retries``, ``max_retry_delay``,
+            ``timeout``, ``metadata``, ``thinking_budgets``, ``sampling_params``
             (merged into the body last), ``on_payload``, ``on_response``; ``extra`` may
             hold ``thinkingDisplay`` and ``interleavedThinking``.
     """

@@ -644,7 +644,7 @@ class APIConnectionTimeoutError(APIConnectionError):
 
 
 class RetryDelayTooLongError(ProviderError):
-    """The server asked for a retry delay above ``maxRetryDelayMs``."""
+    """The server asked for a retry delay above ``StreamOptions.max_retry_delay``."""
 
 
 class MissingApiKeyError(ProviderError):

@@ -359,13 +359,16 @@ async def send_request(
         return await send_streaming(
             client,
             http_request,
-            timeout_ms=options.timeout_ms,
+            timeout_ms=None if options.timeout is None else options.timeout * 1000,
             error_member=error_member,
             body_fallback=body_fallback,
         )
 
+    max_delay = options.max_retry_delay
     return await send_with_retries(
-        send_once, max_retries=options.max_retries, max_retry_delay_ms=options.max_retry_delay_ms
+        send_once,
+        max_retries=options.max_retries,
+        max_retry_delay_ms=None if max_delay is None else max_delay * 1000,
     )
 
 

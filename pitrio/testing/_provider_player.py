@@ -87,6 +87,12 @@ class FixtureError(Exception):
 # Validation (the oracle's validateFixture)
 
 
+def _seconds(milliseconds: float | None) -> float | None:
+    """A fixture's milliseconds (pi-ai's ``timeoutMs``, ``maxRetryDelayMs``) as the
+    seconds of :class:`~pitrio.StreamOptions`."""
+    return None if milliseconds is None else milliseconds / 1000
+
+
 def _is_obj(value: object) -> bool:
     return isinstance(value, dict)
 
@@ -579,8 +585,8 @@ def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOpti
         tool_choice=spec.get("toolChoice"),
         headers=spec.get("headers"),
         max_retries=spec.get("maxRetries"),
-        max_retry_delay_ms=spec.get("maxRetryDelayMs"),
-        timeout_ms=spec.get("timeoutMs"),
+        max_retry_delay=_seconds(spec.get("maxRetryDelayMs")),
+        timeout=_seconds(spec.get("timeoutMs")),
         thinking_budgets=spec.get("thinkingBudgets"),
         cache_retention=spec.get("cacheRetention"),
         metadata=spec.get("metadata"),

@@ -239,7 +239,7 @@ async def test_provider_hooks_patch_options_replace_the_body_and_see_the_respons
     harness = Harness(
         model=MODEL,
         stream_fn=stream,
-        stream_options=StreamOptions(headers={"a": "1", "b": "2"}, timeout_ms=5000),
+        stream_options=StreamOptions(headers={"a": "1", "b": "2"}, timeout=5.0),
     )
     requests: list[ProviderRequestEvent] = []
     responses: list[ProviderResponseEvent] = []
@@ -259,7 +259,7 @@ async def test_provider_hooks_patch_options_replace_the_body_and_see_the_respons
     assert requests[0].timeout == 5.0
     options = stream.options[0]
     assert dict(options.headers or {}) == {"b": "2", "c": "3"}
-    assert options.timeout_ms == 1500
+    assert options.timeout == 1.5
     assert options.max_retries == 4
     assert stream.bodies == [{"model": "m", "messages": 1, "extra": True}]
     assert [(r.status, dict(r.headers)) for r in responses] == [(200, {"x-request-id": "r1"})]

@@ -879,7 +879,7 @@ async def test_exponential_back_off_without_retry_headers(
 async def test_retry_after_above_the_cap_fails_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A requested delay above max_retry_delay_ms fails without waiting; 0 lifts the cap."""
+    """A requested delay above max_retry_delay fails without waiting; 0 lifts the cap."""
     limited = httpx.Response(429, headers={"retry-after": "120"}, json=RATE_LIMITED)
     server = Server(limited)
     _, result = await run(server, opts=options(max_retries=3))
@@ -888,13 +888,13 @@ async def test_retry_after_above_the_cap_fails_at_once(
     assert result.error_message.startswith("Server requested 120s retry delay (max: 60s). 429 ")
 
     server = Server(limited, ok(text_response()))
-    _, result = await run(server, opts=options(max_retries=3, max_retry_delay_ms=0))
+    _, result = await run(server, opts=options(max_retries=3, max_retry_delay=0))
     assert server.times[1] - server.times[0] == pytest.approx(120)
     assert result.stop_reason == "stop"
 
 
 async def test_timeout_before_headers(autojump_clock: trio.testing.MockClock) -> None:
-    """``timeout_ms`` bounds the wait for the response headers only."""
+    """``timeout`` bounds the wait for the response headers only."""
 
     async def slow(request: httpx.Request) -> httpx.Response:
         await trio.sleep(10)
@@ -903,10 +903,10 @@ async def test_timeout_before_headers(autojump_clock: trio.testing.MockClock) ->
     async def slow_body(request: httpx.Request) -> httpx.Response:
         return ok(Body(sse(*text_response())))
 
-    events, result = await run(Server(slow), opts=options(timeout_ms=500))
+    events, result = await run(Server(slow), opts=options(timeout=0.5))
     assert types(events) == ["error"]
     assert result.error_message == "Request timed out."
-    _, result = await run(Server(slow_body), opts=options(timeout_ms=500))
+    _, result = await run(Server(slow_body), opts=options(timeout=0.5))
     assert result.stop_reason == "stop"
 
 

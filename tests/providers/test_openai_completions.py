@@ -544,7 +544,7 @@ async def test_timeout_covers_the_wait_for_headers(autojump_clock: trio.testing.
         return ok_stream()
 
     start = trio.current_time()
-    message = final(await run(Recorder(slow), options=StreamOptions(api_key="k", timeout_ms=1500)))
+    message = final(await run(Recorder(slow), options=StreamOptions(api_key="k", timeout=1.5)))
     assert message.error_message == "Request timed out."
     assert trio.current_time() - start == pytest.approx(1.5)
 
@@ -579,7 +579,7 @@ async def test_non_retryable_status_is_not_retried() -> None:
 
 async def test_retry_after_above_the_cap_fails_at_once() -> None:
     recorder = Recorder(httpx.Response(429, headers={"retry-after": "90"}, text="later"))
-    options = StreamOptions(api_key="k", max_retries=2, max_retry_delay_ms=30_000)
+    options = StreamOptions(api_key="k", max_retries=2, max_retry_delay=30)
     message = final(await run(recorder, options=options))
     assert message.error_message == "Server requested 90s retry delay (max: 30s). 429 later"
     assert len(recorder.requests) == 1
@@ -589,7 +589,7 @@ async def test_a_zero_cap_disables_the_limit(autojump_clock: trio.testing.MockCl
     recorder = Recorder(
         httpx.Response(429, headers={"retry-after": "90"}, text="later"), ok_stream()
     )
-    options = StreamOptions(api_key="k", max_retries=1, max_retry_delay_ms=0)
+    options = StreamOptions(api_key="k", max_retries=1, max_retry_delay=0)
     start = trio.current_time()
     assert final(await run(recorder, options=options)).stop_reason == "stop"
     assert trio.current_time() - start == pytest.approx(90)

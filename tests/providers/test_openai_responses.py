@@ -617,14 +617,14 @@ async def test_retry_delay_over_the_limit_fails_at_once(
 ) -> None:
     server = Server([error(429, {"error": {"message": "slow down"}}, {"retry-after": "120"})])
     start = trio.current_time()
-    _, message = await run(server, GPT, hi(), options(max_retries=1, max_retry_delay_ms=30_000))
+    _, message = await run(server, GPT, hi(), options(max_retries=1, max_retry_delay=30))
     assert trio.current_time() == start
     assert message.error_message == "Server requested 120s retry delay (max: 30s). 429 slow down"
     # 0 disables the limit.
     server = Server(
         [error(429, {"error": {"message": "x"}}, {"retry-after": "120"}), ok(text_response())]
     )
-    _, message = await run(server, GPT, hi(), options(max_retries=1, max_retry_delay_ms=0))
+    _, message = await run(server, GPT, hi(), options(max_retries=1, max_retry_delay=0))
     assert message.stop_reason == "stop"
 
 
@@ -633,7 +633,7 @@ async def test_timeout_covers_only_the_headers(autojump_clock: trio.testing.Mock
         await trio.sleep(10)
         return ok(text_response())
 
-    _, message = await run(Server([slow_headers]), GPT, hi(), options(timeout_ms=2000))
+    _, message = await run(Server([slow_headers]), GPT, hi(), options(timeout=2))
     assert message.error_message == "Request timed out."
 
     async def slow_body() -> httpx.Response:
@@ -641,7 +641,7 @@ async def test_timeout_covers_only_the_headers(autojump_clock: trio.testing.Mock
         body = text_response()
         return ok(ScriptedBody([body[:40], body[40:]]))
 
-    _, message = await run(Server([slow_body]), GPT, hi(), options(timeout_ms=2000))
+    _, message = await run(Server([slow_body]), GPT, hi(), options(timeout=2))
     assert message.stop_reason == "stop"
 
 
