@@ -32,7 +32,8 @@ PitrioError
 │   ├── CompactionError                       summarising for compaction failed
 │   ├── BranchSummaryError                    summarising a branch failed
 │   ├── ReplayFileError (ValueError)          a recording pitrio cannot read
-│   └── ReplayMismatchError                   a request differs from the recorded one
+│   ├── ReplayMismatchError                   a request differs from the recorded one
+│   └── ReplayedRaiseError (RuntimeError)     the recorded stream function raised here
 └── CodingToolError                           a coding tool (read, write, edit, bash...) failed
 ```
 

@@ -268,3 +268,24 @@ def test_stream_options_speak_python_and_seconds() -> None:
     for name in names:
         assert name == name.lower(), name
         assert not name.endswith("_ms"), name
+
+
+async def test_replaying_a_recorded_raise(tmp_path: Any) -> None:
+    """A recorded stream function that raised raises again on replay, as ReplayedRaiseError
+    (a HarnessError and a RuntimeError) with the recorded message."""
+    from pitrio import Context, StreamOptions
+    from pitrio.harness import RecordingStreamFn, ReplayedRaiseError, ReplayStreamFn
+
+    path = tmp_path / "run.jsonl"
+
+    def broken(model: Model, context: Context, options: StreamOptions) -> Any:
+        raise ConnectionError("no route to host")
+
+    agent = Agent(stream_fn=RecordingStreamFn(broken, path), model=MODEL)
+    await agent.prompt("hi")
+    await agent.wait_for_idle()
+    replay = ReplayStreamFn(path)
+    with pytest.raises(ReplayedRaiseError, match=r"^no route to host$") as info:
+        replay(MODEL, Context(messages=agent.state.messages[:1]), StreamOptions())
+    assert isinstance(info.value, RuntimeError)
+    assert isinstance(info.value, HarnessError)

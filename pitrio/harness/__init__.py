@@ -73,6 +73,7 @@ from ._messages import (
 )
 from ._replay import (
     RecordingStreamFn as RecordingStreamFn,
+    ReplayedRaiseError as ReplayedRaiseError,
     ReplayFileError as ReplayFileError,
     ReplayMismatchError as ReplayMismatchError,
     ReplayStreamFn as ReplayStreamFn,
@@ -165,6 +166,7 @@ __all__: list[str] = [
     "ReplayFileError",
     "ReplayMismatchError",
     "ReplayStreamFn",
+    "ReplayedRaiseError",
     "ResourceDiagnostic",
     "Resources",
     "RetrySettings",

@@ -71,6 +71,7 @@ __all__ = [
     "ReplayFileError",
     "ReplayMismatchError",
     "ReplayStreamFn",
+    "ReplayedRaiseError",
     "request_to_wire",
 ]
 
@@ -92,6 +93,11 @@ _OPTION_FIELDS: Final = (
 
 class ReplayFileError(HarnessError, ValueError):
     """A replay file cannot be read (missing, empty, torn, or not a replay file)."""
+
+
+class ReplayedRaiseError(HarnessError, RuntimeError):
+    """The recorded stream function raised instead of returning a stream; replaying that
+    request raises this, with the recorded exception's message."""
 
 
 class ReplayMismatchError(HarnessError):
@@ -659,7 +665,7 @@ class ReplayStreamFn:
         self._next += 1
         if exchange.raised is not None:
             msg = exchange.raised
-            raise RuntimeError(msg)
+            raise ReplayedRaiseError(msg)
         template = AssistantMessage(
             api=model.api, provider=model.provider, model=model.id, stop_reason="pending"
         )

@@ -57,7 +57,7 @@ from typing import Final, final
 
 import attrs
 
-from .._errors import ProviderProtocolError
+from .._errors import ProviderProtocolError, UsageError
 
 __all__ = [
     "DEFAULT_MAX_EVENT_SIZE",
@@ -129,7 +129,7 @@ class SSEDecoder:
     ) -> None:
         if max_event_size < 1:
             msg = f"max_event_size must be a positive number of bytes, not {max_event_size!r}"
-            raise ValueError(msg)
+            raise UsageError(msg)
         self._dispatch_at_eof = dispatch_at_eof
         self._max_event_size = max_event_size
         # The bytes after the last line break seen, as chunks joined only once the
