@@ -237,12 +237,29 @@ class UiAdapter:
 
 @attrs.define
 class _Item:
+    """One item of the view. Streamed text is kept as chunks and joined when read, so
+    a long answer costs linear time (``str +=`` on an attribute copies every time)."""
+
     kind: ItemKind
     title: str | None
-    text: str
+    chunks: list[str]
     state: ItemState
     summary: str | None = None
-    thinking: str = ""
+    thinking_chunks: list[str] = attrs.field(factory=list)
+
+    @property
+    def text(self) -> str:
+        return _joined(self.chunks)
+
+    @property
+    def thinking(self) -> str:
+        return _joined(self.thinking_chunks)
+
+
+def _joined(chunks: list[str]) -> str:
+    if len(chunks) > 1:
+        chunks[:] = ["".join(chunks)]
+    return chunks[0] if chunks else ""
 
 
 @final
@@ -268,20 +285,20 @@ class Transcript:
             self.working = message.working
         elif isinstance(message, Append):
             state: ItemState = "working" if message.working else "done"
-            self._items[message.id] = _Item(message.kind, message.title, message.text, state)
+            self._items[message.id] = _Item(message.kind, message.title, [message.text], state)
         elif (item := self._items.get(message.id)) is None:
             return
         elif isinstance(message, AppendDelta):
             if message.channel == "thinking":
-                item.thinking += message.delta
+                item.thinking_chunks.append(message.delta)
             else:
-                item.text += message.delta
+                item.chunks.append(message.delta)
         else:
-            item.text = message.text
+            item.chunks = [message.text]
             item.state = message.state
             item.summary = message.summary
             if message.thinking is not None:
-                item.thinking = message.thinking
+                item.thinking_chunks = [message.thinking]
 
     def apply_all(self, messages: Iterable[UiMessage]) -> None:
         """:meth:`apply` each message in order."""

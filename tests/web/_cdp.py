@@ -49,7 +49,7 @@ def ensure_chromium() -> str | None:
         if os.path.exists(CHROMIUM):
             return None
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        command = [apt, "install", "-y", "--no-install-recommends", "chromium"]
+        command = [apt, "install", "-y", "chromium"]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:  # a fresh machine may have no package lists yet
             subprocess.run([apt, "update"], env=env, capture_output=True, check=False)

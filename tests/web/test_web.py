@@ -67,6 +67,12 @@ def _last_user(context: Context) -> str:
     return ""
 
 
+MARKDOWN = (
+    "Edit `greet.py` like this:\n```python\ndef greet(name):\n    return f'Hello, {name}!'\n```\n"
+    "Not markup: <img src=x onerror=\"document.title='pwned'\"> <b>bold?</b>"
+)
+
+
 def script(context: Context) -> ScriptedResponse:
     """The scripted agent: what it answers depends on the conversation so far."""
     last = context.messages[-1]
@@ -88,6 +94,8 @@ def script(context: Context) -> ScriptedResponse:
         return ScriptedResponse.tool_calls(("c1", "bash", {"command": "sleep 2; echo slept"}))
     if prompt.startswith("use tabs"):
         return ScriptedResponse.text("Steered: I will use tabs.", chunk_size=4)
+    if prompt.startswith("markdown"):
+        return ScriptedResponse.text(MARKDOWN, chunk_size=7)
     if prompt.startswith("long"):
         return ScriptedResponse.text("Thinking about this for a long time", chunk_size=3, delay=60)
     return ScriptedResponse.text(f"You said: {prompt}", chunk_size=4)
@@ -430,3 +438,26 @@ async def test_bad_commands_get_errors_and_the_socket_stays(server: Callable[...
                 message = json.loads(await ws.get_message())
                 if message["type"] == "replace":
                     texts.append(message["text"])
+
+
+async def test_a_finished_answer_shows_code_and_never_markup(
+    page: Page, server: Callable[..., Any]
+) -> None:
+    info = await server()
+    await page.goto(info.url)
+    await page.wait_for("document.getElementById('conn').textContent === ''")
+    await send(page, "markdown please")
+    await page.wait_for("document.querySelector('#log .item.assistant[data-state=done]') !== null")
+    shown = await page.evaluate(
+        "(() => { const b = document.querySelector('#log .item.assistant .body');"
+        " return {inline: [...b.querySelectorAll(':scope > code')].map(e => e.textContent),"
+        " block: [...b.querySelectorAll('pre.code')].map(e => e.textContent),"
+        " tags: [...b.querySelectorAll('*')].map(e => e.tagName.toLowerCase()),"
+        " text: b.innerText, title: document.title}; })()"
+    )
+    assert shown["inline"] == ["greet.py"]
+    assert shown["block"] == ["def greet(name):\n    return f'Hello, {name}!'\n"]
+    assert sorted(set(shown["tags"])) == ["code", "pre"]
+    assert "<img src=x onerror=" in shown["text"]
+    assert "<b>bold?</b>" in shown["text"]
+    assert shown["title"] == "pitrio"

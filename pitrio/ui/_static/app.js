@@ -93,8 +93,10 @@ function appendDelta(m) {
   const stick = nearBottom();
   const target = m.channel === "thinking" ? el.querySelector(".thinking") : textPart(el);
   if (!target) return;
-  target.textContent += m.delta;
-  el.classList.toggle("empty", !textPart(el).textContent);
+  // One text node per delta: appending stays O(1) however long the answer grows
+  // (textContent += would copy the whole text on every delta).
+  target.appendChild(document.createTextNode(m.delta));
+  if (m.channel !== "thinking" && m.delta) el.classList.remove("empty");
   scrollDown(stick);
 }
 
@@ -102,7 +104,11 @@ function replace(m) {
   const el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
   if (!el) return;
   const stick = nearBottom();
-  textPart(el).textContent = m.text;
+  if (el.dataset.kind === "assistant" && m.state !== "working") {
+    renderText(textPart(el), m.text);
+  } else {
+    textPart(el).textContent = m.text;
+  }
   if (m.thinking != null && el.querySelector(".thinking")) {
     el.querySelector(".thinking").textContent = m.thinking;
   }
@@ -110,6 +116,26 @@ function replace(m) {
   if (meta) meta.textContent = m.summary || (m.state === "aborted" ? "aborted" : "");
   setState(el, m.state);
   scrollDown(stick);
+}
+
+// A finished answer: ```fenced``` blocks and `inline code` as code, the rest as text.
+// Built from DOM nodes, never innerHTML: the model's text cannot inject markup.
+function renderText(target, text) {
+  target.textContent = "";
+  const fence = /```[^\n]*\n([\s\S]*?)```/g;
+  let last = 0;
+  for (let match; (match = fence.exec(text)); last = fence.lastIndex) {
+    inline(target, text.slice(last, match.index));
+    part(part(target, "pre", "code"), "code", "").textContent = match[1];
+  }
+  inline(target, text.slice(last));
+}
+
+function inline(target, text) {
+  text.split(/(`[^`\n]+`)/).forEach((piece, i) => {
+    if (i % 2) part(target, "code", "").textContent = piece.slice(1, -1);
+    else if (piece) target.appendChild(document.createTextNode(piece));
+  });
 }
 
 function setWorking(value) {
