@@ -230,7 +230,10 @@ function connect() {
     send({ type: "hello", session: hashSession() });
     send({ type: "sessions" });
   });
-  socket.addEventListener("message", (event) => handle(JSON.parse(event.data)));
+  socket.addEventListener("message", (event) => {
+    const data = JSON.parse(event.data);  // one message, or a batch of them
+    for (const m of Array.isArray(data) ? data : [data]) handle(m);
+  });
   socket.addEventListener("close", () => {
     $("conn").textContent = "disconnected, retrying…";
     setTimeout(connect, retryDelay);
