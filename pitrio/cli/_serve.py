@@ -43,7 +43,7 @@ from typing import Any, Final, TextIO, final
 import attrs
 import trio
 
-from pitrio import StreamFn
+from pitrio import StreamFn, TextContent, UserMessage
 from pitrio.harness import (
     JsonlSessionStore,
     Session,
@@ -70,6 +70,8 @@ _MAX_HEAD: Final = 16 * 1024
 _MAX_MESSAGE: Final = 1024 * 1024
 _CLIENT_QUEUE: Final = 100_000
 _BATCH: Final = 2_000
+_LISTED: Final = 50  # sessions shown, newest first
+_TITLE: Final = 80
 _STATIC: Final = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -342,6 +344,7 @@ class _WebApp:
         self._consents: dict[str, tuple[dict[str, Any], trio.Event, list[str]]] = {}
         self._consent_counter = 0
         self._switch_lock = trio.Lock()
+        self._titles: dict[str, tuple[float, str]] = {}
         app.subscribe(self._on_event)
         app.consent.ask = self._ask
         app.consent.mode_hint = "the web UI"
@@ -448,15 +451,51 @@ class _WebApp:
         items: list[dict[str, Any]] = []
         if self.store is not None:
             current = self.app.session.id if self.app.session is not None else None
-            for info in reversed(await self.store.list(cwd=self.app.cwd)):
+            infos = (await self.store.list(cwd=self.app.cwd))[:_LISTED]  # newest first
+            for info in infos:
                 items.append(
                     {
                         "id": info.id,
                         "modified": info.modified_at,  # seconds since the epoch
+                        "title": await self._title(info.id, info.modified_at),
                         "current": info.id == current,
                     }
                 )
         return {"type": "sessions", "items": items}
+
+    async def _title(self, session_id: str, modified: float) -> str:
+        """A session's first prompt (shortened), read once per modification."""
+        cached = self._titles.get(session_id)
+        if cached is not None and cached[0] == modified:
+            return cached[1]
+        title = ""
+        assert self.store is not None
+        messages: Sequence[Any]
+        if self.app.session is not None and self.app.session.id == session_id:
+            messages = self.app.harness.messages  # the open one, as it is now
+        else:
+            try:
+                session = await self.store.open(session_id, read_only=True)
+                try:
+                    messages = session.build_context().messages
+                finally:
+                    await session.close()
+            except (SessionError, OSError, ValueError):
+                messages = ()
+        for message in messages:
+            if isinstance(message, UserMessage):
+                text = (
+                    message.content
+                    if isinstance(message.content, str)
+                    else "".join(b.text for b in message.content if isinstance(b, TextContent))
+                )
+                title = " ".join(text.split())
+                break
+        if len(title) > _TITLE:
+            title = title[: _TITLE - 1] + "…"
+        if title:  # a session without a prompt yet will have one soon
+            self._titles[session_id] = (modified, title)
+        return title
 
     async def _switch(self, client: _Client, kind: str, session_id: Any) -> None:
         store = self.store

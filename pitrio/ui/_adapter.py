@@ -337,9 +337,7 @@ def user_text(message: UserMessage) -> str:
     """A user message's text (images as ``[image]``)."""
     if isinstance(message.content, str):
         return message.content
-    return "".join(
-        b.text if isinstance(b, TextContent) else "[image]" for b in message.content
-    )
+    return "".join(b.text if isinstance(b, TextContent) else "[image]" for b in message.content)
 
 
 def result_text(result: ToolResult | ToolResultMessage) -> str:

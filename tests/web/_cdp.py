@@ -149,8 +149,9 @@ class Page:
         await self.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
         await self.send("Input.insertText", text=text)
 
-    async def press_enter(self) -> None:
+    async def press_enter(self, *, alt: bool = False) -> None:
         params: dict[str, Any] = {
+            "modifiers": 1 if alt else 0,
             "key": "Enter",
             "code": "Enter",
             "windowsVirtualKeyCode": 13,
@@ -194,9 +195,12 @@ async def open_browser() -> AsyncIterator[Page]:
                     raise RuntimeError(msg)
                 await trio.sleep(0.05)
         port, path = port_file.read_text().splitlines()[:2]
-        async with trio_websocket.open_websocket_url(
-            f"ws://127.0.0.1:{port}{path}", max_message_size=64 * 1024 * 1024
-        ) as ws, trio.open_nursery() as nursery:
+        async with (
+            trio_websocket.open_websocket_url(
+                f"ws://127.0.0.1:{port}{path}", max_message_size=64 * 1024 * 1024
+            ) as ws,
+            trio.open_nursery() as nursery,
+        ):
             browser = Page(ws, "")
             nursery.start_soon(browser._reader)
             target = await browser.send("Target.createTarget", browser=True, url="about:blank")

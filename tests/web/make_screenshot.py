@@ -1,6 +1,6 @@
 """Take docs/web-ui.png: the offline replay's demo in ``pitrio serve``, in headless chromium.
 
-    python -m tests.web.make_screenshot [PATH]
+python -m tests.web.make_screenshot [PATH]
 """
 
 from __future__ import annotations

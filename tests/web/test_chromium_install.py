@@ -35,7 +35,7 @@ def test_without_apt_or_root_the_reason_names_the_package(
 
 def _fake_apt(tmp_path: Path, script: str) -> str:
     apt = tmp_path / "apt-get"
-    apt.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'calls'}\n{script}\n")
+    apt.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\n{script}\n')
     apt.chmod(0o755)
     return str(apt)
 

@@ -262,7 +262,11 @@ async def test_reload_resumes_and_sessions_are_listed_and_resumable(
     )
     await wait_idle(page)
     await page.click("#sessions-toggle")
-    await page.wait_for("document.querySelectorAll('#session-list li[data-id]').length === 2")
+    # Newest first, by their first prompt (the list opened now replaces the one sent when
+    # the new session was still empty).
+    titles = "[...document.querySelectorAll('#session-list .session-title')]"
+    titles += ".map(e => e.textContent)"
+    await page.wait_for(f"{titles}.join('|') === 'second conversation|first conversation'")
     first_id = first_url.split("session=")[1]
     await page.click(f"#session-list li[data-id='{first_id}']")
     await page.wait_for(f"location.href === {json.dumps(first_url)}")
@@ -470,3 +474,30 @@ async def test_a_finished_answer_shows_code_and_never_markup(
     assert "<img src=x onerror=" in shown["text"]
     assert "<b>bold?</b>" in shown["text"]
     assert shown["title"] == "pitrio"
+
+
+async def test_alt_enter_while_it_works_queues_a_follow_up(
+    page: Page, server: Callable[..., Any]
+) -> None:
+    info = await server("--yes")
+    await page.goto(info.url)
+    await page.wait_for("document.getElementById('conn').textContent === ''")
+    await send(page, "slow command please")
+    await page.wait_for("document.querySelector('#log .item.tool.working') !== null")
+    await page.type_text("#input", "later please")
+    await page.press_enter(alt=True)
+    queued = await page.wait_for("document.getElementById('queue').innerText")
+    assert "follow-up: later please" in queued
+    await page.wait_for(
+        "[...document.querySelectorAll('#log .item.assistant .body')]"
+        ".some(e => e.textContent === 'You said: later please')"
+    )
+    await wait_idle(page)
+    seen = await items(page)
+    # The follow-up waits for the run's answer, unlike a steering message.
+    assert [(i["kind"], i["text"]) for i in seen if i["kind"] != "tool" and i["visible"]] == [
+        ("user", "slow command please"),
+        ("assistant", "The command printed: slept"),
+        ("user", "later please"),
+        ("assistant", "You said: later please"),
+    ]

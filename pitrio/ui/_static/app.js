@@ -144,7 +144,7 @@ function setWorking(value) {
   $("stop").hidden = !value;
   $("send").textContent = value ? "Steer" : "Send";
   input.placeholder = value
-    ? "The agent is working: type to steer it (Enter), or Stop"
+    ? "The agent is working: Enter steers it, Alt+Enter queues a follow-up, or Stop"
     : "Ask the agent… (Enter sends, Shift+Enter for a new line)";
 }
 
@@ -173,7 +173,8 @@ function renderSessions(items) {
     const li = document.createElement("li");
     li.dataset.id = item.id;
     const when = new Date(item.modified * 1000).toLocaleString();
-    li.textContent = `${when} · ${item.id.slice(-8)}`;
+    part(li, "div", "session-title").textContent = item.title || "(no messages yet)";
+    part(li, "div", "muted").textContent = `${when} · ${item.id.slice(-8)}`;
     li.title = item.id;
     if (item.current) li.classList.add("current");
     li.addEventListener("click", () => send({ type: "open", id: item.id }));
@@ -243,16 +244,20 @@ function connect() {
 
 // -- input ---------------------------------------------------------------------------
 
-$("composer").addEventListener("submit", (event) => {
-  event.preventDefault();
+function submit(type) {
   const text = input.value;
   if (!text.trim()) return;
-  if (send({ type: "prompt", text })) input.value = "";
+  if (send({ type, text })) input.value = "";
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  submit("prompt");  // while the agent works, the server takes it as a steering message
 });
 input.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    $("composer").requestSubmit();
+    submit(event.altKey ? "follow_up" : "prompt");  // Alt+Enter: after the run
   }
 });
 $("stop").addEventListener("click", () => send({ type: "abort" }));
