@@ -102,14 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings, options = _settings(args_list, os.environ, None)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    failure: list[OSError] = []
+    failure: list[str] = []
     try:
         trio.run(_serve_until_interrupted, settings, options)
+    except* SessionError as group:  # --continue / --resume: missing, locked, unreadable
+        failure.extend(str(e) for e in group.exceptions)
     except* OSError as group:
-        failure.extend(e for e in group.exceptions if isinstance(e, OSError))
-    if failure:
         where = f"{options.host}:{options.port}"
-        print(f"pitrio serve: cannot listen on {where}: {failure[0]}", file=sys.stderr)
+        failure.extend(f"cannot listen on {where}: {e}" for e in group.exceptions)
+    if failure:
+        print(f"pitrio serve: {failure[0]}", file=sys.stderr)
         return EXIT_USAGE
     print("pitrio serve: stopped.", file=sys.stderr)
     return EXIT_INTERRUPTED
@@ -148,6 +150,9 @@ async def serve(
 
     Raises:
         ValueError: bad arguments (the message says which and how to fix them).
+        pitrio.harness.SessionError: the session to start on cannot be opened (missing,
+            or open in another process).
+        OSError: the port cannot be listened on.
     """
     buffer = io.StringIO()
     try:
@@ -178,14 +183,30 @@ def _parser() -> argparse.ArgumentParser:
             "is chosen as by `pitrio` itself: with none configured, a recorded scripted "
             "demo is replayed on a temporary copy of a sample project."
         ),
+        epilog=(
+            "In the page: Enter sends (while the agent works: steers it), Alt+Enter queues a "
+            "follow-up, Stop aborts. Exit status: 130 after Ctrl-C, 2 bad arguments or the "
+            "port is taken. See docs/web.md."
+        ),
     )
     add = parser.add_argument
     add("--port", type=int, default=8765, help="the port (default 8765; 0 picks a free one)")
     add("-m", "--model", metavar="[PROVIDER/]ID", help="the model, as for pitrio --model")
     add("--provider", metavar="NAME", help="the provider of --model without a PROVIDER/ prefix")
     add("--base-url", metavar="URL", help="an OpenAI-compatible server, as for pitrio")
-    add("--compat", metavar="KEY=VALUE", action="append", default=[], help="as for pitrio")
-    add("--context-window", metavar="TOKENS", type=int, help="as for pitrio")
+    add(
+        "--compat",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with --base-url: a compat switch, e.g. supportsStore=false (repeatable)",
+    )
+    add(
+        "--context-window",
+        metavar="TOKENS",
+        type=int,
+        help="with --base-url: the server's context window (default 128000)",
+    )
     add("--thinking", choices=_cli_thinking_levels(), default=None, help="reasoning effort")
     add("--system", metavar="TEXT", help="replace the default system prompt")
     add("--cwd", metavar="DIR", help="the working directory (default: the current)")
@@ -262,11 +283,7 @@ async def _serve(
             store = JsonlSessionStore(os.path.join(temp, "sessions"))
             session: Session | None = await store.create(cwd=cwd)
         else:
-            try:
-                store, session = await _open_session(settings, cwd, sys.stderr)
-            except SessionError as exc:
-                msg = f"pitrio serve: {exc}"
-                raise SystemExit(msg) from None
+            store, session = await _open_session(settings, cwd, sys.stderr)
         stream_fn = settings.stream_fn
         if stream_fn is None:
             from pitrio.providers import Models

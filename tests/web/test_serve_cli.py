@@ -82,6 +82,14 @@ def test_serve_help_and_bad_arguments(tmp_path: Path) -> None:
     offline_model = run("--offline", "--model", "openai/gpt-4.1")
     assert offline_model.returncode == 2
     assert "--offline replays the recorded demo" in offline_model.stderr
+    offline_resume = run("--resume", "some-id")
+    assert offline_resume.returncode == 2
+    assert "the offline replay keeps no session" in offline_resume.stderr
+    local = ("--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--cwd", str(tmp_path))
+    missing = run("--port", "0", *local, "--resume", "no-such-id")
+    assert missing.returncode == 2
+    assert "pitrio serve: no session 'no-such-id' under " in missing.stderr
+    assert "Traceback" not in missing.stderr
     unknown = run("--prot", "1")
     assert unknown.returncode == 2
     assert "unrecognized arguments: --prot" in unknown.stderr

@@ -415,20 +415,81 @@ async def test_reload_mid_run_shows_the_run_and_follows_it(
     assert seen[-1]["text"] == "The command printed: slept"
 
 
+class Socket:
+    """A WebSocket client of the server, reading one message at a time."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.pending: list[dict[str, Any]] = []
+
+    async def receive(self) -> dict[str, Any]:
+        # A frame holds one message or a JSON array of them (a batch).
+        while not self.pending:
+            data = json.loads(await self.ws.get_message())
+            self.pending.extend(data if isinstance(data, list) else [data])
+        return self.pending.pop(0)
+
+    async def until(self, kind: str, text: str) -> None:
+        with trio.fail_after(20):
+            while True:
+                message = await self.receive()
+                if message["type"] == kind and message.get("text") == text:
+                    return
+
+
+async def test_continue_starts_on_the_latest_session(tmp_path: Path) -> None:
+    import trio_websocket
+
+    from pitrio.harness import SessionLockedError
+
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"PITRIO_SESSIONS_DIR": str(tmp_path / "sessions"), "HOME": str(tmp_path)}
+
+    async def start(nursery: trio.Nursery, *extra: str) -> ServerInfo:
+        argv = ["--port", "0", "--cwd", str(project), *extra]
+        info: ServerInfo = await nursery.start(
+            lambda task_status: serve(
+                argv,
+                stream_fn=paced(ScriptedModel(script)),
+                env=env,
+                out=io.StringIO(),
+                task_status=task_status,
+            )
+        )
+        return info
+
+    async with trio.open_nursery() as nursery:
+        first = await start(nursery)
+        url = f"ws://{first.host}:{first.port}/ws?token={first.token}"
+        async with trio_websocket.open_websocket_url(url) as ws:
+            socket = Socket(ws)
+            await ws.send_message('{"type": "prompt", "text": "remember me"}')
+            await socket.until("replace", "You said: remember me")
+        # While the first server holds the session, another cannot continue it.
+        with pytest.raises(SessionLockedError, match="is open for writing elsewhere"):
+            await start(nursery, "--continue")
+        nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        again = await start(nursery, "--continue")
+        url = f"ws://{again.host}:{again.port}/ws?token={again.token}"
+        async with trio_websocket.open_websocket_url(url) as ws:
+            socket = Socket(ws)
+            snapshot = [await socket.receive() for _ in range(2 + 2 * 2 + 1)]
+        nursery.cancel_scope.cancel()
+    assert [m["type"] for m in snapshot[:2]] == ["info", "reset"]
+    texts = [m["text"] for m in snapshot if m["type"] == "replace"]
+    assert texts == ["remember me", "You said: remember me"]
+    assert snapshot[-1] == {"type": "status", "working": False}
+
+
 async def test_bad_commands_get_errors_and_the_socket_stays(server: Callable[..., Any]) -> None:
     import trio_websocket
 
     info = await server()
     url = f"ws://{info.host}:{info.port}/ws?token={info.token}"
     async with trio_websocket.open_websocket_url(url) as ws:
-        pending: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            # A frame holds one message or a JSON array of them (a batch).
-            while not pending:
-                data = json.loads(await ws.get_message())
-                pending.extend(data if isinstance(data, list) else [data])
-            return pending.pop(0)
+        receive = Socket(ws).receive
 
         first = [await receive() for _ in range(3)]
         assert [m["type"] for m in first] == ["info", "reset", "status"]
