@@ -36,7 +36,7 @@ import sys
 import tempfile
 import traceback
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any, Final, TextIO, final
 
@@ -62,7 +62,7 @@ from ._app import (
     _templates_dirs,
 )
 from ._main import _configure, _parser as _cli_parser
-from ._offline import RECORDED_FROM, copy_sample_project
+from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
 
 __all__ = ["ServerInfo", "main", "serve"]
 
@@ -275,6 +275,10 @@ async def _serve(
     task_status: trio.TaskStatus[ServerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
+        # Listen first: a taken port fails before any session is opened.
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        for listener in listeners:
+            stack.push_async_callback(listener.aclose)
         cwd = settings.cwd
         store: JsonlSessionStore | None
         if cwd is None:  # the offline replay: a throwaway project and session store
@@ -284,6 +288,9 @@ async def _serve(
             session: Session | None = await store.create(cwd=cwd)
         else:
             store, session = await _open_session(settings, cwd, sys.stderr)
+        if session is not None:
+            opened = session
+            stack.push_async_callback(_close_quietly, lambda: opened)
         stream_fn = settings.stream_fn
         if stream_fn is None:
             from pitrio.providers import Models
@@ -308,29 +315,31 @@ async def _serve(
         banner = (
             f"Offline replay: no model is configured, so this replays a recorded session made "
             f"by {RECORDED_FROM}. Its tools are real and work on a temporary copy of a sample "
-            f"project ({cwd}), deleted when the server stops. Try: “check_greet.py fails. "
-            "Find out why and fix greet.py so it passes.”"
+            f"project ({cwd}), deleted when the server stops. Try: “{DEMO_PROMPT}”"
             if settings.offline
             else None
         )
         web = _WebApp(app, store, token=token, banner=banner)
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        # Whichever session the pages switched to is closed at the end too.
+        stack.push_async_callback(_close_quietly, lambda: web.app.session)
         bound_port = listeners[0].socket.getsockname()[1]
         info = ServerInfo(host=host, port=bound_port, token=token)
-        try:
-            async with trio.open_nursery() as nursery:
-                web.nursery = nursery
-                nursery.start_soon(trio.serve_listeners, web.handle_connection, listeners)
-                out.write(
-                    f"pitrio serve: {settings.model.provider}/{settings.model.id} in {cwd}\n"
-                    f"Open {info.url}\n(Ctrl-C stops the server.)\n"
-                )
-                out.flush()
-                task_status.started(info)
-        finally:
-            if web.app.session is not None:
-                with trio.CancelScope(shield=True), contextlib.suppress(SessionError):
-                    await web.app.session.close()
+        async with trio.open_nursery() as nursery:
+            web.nursery = nursery
+            nursery.start_soon(trio.serve_listeners, web.handle_connection, listeners)
+            out.write(
+                f"pitrio serve: {settings.model.provider}/{settings.model.id} in {cwd}\n"
+                f"Open {info.url}\n(Ctrl-C stops the server.)\n"
+            )
+            out.flush()
+            task_status.started(info)
+
+
+async def _close_quietly(current: Callable[[], Session | None]) -> None:
+    session = current()
+    if session is not None:
+        with trio.CancelScope(shield=True), contextlib.suppress(SessionError):
+            await session.close()
 
 
 @final
