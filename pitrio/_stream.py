@@ -44,6 +44,7 @@ R = TypeVar("R")
 
 Producer = Callable[["EventStream[T, R]"], Awaitable[None]]
 
+
 class _Unset(enum.Enum):
     """No result yet (a sentinel mypy can narrow away)."""
 

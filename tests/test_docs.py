@@ -19,7 +19,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PUBLIC_PACKAGES = [
-    "pitrio", "pitrio.providers", "pitrio.harness", "pitrio.testing", "pitrio.coding", "pitrio.ui",
+    "pitrio",
+    "pitrio.providers",
+    "pitrio.harness",
+    "pitrio.testing",
+    "pitrio.coding",
+    "pitrio.ui",
 ]
 
 
@@ -27,9 +32,24 @@ PUBLIC_PACKAGES = [
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("docs_html")
     result = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         "-d", str(out / ".doctrees"), str(DOCS), str(out)],
-        capture_output=True, text=True, check=False, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(out / ".doctrees"),
+            str(DOCS),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
     )
     assert result.returncode == 0, f"sphinx failed:\n{result.stdout}\n{result.stderr}"
     return out
@@ -73,7 +93,6 @@ def test_every_public_name_is_in_the_reference(built_site: Path, package: str) -
     aliases = public_names()
     module = importlib.import_module(package)
     missing = [
-        name for name in module.__all__
-        if not aliases[id(getattr(module, name))] & documented
+        name for name in module.__all__ if not aliases[id(getattr(module, name))] & documented
     ]
     assert not missing, f"{package}: not in docs/reference/: {missing}"

@@ -556,9 +556,7 @@ class Harness:
         try:
             turn = await self._turn_state()
             system_prompt = await self._system_prompt_for(turn)
-            added, override = await self.hooks.run_before_agent_start(
-                tuple(prompts), system_prompt
-            )
+            added, override = await self.hooks.run_before_agent_start(tuple(prompts), system_prompt)
         except Exception as exc:
             self._failure = exc
             return prompts
