@@ -27,6 +27,7 @@ from benchmarks._harness import (
     Settings,
     markdown,
     print_report,
+    rebuild,
     run,
     update_markdown,
 )
@@ -66,9 +67,21 @@ def _parser() -> argparse.ArgumentParser:
         help=f"which workloads (default all: {', '.join(METRICS)})",
     )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where JSON and charts go")
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="FILE",
+        help="measure nothing: rebuild the table, chart and markdown from a recorded sitting",
+    )
     p.add_argument("--markdown", type=Path, help="update the harness's section of this file")
     p.add_argument(
         "--reps", type=int, default=0, help="reps per loop measurement (default: each metric's own)"
+    )
+    p.add_argument(
+        "--concurrent-reps",
+        type=int,
+        default=0,
+        help="reps of the concurrent workload (default: --reps, else its own 3)",
     )
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
     return p
@@ -95,9 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         out=a.out,
         timeout=a.timeout,
         reps=a.reps,
+        concurrent_reps=a.concurrent_reps,
     )
     try:
-        report = run(settings, args)
+        if a.from_json is not None:
+            report = rebuild(a.from_json, settings.out)
+        else:
+            report = run(settings, args)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

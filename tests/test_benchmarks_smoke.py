@@ -229,6 +229,14 @@ def test_ratios_point_the_right_way() -> None:
     }
 
 
+def test_no_ratio_of_a_negative_difference() -> None:
+    from benchmarks._harness import ratios, summarise
+
+    # per-tool-call cost is a difference of two medians: noise can make it negative
+    ms = [_measurement("pitrio", "tool", 50.0), _measurement("pi_node", "tool", -13.6)]
+    assert ratios(summarise(ms)) == []
+
+
 def test_targets_marked_met_not_met_or_not_measured() -> None:
     from benchmarks._harness import summarise, targets
 
@@ -307,6 +315,16 @@ def test_harness_quick_run_covers_every_workload(tmp_path: Path) -> None:
     assert [r["peer"] for r in report["ratios"]] == (["openai_sdk"] if has_openai else [])
     assert len(report["targets"]) == 9
     assert {t["met"] for t in report["targets"]} <= {True, False, None}
+    # the same sitting, rebuilt from its record: the same summary and targets
+    again = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--from-json", str(tmp_path / "latest.json"),
+         "--out", str(tmp_path / "again")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    rebuilt = json.loads((tmp_path / "again" / "latest.json").read_text())
+    assert rebuilt["summary"] == report["summary"]
+    assert rebuilt["targets"] == report["targets"]
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "ratios.png").stat().st_size > 1000
         assert (tmp_path / "ratios.svg").read_text().lstrip().startswith("<?xml")
