@@ -595,3 +595,29 @@ def test_serve_dispatches_to_the_web_ui_module(capsys: pytest.CaptureFixture[str
     captured = capsys.readouterr()
     assert status == 0
     assert "usage: pitrio serve" in captured.out
+
+
+async def test_session_listing_is_newest_first_with_real_dates(tmp_path: Path) -> None:
+    import datetime
+
+    from pitrio import user_text
+    from pitrio.cli._app import _list_sessions
+    from pitrio.harness import JsonlSessionStore
+
+    store = JsonlSessionStore(tmp_path / "sessions")
+    ids = []
+    for text in ("first", "second"):
+        session = await store.create(cwd=str(tmp_path))
+        await session.append_message(user_text(text))
+        await session.flush()
+        await session.close()
+        ids.append(session.id)
+    out = io.StringIO()
+    await _list_sessions(store, str(tmp_path), out)
+    lines = out.getvalue().splitlines()
+    assert "(newest first)" in lines[0]
+    listed = [line.split()[0] for line in lines[1:]]
+    assert listed == [info.id for info in await store.list(cwd=str(tmp_path))]
+    assert set(listed) == set(ids)
+    year = str(datetime.date.today().year)
+    assert all(line.split()[1].startswith(year) for line in lines[1:]), lines

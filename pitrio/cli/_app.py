@@ -403,9 +403,9 @@ async def _list_sessions(store: JsonlSessionStore | None, cwd: str, out: TextIO)
     if not infos:
         out.write(f"No sessions for {cwd} yet.\n")
         return EXIT_OK
-    out.write(f"Sessions for {cwd} (newest last); resume one with pitrio --resume ID:\n")
+    out.write(f"Sessions for {cwd} (newest first); resume one with pitrio --resume ID:\n")
     for info in infos:
-        when = datetime.datetime.fromtimestamp(info.modified_at / 1000).strftime("%Y-%m-%d %H:%M")
+        when = datetime.datetime.fromtimestamp(info.modified_at).strftime("%Y-%m-%d %H:%M")
         out.write(f"  {info.id}  {when}\n")
     return EXIT_OK
 
