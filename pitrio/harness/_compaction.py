@@ -790,12 +790,7 @@ async def generate_summary(
         signal=signal,
         retry=retry,
     )
-    if response.stop_reason == "aborted":
-        msg = response.error_message or "Summarization aborted"
-        raise CompactionError(msg, reason="aborted")
-    if response.stop_reason == "error":
-        msg = f"Summarization failed: {response.error_message or 'Unknown error'}"
-        raise CompactionError(msg, reason="summarization_failed")
+    _raise_if_failed(response, "Summarization", CompactionError)
     return _content_text(response.content), response.usage
 
 
@@ -822,13 +817,21 @@ async def _turn_prefix_summary(
         signal=signal,
         retry=retry,
     )
-    if response.stop_reason == "aborted":
-        msg = response.error_message or "Turn prefix summarization aborted"
-        raise CompactionError(msg, reason="aborted")
-    if response.stop_reason == "error":
-        msg = f"Turn prefix summarization failed: {response.error_message or 'Unknown error'}"
-        raise CompactionError(msg, reason="summarization_failed")
+    _raise_if_failed(response, "Turn prefix summarization", CompactionError)
     return _content_text(response.content), response.usage
+
+
+def _raise_if_failed(
+    response: AssistantMessage,
+    what: str,
+    error: type[CompactionError] | type[BranchSummaryError],
+) -> None:
+    """Pi's texts for a summary request that was aborted or failed."""
+    if response.stop_reason == "aborted":
+        raise error(response.error_message or f"{what} aborted", reason="aborted")
+    if response.stop_reason == "error":
+        msg = f"{what} failed: {response.error_message or 'Unknown error'}"
+        raise error(msg, reason="summarization_failed")
 
 
 def _add_usage(a: Usage, b: Usage) -> Usage:
@@ -1119,12 +1122,7 @@ async def generate_branch_summary(
         signal=signal,
         retry=retry,
     )
-    if response.stop_reason == "aborted":
-        msg = response.error_message or "Branch summary aborted"
-        raise BranchSummaryError(msg, reason="aborted")
-    if response.stop_reason == "error":
-        msg = f"Branch summary failed: {response.error_message or 'Unknown error'}"
-        raise BranchSummaryError(msg, reason="summarization_failed")
+    _raise_if_failed(response, "Branch summary", BranchSummaryError)
     read_files, modified_files = preparation.file_ops.file_lists()
     summary = BRANCH_SUMMARY_PREAMBLE + _content_text(response.content)
     summary += _format_file_operations(read_files, modified_files)
