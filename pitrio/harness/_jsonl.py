@@ -57,9 +57,9 @@ from ._session import (
     SessionInfo,
     SessionLockedError,
     SessionNotFoundError,
+    StoreBase,
     Write,
     _State,
-    most_recent,
     new_id,
     resolve_cwd,
     sort_infos,
@@ -701,7 +701,7 @@ class _JsonlWriter:
 
 
 @final
-class JsonlSessionStore:
+class JsonlSessionStore(StoreBase):
     """Sessions as JSONL files in Pi's format, one directory per working directory.
 
     ``root`` defaults to :func:`default_sessions_root`. With ``fsync=True`` each flush
@@ -721,14 +721,6 @@ class JsonlSessionStore:
     def directory(self, cwd: str | os.PathLike[str]) -> str:
         """The directory holding the sessions of working directory ``cwd``."""
         return os.path.join(self.root, session_directory_name(resolve_cwd(cwd)))
-
-    async def create(
-        self, *, cwd: str | os.PathLike[str] | None = None, session_id: str | None = None
-    ) -> Session:
-        """See :meth:`SessionStore.create`."""
-        return await self._create_session(
-            cwd=resolve_cwd(cwd), session_id=session_id, parent_session_id=None, initial=()
-        )
 
     async def _create_session(
         self,
@@ -917,10 +909,6 @@ class JsonlSessionStore:
             parent_session_id=header.get("parentSessionId"),
             path=path,
         )
-
-    async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
-        """See :meth:`SessionStore.latest`."""
-        return most_recent(await self.list(cwd=resolve_cwd(cwd)))
 
     async def delete(self, session_id: str) -> None:
         """See :meth:`SessionStore.delete`."""

@@ -29,6 +29,7 @@ Timestamps on entries are milliseconds since the epoch, as on messages;
 
 from __future__ import annotations
 
+import abc
 import copy
 import os
 import secrets
@@ -1129,16 +1130,22 @@ class _MemoryRecord:
     transactions: list[Sequence[Write]] = attrs.field(factory=list)
 
 
-@final
-class InMemorySessionStore:
-    """Sessions kept in this object only (tests, throwaway agents).
+class StoreBase(abc.ABC):
+    """What every store derives from its own ``_create_session`` and ``list``:
+    :meth:`create` and :meth:`latest` (one definition for the three stores)."""
 
-    Stored data is copied at each flush, so reopening shows exactly what was flushed.
-    """
+    @abc.abstractmethod
+    async def _create_session(
+        self,
+        *,
+        cwd: str,
+        session_id: str | None,
+        parent_session_id: str | None,
+        initial: Sequence[Write],
+    ) -> Session: ...
 
-    def __init__(self) -> None:
-        self._records: dict[str, _MemoryRecord] = {}
-        self._open: set[str] = set()
+    @abc.abstractmethod
+    async def list(self, *, cwd: str | os.PathLike[str] | None = None) -> list[SessionInfo]: ...
 
     async def create(
         self, *, cwd: str | os.PathLike[str] | None = None, session_id: str | None = None
@@ -1147,6 +1154,22 @@ class InMemorySessionStore:
         return await self._create_session(
             cwd=resolve_cwd(cwd), session_id=session_id, parent_session_id=None, initial=()
         )
+
+    async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
+        """See :meth:`SessionStore.latest`."""
+        return most_recent(await self.list(cwd=resolve_cwd(cwd)))
+
+
+@final
+class InMemorySessionStore(StoreBase):
+    """Sessions kept in this object only (tests, throwaway agents).
+
+    Stored data is copied at each flush, so reopening shows exactly what was flushed.
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[str, _MemoryRecord] = {}
+        self._open: set[str] = set()
 
     async def _create_session(
         self,
@@ -1227,10 +1250,6 @@ class InMemorySessionStore:
             if want is None or r.cwd == want
         ]
         return sort_infos(infos)
-
-    async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
-        """See :meth:`SessionStore.latest`."""
-        return most_recent(await self.list(cwd=resolve_cwd(cwd)))
 
     async def delete(self, session_id: str) -> None:
         """See :meth:`SessionStore.delete`."""

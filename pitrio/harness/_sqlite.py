@@ -33,9 +33,9 @@ from ._session import (
     SessionInfo,
     SessionLockedError,
     SessionNotFoundError,
+    StoreBase,
     Write,
     _State,
-    most_recent,
     new_id,
     resolve_cwd,
     sort_infos,
@@ -140,7 +140,7 @@ def _release(path: str, fd: int) -> None:
 
 
 @final
-class SqliteSessionStore:
+class SqliteSessionStore(StoreBase):
     """Sessions in the SQLite database at ``path`` (created if missing).
 
     Call :meth:`aclose` (or use ``async with``) to close the database connection when
@@ -190,14 +190,6 @@ class SqliteSessionStore:
         return fd, lock_path
 
     # -- SessionStore -----------------------------------------------------------------
-
-    async def create(
-        self, *, cwd: str | os.PathLike[str] | None = None, session_id: str | None = None
-    ) -> Session:
-        """See :meth:`SessionStore.create`."""
-        return await self._create_session(
-            cwd=resolve_cwd(cwd), session_id=session_id, parent_session_id=None, initial=()
-        )
 
     async def _create_session(
         self,
@@ -440,10 +432,6 @@ class SqliteSessionStore:
                 for r in rows
             ]
         )
-
-    async def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
-        """See :meth:`SessionStore.latest`."""
-        return most_recent(await self.list(cwd=resolve_cwd(cwd)))
 
     async def delete(self, session_id: str) -> None:
         """See :meth:`SessionStore.delete`."""
