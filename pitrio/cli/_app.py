@@ -330,15 +330,7 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
             except RuntimeError as exc:
                 print(f"pitrio: {exc}", file=err)
                 return EXIT_MODEL_ERROR
-        stream_fn = settings.stream_fn
-        if stream_fn is None:
-            from pitrio.providers import Models
-
-            key = settings.api_key
-            models = await stack.enter_async_context(
-                Models(env=settings.env, get_api_key=(lambda _provider: key) if key else None)
-            )
-            stream_fn = models.stream_fn
+        stream_fn = await open_stream_fn(settings, stack)
         try:
             store, session = await _open_session(settings, cwd, err)
         except SessionError as exc:
@@ -390,6 +382,20 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
 
             return await run_interactive(app, renderer, stdin)
         return await _run_print(app, renderer, settings.prompt or "")
+
+
+async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack) -> StreamFn:
+    """The settings' stream function, or one over a :class:`~pitrio.providers.Models`
+    that ``stack`` closes (the key from the settings, else the environment)."""
+    if settings.stream_fn is not None:
+        return settings.stream_fn
+    from pitrio.providers import Models
+
+    key = settings.api_key
+    models = await stack.enter_async_context(
+        Models(env=settings.env, get_api_key=(lambda _provider: key) if key else None)
+    )
+    return models.stream_fn
 
 
 async def _close_quietly(session: Session) -> None:

@@ -60,6 +60,7 @@ from ._app import (
     AppSettings,
     _open_session,
     _templates_dirs,
+    open_stream_fn,
 )
 from ._main import _configure, _parser as _cli_parser
 from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
@@ -291,15 +292,7 @@ async def _serve(
         if session is not None:
             opened = session
             stack.push_async_callback(_close_quietly, lambda: opened)
-        stream_fn = settings.stream_fn
-        if stream_fn is None:
-            from pitrio.providers import Models
-
-            key = settings.api_key
-            models = await stack.enter_async_context(
-                Models(env=settings.env, get_api_key=(lambda _provider: key) if key else None)
-            )
-            stream_fn = models.stream_fn
+        stream_fn = await open_stream_fn(settings, stack)
         templates = await load_prompt_templates(_templates_dirs(cwd, settings.env))
         app = App(
             settings,
