@@ -25,8 +25,8 @@ from pitrio import TextContent, ToolCall
 from pitrio.cli import main
 from pitrio.cli._app import event_to_wire
 from pitrio.cli._consent import Consent, Policy, PolicyError, load_policy
-from pitrio.cli._main import _parser
 from pitrio.cli._offline import DEMO_PROMPT, OfflineStreamFn
+from pitrio.cli._setup import build_parser
 from pitrio.harness import ToolCallEvent
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
@@ -83,7 +83,7 @@ def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     """--help names every option the parser has, with a help text."""
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
-    parser = _parser()
+    parser = build_parser()
     for action in parser._actions:
         for flag in action.option_strings:
             assert flag in text
@@ -508,23 +508,23 @@ def test_connection_errors_name_the_server(
 
 
 def test_config_file_keys(env: dict[str, str]) -> None:
-    from pitrio.cli._main import _config_keys, _default_model
+    from pitrio.cli._setup import config_keys, default_model
 
     config = Path(env["XDG_CONFIG_HOME"], "pitrio")
     config.mkdir(parents=True)
     (config / "config.toml").write_text('[keys]\nopenai = "sk-from-config"\n')
-    keys, path = _config_keys(env)
-    found = _default_model(env, keys, path)
+    keys, path = config_keys(env)
+    found = default_model(env, keys, path)
     assert found is not None
     model, key, source = found
     assert (model.provider, key) == ("openai", "sk-from-config")
     assert source == f"[keys] openai in {path}"
 
 
-def test_an_env_key_selects_a_default_model(env: dict[str, str]) -> None:
-    from pitrio.cli._main import _default_model
+def test_an_env_key_selects_adefault_model(env: dict[str, str]) -> None:
+    from pitrio.cli._setup import default_model
 
-    found = _default_model({**env, "ANTHROPIC_API_KEY": "k"}, {}, "cfg")
+    found = default_model({**env, "ANTHROPIC_API_KEY": "k"}, {}, "cfg")
     assert found is not None
     assert found[0].provider == "anthropic"
     assert found[2] == "the environment variable ANTHROPIC_API_KEY"

@@ -15,10 +15,9 @@ import os
 import signal as signal_module
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final, Literal, TextIO, final
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TextIO, final
 
-import attrs
 import trio
 
 from pitrio import AssistantMessage, Model, StreamFn, StreamOptions, ThinkingLevel, wire
@@ -35,66 +34,29 @@ from pitrio.harness import (
     load_prompt_templates,
 )
 
-from ._consent import Consent, Policy
+from ._consent import Consent
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
+from ._setup import (
+    EXIT_INTERRUPTED,
+    EXIT_MODEL_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    AppSettings,
+    open_session,
+    open_stream_fn,
+    templates_dirs,
+)
 
 __all__ = [
-    "EXIT_INTERRUPTED",
-    "EXIT_MODEL_ERROR",
-    "EXIT_OK",
-    "EXIT_USAGE",
     "App",
-    "Mode",
-    "AppSettings",
-    "SessionChoice",
     "default_system_prompt",
     "event_to_wire",
+    "open_interrupts",
     "run_app",
+    "run_once",
+    "tools_for",
 ]
-
-EXIT_OK: Final = 0
-EXIT_MODEL_ERROR: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_INTERRUPTED: Final = 130
-
-Mode = Literal["print", "json", "interactive", "rpc"]
-
-
-@final
-@attrs.frozen(kw_only=True)
-class SessionChoice:
-    """Which session to use: ``new``, ``continue`` (the latest of the directory),
-    ``resume`` (``value``: an id, or ``None`` to list them), ``file`` (``value``: a
-    path) or ``none``."""
-
-    kind: Literal["new", "continue", "resume", "file", "none"]
-    value: str | None = None
-
-
-@final
-@attrs.frozen(kw_only=True)
-class AppSettings:
-    """Everything a run needs, checked before Trio starts."""
-
-    mode: Mode
-    prompt: str | None
-    model: Model
-    stream_fn: StreamFn | None  # None: the providers' registry
-    api_key: str | None
-    key_source: str | None  # where the key came from, for error messages
-    base_url: str | None
-    system_prompt: str | None
-    thinking: ThinkingLevel
-    cwd: str | None  # None: a temporary copy of the sample project (offline replay)
-    offline: bool
-    no_color: bool
-    yes: bool
-    policy: Policy
-    session: SessionChoice
-    env: Mapping[str, str]
-    config_keys: Mapping[str, str] = attrs.field(factory=dict)
-    local_port: int | None = None  # --local: the port of the llama.cpp server to start
 
 
 def default_system_prompt(cwd: str) -> str:
@@ -261,55 +223,6 @@ def _local_options() -> StreamOptions:
 # Starting
 
 
-async def _open_session(
-    settings: AppSettings, cwd: str, err: TextIO
-) -> tuple[JsonlSessionStore | None, Session | None]:
-    choice = settings.session
-    if choice.kind == "none":
-        return None, None
-    store = JsonlSessionStore(_sessions_root(settings.env))
-    if choice.kind == "file":
-        path = choice.value or ""
-        if not await trio.Path(path).exists():
-            msg = (
-                f"--session {path!r} does not exist; pass a session file pitrio or Pi "
-                "wrote (pitrio --resume lists this directory's), or drop --session to "
-                "start a new session"
-            )
-            raise SessionError(msg)
-        return store, await store.open(path)
-    if choice.kind == "continue":
-        info = await store.latest(cwd)
-        if info is None:
-            print(f"pitrio: no earlier session in {cwd}; starting a new one.", file=err)
-            return store, await store.create(cwd=cwd)
-        return store, await store.open(info.id)
-    if choice.kind == "resume":
-        if choice.value is None:
-            return store, None  # listed by the caller
-        return store, await store.open(choice.value)
-    return store, await store.create(cwd=cwd)
-
-
-def _sessions_root(env: Mapping[str, str]) -> str | None:
-    from pitrio.harness import default_sessions_root
-
-    override = env.get("PITRIO_SESSIONS_DIR")
-    if override:
-        return os.path.abspath(os.path.expanduser(override))
-    xdg = env.get("XDG_DATA_HOME")
-    if xdg:
-        return os.path.join(xdg, "pitrio", "sessions")
-    return default_sessions_root()
-
-
-def _templates_dirs(cwd: str, env: Mapping[str, str]) -> list[str]:
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".config"
-    )
-    return [os.path.join(base, "pitrio", "prompts"), os.path.join(cwd, ".pitrio", "prompts")]
-
-
 async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO) -> int:
     """Run the CLI in Trio; returns the exit status."""
     async with contextlib.AsyncExitStack() as stack:
@@ -332,7 +245,7 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
                 return EXIT_MODEL_ERROR
         stream_fn = await open_stream_fn(settings, stack)
         try:
-            store, session = await _open_session(settings, cwd, err)
+            store, session = await open_session(settings, cwd, err)
         except SessionError as exc:
             print(f"pitrio: {exc}", file=err)
             return EXIT_USAGE
@@ -340,7 +253,7 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
             return await _list_sessions(store, cwd, out)
         if session is not None:
             stack.push_async_callback(_close_quietly, session)
-        templates_result = await load_prompt_templates(_templates_dirs(cwd, settings.env))
+        templates_result = await load_prompt_templates(templates_dirs(cwd, settings.env))
         app = App(
             settings,
             cwd=cwd,
@@ -382,20 +295,6 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
 
             return await run_interactive(app, renderer, stdin)
         return await _run_print(app, renderer, settings.prompt or "")
-
-
-async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack) -> StreamFn:
-    """The settings' stream function, or one over a :class:`~pitrio.providers.Models`
-    that ``stack`` closes (the key from the settings, else the environment)."""
-    if settings.stream_fn is not None:
-        return settings.stream_fn
-    from pitrio.providers import Models
-
-    key = settings.api_key
-    models = await stack.enter_async_context(
-        Models(env=settings.env, get_api_key=(lambda _provider: key) if key else None)
-    )
-    return models.stream_fn
 
 
 async def _close_quietly(session: Session) -> None:

@@ -25,7 +25,8 @@ import trio
 from pitrio import ImageContent, ThinkingLevel, UsageError, wire
 from pitrio.harness import HarnessEvent, SessionError
 
-from ._app import EXIT_OK, App, event_to_wire
+from ._app import App, event_to_wire
+from ._setup import EXIT_OK
 
 __all__ = ["run_rpc"]
 

