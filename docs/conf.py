@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -43,16 +44,25 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
 autodoc_class_signature = "separated"
-autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_default_options = {"members": True}  # bases: see _add_bases
 autodoc_preserve_defaults = True
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
 python_use_unqualified_type_names = True
 
-# Annotations naming things no page documents (private modules, third-party types without an
-# inventory) would each be a "reference target not found" warning: they are not checked.
-nitpicky = False
+# Every cross-reference must resolve (tests/test_docs.py builds with -W). Names that
+# annotations mention but that live in private modules resolve through
+# ``_resolve_missing`` below: to the public name they are exported as, to
+# reference/types.md (the aliases and classes a signature shows but no package exports), or
+# to httpx's own pages. What is left has no target anywhere and is ignored here, one
+# reason per entry.
+nitpicky = True
+nitpick_ignore_regex = [
+    # Type variables (``T``, ``R``): Sphinx documents no TypeVar, so a generic signature's
+    # ``EventStream[T, R]`` or ``run_virtual(...) -> T`` has nothing to link to.
+    (r"py:(class|obj)", r"pitrio(\.\w+)*\.(T|R|_E|_R)"),
+]
 
 # -- intersphinx: offline, from committed inventories only -----------------------------------
 # docs/_inv/ holds objects.inv files: Python 3.11 and attrs 22.2 from Debian's documentation
@@ -71,6 +81,112 @@ intersphinx_mapping = {
     if (HERE / "_inv" / f"{name}.inv").is_file()
 }
 intersphinx_timeout = 1
+
+# -- cross-references the python domain cannot resolve by itself ---------------------------
+# httpx's documentation is MkDocs and publishes no objects.inv: its classes link to its API
+# page by hand.
+_HTTPX = "https://www.python-httpx.org/api/"
+_EXTERNAL = {
+    "httpx.AsyncClient": _HTTPX + "#asyncclient",
+    "httpx.Response": _HTTPX + "#response",
+    "httpx.Request": _HTTPX + "#request",
+}
+# Names a signature shows that no package exports (type aliases, a class reached through a
+# public one): each is described once in reference/types.md under its private path.
+SIGNATURE_TYPES = {
+    "JSONValue": "pitrio._messages.JSONValue",
+    "ExecuteFn": "pitrio._tools.ExecuteFn",
+    "ExecutionMode": "pitrio._tools.ExecutionMode",
+    "EmitFn": "pitrio._loop_config.EmitFn",
+    "AgentEventStream": "pitrio._loop.AgentEventStream",
+    "Handler": "pitrio.harness._hooks.Handler",
+    "FileOperations": "pitrio.harness._compaction.FileOperations",
+    "ToolSpec": "pitrio._model.ToolSpec",
+}
+PUBLIC_PACKAGES = [
+    "pitrio",
+    "pitrio.providers",
+    "pitrio.harness",
+    "pitrio.testing",
+    "pitrio.coding",
+    "pitrio.ui",
+    "pitrio.wire",
+]
+
+
+def _resolve_missing(app: Any, env: Any, node: Any, contnode: Any) -> Any:
+    """Resolve what the python domain could not: httpx names to httpx's site, a private
+    module path (``pitrio._model.ToolSpec``) to the public name of the same object, and the
+    names of reference/types.md. Anything else stays unresolved (and fails the build)."""
+    if node.get("refdomain") != "py":
+        return None
+    target: str = node["reftarget"]
+    if target in _EXTERNAL:
+        from docutils import nodes
+
+        link = nodes.reference(
+            "", "", internal=False, refuri=_EXTERNAL[target], reftitle="(in httpx)"
+        )
+        link.append(contnode)
+        return link
+    short = target.rsplit(".", 1)[-1]
+    private_path = target.startswith("pitrio.") and "._" in target
+    candidates: list[str] = []
+    if short in SIGNATURE_TYPES and (
+        target == short or private_path or target.endswith("." + short)
+    ):
+        candidates.append(SIGNATURE_TYPES[short])
+    if private_path:
+        candidates += [f"{package}.{short}" for package in PUBLIC_PACKAGES]
+    domain = env.get_domain("py")
+    for name in candidates:
+        if name in domain.objects:
+            return domain.resolve_xref(
+                env, node["refdoc"], app.builder, "obj", name, node, contnode
+            )
+    return None
+
+
+def _public_name(cls: type) -> str | None:
+    """``pitrio.harness.HarnessError`` for a class a public package exports, else ``None``."""
+    import importlib
+
+    for package in PUBLIC_PACKAGES:
+        if package == "pitrio.wire":  # an attribute of pitrio, not a module
+            continue
+        if getattr(importlib.import_module(package), cls.__name__, None) is cls:
+            return f"{package}.{cls.__name__}"
+    return None
+
+
+def _add_bases(app: Any, what: str, name: str, obj: object, options: Any, lines: list[str]) -> None:
+    """Start a class's entry with its bases, the ones a reader can follow: not ``object``
+    or typing's ``Protocol``/``Generic``, and not a pitrio base no package exports
+    (``StoreBase``: shared code whose methods each store documents). Autodoc's own
+    ``show-inheritance`` cannot leave these out, so it is off."""
+    if what not in ("class", "exception") or not isinstance(obj, type):
+        return
+    shown = []
+    for base in obj.__bases__:
+        module = base.__module__
+        if base is object or module in ("typing", "abc", "typing_extensions"):
+            continue
+        if module.startswith("pitrio"):
+            public = _public_name(base)
+            if public is not None:
+                shown.append(f":class:`~{public}`")
+        elif module == "builtins":
+            shown.append(f":class:`{base.__name__}`")
+        else:
+            shown.append(f":class:`{module}.{base.__qualname__}`")
+    if shown:
+        lines[:0] = ["Bases: " + ", ".join(shown), ""]
+
+
+def setup(app: Any) -> None:
+    app.connect("missing-reference", _resolve_missing)
+    app.connect("autodoc-process-docstring", _add_bases)
+
 
 # -- HTML ------------------------------------------------------------------------------------
 html_theme = "alabaster"

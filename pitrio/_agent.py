@@ -232,7 +232,7 @@ class Agent:
 
     @property
     def steering_mode(self) -> QueueMode:
-        """How the steering queue drains: one message per poll, or all."""
+        """How the steering queue drains (``"one-at-a-time"`` per poll, or ``"all"``)."""
         return self._steering.mode
 
     @steering_mode.setter
@@ -241,7 +241,7 @@ class Agent:
 
     @property
     def follow_up_mode(self) -> QueueMode:
-        """How the follow-up queue drains: one message per poll, or all."""
+        """How the follow-up queue drains (``"one-at-a-time"`` per poll, or ``"all"``)."""
         return self._follow_up.mode
 
     @follow_up_mode.setter

@@ -74,7 +74,7 @@ __all__ = [
 
 
 class PitrioError(Exception):
-    """Base class of pitrio's own exceptions (the whole tree: :mod:`pitrio._errors`)."""
+    """Base class of pitrio's own exceptions (the whole tree: :ref:`error-tree`)."""
 
 
 class UsageError(PitrioError, ValueError):

@@ -102,7 +102,7 @@ class StreamOptions:
     headers: Mapping[str, str | None] | None = None
     max_retries: int | None = None
     max_retry_delay: float | None = None
-    """Seconds: the longest retry delay a server may ask for (``retry-after``); a longer
+    """The longest retry delay in seconds a server may ask for (``retry-after``); a longer
     one fails the request at once (``None``: 60, pi-ai's ``maxRetryDelayMs``; ``0``: no
     cap)."""
     timeout: float | None = None

@@ -243,7 +243,7 @@ def register_message_role(cls: type[T]) -> type[T]:
 def structure_message(data: Mapping[str, Any]) -> AgentMessage:
     """Turn one wire message (a dict with a ``role``) into a pitrio message.
 
-    Roles nobody registered become :class:`CustomMessage`, so nothing is lost.
+    Roles nobody registered become :class:`pitrio.CustomMessage`, so nothing is lost.
     """
     role = data.get("role")
     if not isinstance(role, str):

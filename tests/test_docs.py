@@ -9,6 +9,7 @@ docs/reference/ fails here.
 from __future__ import annotations
 
 import importlib
+import runpy
 import subprocess
 import sys
 import zlib
@@ -96,3 +97,22 @@ def test_every_public_name_is_in_the_reference(built_site: Path, package: str) -
         name for name in module.__all__ if not aliases[id(getattr(module, name))] & documented
     ]
     assert not missing, f"{package}: not in docs/reference/: {missing}"
+
+
+def test_every_reference_must_resolve() -> None:
+    """``nitpicky`` makes an unresolved cross-reference a warning (so, with -W, an error);
+    what it lets through is only the ignore list, which must stay short and explained."""
+    conf = runpy.run_path(str(DOCS / "conf.py"))
+    assert conf["nitpicky"] is True
+    ignores = [*conf.get("nitpick_ignore", []), *conf.get("nitpick_ignore_regex", [])]
+    assert len(ignores) <= 3, f"nitpick ignores are growing: {ignores}"
+
+
+def test_signature_types_point_at_documented_names(built_site: Path) -> None:
+    """Each private name a signature shows resolves to an entry of reference/types.md."""
+    conf = runpy.run_path(str(DOCS / "conf.py"))
+    documented = documented_names(built_site)
+    missing = {
+        short: full for short, full in conf["SIGNATURE_TYPES"].items() if full not in documented
+    }
+    assert not missing, f"docs/conf.py SIGNATURE_TYPES name undocumented targets: {missing}"

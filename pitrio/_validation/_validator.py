@@ -57,9 +57,9 @@ class ToolArgumentsError(PitrioError):
         Received arguments:
         <the arguments as JSON.stringify(arguments, null, 2)>
 
-    Pi echoes the arguments whole; pitrio echoes at most :data:`ECHO_LIMIT`
-    characters of them (any normal call fits) and ends a longer echo with
-    :data:`ECHO_CUT` (a model that sent 12 MB gets back a short, clear error instead of
+    Pi echoes the arguments whole; pitrio echoes at most 32,000
+    characters of them (any normal call fits) and ends a longer echo with a line
+    saying it was cut (a model that sent 12 MB gets back a short, clear error instead of
     its 12 MB, and writing the message costs time bounded by the limit).
 
     Attributes:
@@ -89,9 +89,9 @@ class ToolArgumentsError(PitrioError):
 
 
 class ValidationAborted(PitrioError):
-    """The abort signal given to :meth:`Validator.validate_async` fired while it was
-    validating in a worker thread; ``str(exc)`` is Pi's ``Operation aborted``, the
-    text an aborted tool call gets."""
+    """The run's abort signal fired while a tool call's arguments were being validated
+    in a worker thread (large arguments are validated off the event loop);
+    ``str(exc)`` is Pi's ``Operation aborted``, the text an aborted tool call gets."""
 
     def __init__(self) -> None:
         super().__init__("Operation aborted")

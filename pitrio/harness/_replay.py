@@ -369,8 +369,8 @@ class RecordingStreamFn:
     exchange (the request and its events) is appended to the file once the response
     has finished or the run was aborted. The file is started afresh by the first
     request to finish. The format is
-    described in :mod:`pitrio.harness._replay`'s docstring (version
-    :data:`REPLAY_FORMAT_VERSION`).
+    described in the docstring of the private module ``pitrio.harness._replay``, which
+    also holds the format's version number.
 
     Attributes:
         requests: how many requests were made so far.

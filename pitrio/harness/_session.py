@@ -629,7 +629,7 @@ class Session:
         """Milliseconds since the epoch."""
         self.parent_session_id = parent_session_id
         self.recovered = recovered
-        """When opening dropped a torn last write (a crash mid-write): what was dropped.
+        """What opening dropped when the last write was torn (a crash mid-write);
         ``None`` when the stored session was complete."""
         self.read_only = read_only
         self.path = path
@@ -654,7 +654,8 @@ class Session:
 
     @property
     def leaf_id(self) -> str | None:
-        """The current entry: the next append becomes its child (``None``: empty)."""
+        """The id of the current entry, which the next append becomes a child of
+        (``None`` while the session is empty)."""
         value: str | None = self._state.value(BRANCH_TIP, MAIN_BRANCH)
         return value
 

@@ -221,7 +221,7 @@ def openai_compatible(
     compat: Mapping[str, JSONValue] | None = None,
     thinking_level_map: Mapping[str, str | None] | None = None,
 ) -> Model:
-    """A :class:`Model` for an OpenAI-compatible chat-completions server.
+    """A :class:`pitrio.Model` for an OpenAI-compatible chat-completions server.
 
     For llama.cpp (``llama-server``), vLLM, Ollama (``http://127.0.0.1:11434/v1``), LM
     Studio, OpenRouter, Groq and the like. ``base_url`` is the URL that
@@ -259,7 +259,7 @@ class Models:
         client: an existing client to use instead of opening one.
         get_api_key: ``provider -> key | None``, asked when a request has no
             ``options.api_key``; the environment (:func:`env_api_key`) comes after it.
-        builtin: start with the built-in catalog (:mod:`pitrio.providers._catalog`).
+        builtin: start with the built-in catalog of pi-ai's models (see :meth:`get`).
         env: the environment to read keys from (default ``os.environ``).
     """
 

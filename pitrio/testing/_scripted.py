@@ -92,8 +92,11 @@ class ScriptedModel:
 
     It is callable as ``(model, context, options) -> AssistantMessageEventStream``, so
     it can be given to :class:`pitrio.Agent` as ``stream_fn``. ``responses`` may also be
-    a function ``(context) -> ScriptedResponse`` for dynamic scripts. Each request's
-    context is recorded in :attr:`requests`.
+    a function ``(context) -> ScriptedResponse`` for dynamic scripts.
+
+    Attributes:
+        requests: the :class:`pitrio.Context` of each request, in order (unless
+            ``record_requests=False``).
     """
 
     def __init__(
