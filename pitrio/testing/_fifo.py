@@ -25,14 +25,12 @@ from typing import Any, Final
 import trio
 import trio.testing
 
+from ._errors import FifoSchedulingUnavailable
+
 __all__ = ["FifoSchedulingUnavailable", "fifo_scheduling"]
 
 TESTED_TRIO: Final = ((0, 31), (0, 35))
 """The Trio versions (major, minor), inclusive, whose scheduler this patch was checked on."""
-
-
-class FifoSchedulingUnavailable(RuntimeError):
-    """Trio changed the private scheduler details the conformance player patches."""
 
 
 @contextmanager

@@ -11,7 +11,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ._player import Player, RunProblem, ScenarioError, format_trace, play
+from ._errors import RunProblem, ScenarioError
+from ._player import Player, play
+from ._trace import format_trace
 
 __all__ = ["Player", "RunProblem", "ScenarioError", "format_trace", "main", "play"]
 

@@ -31,7 +31,9 @@ from typing import Any, Final
 import httpx
 import trio
 
-from ._provider_player import FixtureError, PlayResult, format_trace, play_fixture
+from ._errors import ConformanceError, FixtureError
+from ._provider_player import PlayResult, play_fixture
+from ._provider_trace import format_trace
 
 __all__ = [
     "DATA_DIR",
@@ -50,20 +52,6 @@ __all__ = [
 
 DATA_DIR: Final = Path(__file__).resolve().parents[2] / "tests" / "data" / "providers"
 """The copied oracle corpus: ``fixtures/*.json`` and ``expected/*.json``."""
-
-
-class ConformanceError(Exception):
-    """A fixture run misbehaved (the oracle's exit status 3).
-
-    Attributes:
-        problems: what went wrong.
-        trace: the records collected so far.
-    """
-
-    def __init__(self, problems: Sequence[str], trace: list[dict[str, Any]]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = list(problems)
-        self.trace = trace
 
 
 def _load(path: str | Path) -> Any:

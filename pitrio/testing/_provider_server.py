@@ -1,0 +1,272 @@
+"""The provider fixture player's scripted HTTP server (``PROVIDERS.md`` §2).
+
+A small HTTP/1.1 server on Trio: it records every request (headers filtered as the
+oracle does, the body as JSON), answers each with the fixture's next scripted response
+(status, headers, body parts with delays and splits, a hang or a connection reset),
+and reports each request's number so that the run can fire an abort on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, final
+
+import trio
+
+__all__ = ["ScriptedServer"]
+
+_HEADER_DENYLIST: Final = frozenset(
+    {
+        "host",
+        "connection",
+        "content-length",
+        "accept-encoding",
+        "accept-language",
+        "sec-fetch-mode",
+        "transfer-encoding",
+        "keep-alive",
+    }
+)
+_PI_USER_AGENT: Final = re.compile(r"^pi \(.*\)$")
+
+
+def _part_bytes(part: str | Mapping[str, Any]) -> bytes:
+    if isinstance(part, str):
+        return part.encode()
+    if "text" in part:
+        return str(part["text"]).encode()
+    if "hex" in part:
+        return bytes.fromhex(re.sub(r"\s+", "", part["hex"]))
+    event = f"event: {part['event']}\n" if "event" in part else ""
+    data = json.dumps(part["data"], separators=(",", ":"), ensure_ascii=False)
+    return f"{event}data: {data}\n\n".encode()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+_REASONS: Final = {
+    200: "OK",
+    400: "Bad Request",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+}
+
+
+class _RequestReader:
+    """Reads HTTP/1.1 requests (Content-Length or chunked bodies) from a stream."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def _fill(self) -> bool:
+        data = await self.stream.receive_some(65536)
+        if not data:
+            return False
+        self.buffer += data
+        return True
+
+    async def _read_until(self, marker: bytes) -> bytes | None:
+        while marker not in self.buffer:
+            if not await self._fill():
+                return None
+        head, _, self.buffer = self.buffer.partition(marker)
+        return head
+
+    async def _read_exact(self, n: int) -> bytes | None:
+        while len(self.buffer) < n:
+            if not await self._fill():
+                return None
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    async def read_request(self) -> tuple[str, str, dict[str, str], bytes] | None:
+        head = await self._read_until(b"\r\n\r\n")
+        if head is None:
+            return None
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, *_ = lines[0].split(" ")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        body = b""
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                size_line = await self._read_until(b"\r\n")
+                if size_line is None:
+                    return None
+                size = int(size_line.split(b";")[0], 16)
+                if size == 0:
+                    await self._read_until(b"\r\n")
+                    break
+                data = await self._read_exact(size + 2)
+                if data is None:
+                    return None
+                body += data[:-2]
+        elif "content-length" in headers:
+            data = await self._read_exact(int(headers["content-length"]))
+            if data is None:
+                return None
+            body = data
+        return method, target, headers, body
+
+
+@final
+class ScriptedServer:
+    """The scripted HTTP server of one fixture run."""
+
+    def __init__(
+        self,
+        responses: Sequence[Mapping[str, Any]],
+        records: list[dict[str, Any]],
+        problems: list[str],
+        on_request: Callable[[int], None],
+    ) -> None:
+        self.responses = responses
+        self.records = records
+        self.problems = problems
+        self.on_request = on_request
+        self.count = 0
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        reader = _RequestReader(stream)
+        try:
+            while True:
+                request = await reader.read_request()
+                if request is None:
+                    return
+                if not await self._serve(stream, reader, *request):
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            return
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+
+    def _record(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> int:
+        self.count += 1
+        n = self.count
+        record: dict[str, Any] = {
+            "type": "request",
+            "n": n,
+            "method": method,
+            "path": target,
+            "headers": {
+                k: ("pi (<platform>)" if k == "user-agent" and _PI_USER_AGENT.match(v) else v)
+                for k, v in headers.items()
+                if k not in _HEADER_DENYLIST and not k.startswith("x-stainless-")
+            },
+        }
+        text = body.decode("utf-8", "replace")
+        if text:
+            try:
+                record["body"] = json.loads(text)
+            except ValueError:
+                record["bodyText"] = text
+        self.records.append(record)
+        self.on_request(n)
+        return n
+
+    async def _serve(
+        self,
+        stream: trio.SocketStream,
+        reader: _RequestReader,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> bool:
+        """Answer one request; returns whether the connection may serve another."""
+        n = self._record(method, target, headers, body)
+        if n > len(self.responses):
+            self.problems.append(
+                f"request {n} arrived but only {len(self.responses)} response(s) are scripted"
+            )
+            payload = b'{"error":{"message":"provider-oracle: unscripted request"}}'
+            await stream.send_all(
+                b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(payload), payload)
+            )
+            return False
+        spec = self.responses[n - 1]
+        if spec.get("headersDelayMs") and await self._client_gone_within(
+            stream, reader, spec["headersDelayMs"] / 1000
+        ):
+            return False
+        status = spec.get("status", 200)
+        given: Mapping[str, str] = spec.get("headers", {})
+        out_headers: dict[str, str] = {}
+        if not any(k.lower() == "content-type" for k in given):
+            out_headers["content-type"] = (
+                "application/json" if "json" in spec or status >= 300 else "text/event-stream"
+            )
+        out_headers.update(given)
+        head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in out_headers.items())
+        head += "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        await stream.send_all(head.encode("latin-1"))
+        parts: list[Any] = (
+            [json.dumps(spec["json"], separators=(",", ":"), ensure_ascii=False)]
+            if "json" in spec
+            else list(spec.get("body", ()))
+        )
+        hang_after = spec.get("hangAfter")
+        for index, part in enumerate(parts):
+            if hang_after == index:
+                await self._wait_client_gone(stream, reader)
+                return False
+            if (
+                isinstance(part, dict)
+                and part.get("delayMs")
+                and await self._client_gone_within(stream, reader, part["delayMs"] / 1000)
+            ):
+                return False
+            data = _part_bytes(part)
+            split = part.get("split") if isinstance(part, dict) else None
+            step = split or len(data) or 1
+            for offset in range(0, len(data), step):
+                if offset > 0:
+                    await trio.sleep(0.002)
+                await stream.send_all(_chunk(data[offset : offset + step]))
+        if hang_after is not None and hang_after == len(parts):
+            await self._wait_client_gone(stream, reader)
+            return False
+        if spec.get("end") == "reset":
+            await trio.sleep(0.005)
+            _reset(stream)
+            return False
+        await stream.send_all(b"0\r\n\r\n")
+        return False
+
+    async def _wait_client_gone(self, stream: trio.SocketStream, reader: _RequestReader) -> None:
+        while True:
+            data = await stream.receive_some(65536)
+            if not data:
+                return
+            reader.buffer += data
+
+    async def _client_gone_within(
+        self, stream: trio.SocketStream, reader: _RequestReader, seconds: float
+    ) -> bool:
+        with trio.move_on_after(seconds):
+            await self._wait_client_gone(stream, reader)
+            return True
+        return False
+
+
+def _reset(stream: trio.SocketStream) -> None:
+    """Destroy the TCP connection (RST) without finishing the chunked body."""
+    sock = stream.socket
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()

@@ -1,0 +1,91 @@
+"""The provider oracle's trace format (``PROVIDERS.md`` §3): events and messages as records.
+
+:func:`normalize_event` and :func:`normalize_message` write a provider's events and
+messages in Pi's wire form without timestamps, response ids and the providers' scratch
+fields; :func:`format_trace` prints a trace as the oracle does (keys sorted with
+``type`` and ``role`` first, ``None`` left out).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from .. import _wire as wire
+from .._events import AssistantMessageEvent
+from .._messages import AssistantMessage, ToolCall
+
+__all__ = ["canon", "format_trace", "normalize_event", "normalize_message"]
+
+_BLOCK_SCRATCH_KEYS: Final = ("partialArgs", "partialJson", "streamIndex", "customInput", "index")
+
+
+def normalize_message(message: AssistantMessage) -> dict[str, Any]:
+    """A message in trace form: wire JSON without ``timestamp``/``responseId`` and
+    scratch fields."""
+    out: dict[str, Any] = wire.unstructure(message)
+    out.pop("timestamp", None)
+    out.pop("responseId", None)
+    for block in out.get("content", ()):
+        if isinstance(block, dict):
+            for key in _BLOCK_SCRATCH_KEYS:
+                block.pop(key, None)
+    for entry in out.get("diagnostics") or ():
+        if isinstance(entry, dict):
+            entry.pop("timestamp", None)
+    return out
+
+
+def _normalize_block(block: ToolCall) -> dict[str, Any]:
+    out: dict[str, Any] = wire.unstructure(block)
+    for key in _BLOCK_SCRATCH_KEYS:
+        out.pop(key, None)
+    return out
+
+
+def normalize_event(event: AssistantMessageEvent) -> dict[str, Any]:
+    """One event record (``PROVIDERS.md`` §3.3)."""
+    record: dict[str, Any] = {"type": event.type}
+    for name, key in (
+        ("content_index", "contentIndex"),
+        ("delta", "delta"),
+        ("content", "content"),
+        ("reason", "reason"),
+    ):
+        value = getattr(event, name, None)
+        if value is not None:
+            record[key] = value
+    tool_call = getattr(event, "tool_call", None)
+    if tool_call is not None:
+        record["toolCall"] = _normalize_block(tool_call)
+    for name in ("partial", "message", "error"):
+        value = getattr(event, name, None)
+        if value is not None:
+            record[name] = normalize_message(value)
+    return record
+
+
+_LEADING_KEYS: Final = ("type", "role")
+
+
+def canon(value: Any) -> Any:
+    """Keys sorted with ``type`` and ``role`` first; ``None`` dropped from objects."""
+    if isinstance(value, list | tuple):
+        return [canon(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+
+    def order(key: str) -> tuple[int, str]:
+        return (_LEADING_KEYS.index(key) if key in _LEADING_KEYS else 99, key)
+
+    return {k: canon(value[k]) for k in sorted(value, key=order) if value[k] is not None}
+
+
+def format_trace(records: Sequence[Mapping[str, Any]]) -> str:
+    """The oracle's printed form: a JSON array, one record per line."""
+    lines = [
+        json.dumps(canon(r), separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+        for r in records
+    ]
+    return "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
