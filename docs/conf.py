@@ -84,12 +84,14 @@ intersphinx_timeout = 1
 
 # -- cross-references the python domain cannot resolve by itself ---------------------------
 # httpx's documentation is MkDocs and publishes no objects.inv: its classes link to its API
-# page by hand.
+# page by hand, as does the one cattrs class a signature shows.
 _HTTPX = "https://www.python-httpx.org/api/"
 _EXTERNAL = {
     "httpx.AsyncClient": _HTTPX + "#asyncclient",
     "httpx.Response": _HTTPX + "#response",
     "httpx.Request": _HTTPX + "#request",
+    # cattrs' inventory is not committed in _inv/ (its docs are not reachable from here)
+    "cattrs.Converter": "https://catt.rs/en/stable/cattrs.html#cattrs.Converter",
 }
 # Names a signature shows that no package exports (type aliases, a class reached through a
 # public one): each is described once in reference/types.md under its private path.
@@ -115,9 +117,10 @@ PUBLIC_PACKAGES = [
 
 
 def _resolve_missing(app: Any, env: Any, node: Any, contnode: Any) -> Any:
-    """Resolve what the python domain could not: httpx names to httpx's site, a private
-    module path (``pitrio._model.ToolSpec``) to the public name of the same object, and the
-    names of reference/types.md. Anything else stays unresolved (and fails the build)."""
+    """Resolve what the python domain could not: httpx (and cattrs) names to their sites, a
+    private module path (``pitrio._model.ToolSpec``) or a bare name used in another module's
+    docstring to the public name of the same object, and the names of reference/types.md.
+    Anything else stays unresolved (and fails the build)."""
     if node.get("refdomain") != "py":
         return None
     target: str = node["reftarget"]
@@ -136,9 +139,14 @@ def _resolve_missing(app: Any, env: Any, node: Any, contnode: Any) -> Any:
         target == short or private_path or target.endswith("." + short)
     ):
         candidates.append(SIGNATURE_TYPES[short])
-    if private_path:
-        candidates += [f"{package}.{short}" for package in PUBLIC_PACKAGES]
     domain = env.get_domain("py")
+    if private_path or "." not in target:
+        # ``pitrio._model.ToolSpec`` or a bare ``CustomMessage`` in a docstring of another
+        # module: the public name of that object, when exactly one package documents it
+        public = [f"{package}.{short}" for package in PUBLIC_PACKAGES]
+        found = [name for name in public if name in domain.objects]
+        if len(found) == 1:
+            candidates += found
     for name in candidates:
         if name in domain.objects:
             return domain.resolve_xref(

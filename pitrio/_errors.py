@@ -53,7 +53,7 @@ message with ``stop_reason="error"``, a tool failure as an error tool result, an
 as ``stop_reason="aborted"`` (there is no "aborted" exception: an abort is a cancel
 scope, and its result is data). Texts copied from Pi are kept verbatim; where Pi's text
 names its JavaScript API, pitrio's names the Python one, and the conformance player
-translates (``docs/testing.md``).
+translates (``docs/conformance.md``).
 """
 
 from __future__ import annotations

@@ -232,12 +232,12 @@ async def test_missing_session_is_a_harness_error() -> None:
 
 
 def test_pi_texts_table_is_documented() -> None:
-    """Each translation the conformance player makes is a row of docs/testing.md."""
+    """Each translation the conformance player makes is a row of docs/conformance.md."""
     from pathlib import Path
 
     from pitrio.testing._player import PI_TEXTS, pi_text
 
-    doc = (Path(__file__).parent.parent / "docs" / "testing.md").read_text()
+    doc = (Path(__file__).parent.parent / "docs" / "conformance.md").read_text()
     assert PI_TEXTS
     for python, pi in PI_TEXTS:
         assert f"| `{python}` | `{pi}` |" in doc
