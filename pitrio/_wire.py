@@ -9,16 +9,19 @@ transcripts written by pitrio can be read by Pi and the other way round.
 
 Fields that are ``None`` (JavaScript's ``undefined``) are left out. Dictionaries that
 belong to the application (tool ``arguments``, result ``details``) are copied verbatim.
+
+The converter is built the first time it is used (``import pitrio`` does not import
+cattrs), and the (un)structuring function of each class is generated the first time a
+value of that class is converted: a program that never touches the wire pays nothing
+for it, one that writes only events pays only for the event classes it writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from . import _events
 from ._errors import ArgumentTypeError, UsageError, WireFormatError
@@ -38,6 +41,12 @@ from ._messages import (
     UserMessage,
 )
 
+if TYPE_CHECKING:
+    import cattrs
+
+    converter: cattrs.Converter
+    """The converter between pitrio values and Pi's JSON (plain dicts and lists)."""
+
 __all__ = [
     "converter",
     "register_message_role",
@@ -48,10 +57,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-converter = cattrs.Converter(detailed_validation=False)
-"""The converter between pitrio values and Pi's JSON (plain dicts and lists)."""
-
-_CAMEL_OVERRIDES: dict[str, str] = {}
+_CAMEL_OVERRIDES: dict[str, str] = {"cache_write_1h": "cacheWrite1h"}
 
 
 def _camel(name: str) -> str:
@@ -61,50 +67,15 @@ def _camel(name: str) -> str:
     return _CAMEL_OVERRIDES.get(name, out)
 
 
-_CAMEL_OVERRIDES["cache_write_1h"] = "cacheWrite1h"
-
-# Fields always written even when None/default are those without a None default.
-_VERBATIM = {"arguments", "details", "data", "diagnostics"}
-
-
-def _register_attrs(cls: type[Any], tag_key: str | None = None) -> None:
-    """Register camelCase (un)structuring for an attrs class, tagging it if it has a tag."""
-    overrides: dict[str, Any] = {}
-    for field in attrs.fields(cls):
-        omit = field.default is None
-        overrides[field.name] = override(rename=_camel(field.name), omit_if_default=omit)
-    unstructure_fn = make_dict_unstructure_fn(cls, converter, **overrides)
-    structure_fn = make_dict_structure_fn(cls, converter, **overrides)
-    if tag_key is not None:
-        tag_value = getattr(cls, tag_key)
-
-        def tagged_unstructure(obj: Any) -> dict[str, Any]:
-            out = {tag_key: tag_value}
-            out.update(unstructure_fn(obj))
-            return out
-
-        converter.register_unstructure_hook(cls, tagged_unstructure)
-    else:
-        converter.register_unstructure_hook(cls, unstructure_fn)
-
-    def strip_tag(data: Mapping[str, Any], _: Any) -> Any:
-        if isinstance(data, cls):  # already read (an event's message, read by its role)
-            return data
-        if tag_key is not None and tag_key in data:
-            data = {k: v for k, v in data.items() if k != tag_key}
-        return structure_fn(data, cls)
-
-    converter.register_structure_hook(cls, strip_tag)
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-for _value_cls in (Cost, Usage, DeferredHandle):
-    _register_attrs(_value_cls)
+# The attrs classes written in camelCase, and the key of their wire tag (``type`` for
+# blocks and events, ``role`` for messages, none for plain values).
+_TAGGED: dict[type[Any], str | None] = {}
+for _value_cls in (Cost, Usage, DeferredHandle, ToolResult):
+    _TAGGED[_value_cls] = None
 for _block_cls in (TextContent, ThinkingContent, ImageContent, ToolCall):
-    _register_attrs(_block_cls, "type")
+    _TAGGED[_block_cls] = "type"
+for _message_cls in (UserMessage, AssistantMessage, ToolResultMessage):
+    _TAGGED[_message_cls] = "role"
 
 _BLOCK_TYPES: dict[str, type[Any]] = {
     "text": TextContent,
@@ -113,6 +84,110 @@ _BLOCK_TYPES: dict[str, type[Any]] = {
     "toolCall": ToolCall,
 }
 
+# Events: provider stream events and agent events, tagged with their ``type``. The tag
+# table is built from the two unions themselves: a new event class is on the wire as
+# soon as it joins its union (and every dispatch on the union fails mypy until it is
+# handled there too).
+_EVENT_TYPES: dict[str, type[Any]] = {}
+for _event_cls in (
+    *get_args(_events.AssistantMessageEvent),
+    *get_args(_events.AgentEvent),
+):
+    _TAGGED[_event_cls] = "type"
+    _EVENT_TYPES[_event_cls.type] = _event_cls
+
+_ROLES: dict[str, type[Any]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "toolResult": ToolResultMessage,
+}
+
+_converter: cattrs.Converter | None = None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "converter":
+        return _get_converter()
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def _get_converter() -> cattrs.Converter:
+    global _converter  # built once, on first use
+    if _converter is None:
+        _converter = _build_converter()
+        globals()["converter"] = _converter  # later reads skip __getattr__
+    return _converter
+
+
+def _unstructure_fn(conv: cattrs.Converter, cls: type[Any]) -> Callable[[Any], Any]:
+    from cattrs.gen import make_dict_unstructure_fn
+
+    unstructure_fn = make_dict_unstructure_fn(cls, conv, **_overrides(cls))
+    tag_key = _TAGGED[cls]
+    if tag_key is None:
+        return unstructure_fn
+    tag_value = getattr(cls, tag_key)
+
+    def tagged_unstructure(obj: Any) -> dict[str, Any]:
+        out = {tag_key: tag_value}
+        out.update(unstructure_fn(obj))
+        return out
+
+    return tagged_unstructure
+
+
+def _structure_fn(conv: cattrs.Converter, cls: type[Any]) -> Callable[[Any, Any], Any]:
+    from cattrs.gen import make_dict_structure_fn
+
+    structure_fn = make_dict_structure_fn(cls, conv, **_overrides(cls))
+    tag_key = _TAGGED[cls]
+
+    def strip_tag(data: Mapping[str, Any], _: Any) -> Any:
+        if isinstance(data, cls):  # already read (an event's message, read by its role)
+            return data
+        if tag_key is not None and tag_key in data:
+            data = {k: v for k, v in data.items() if k != tag_key}
+        return structure_fn(data, cls)
+
+    return strip_tag
+
+
+def _overrides(cls: type[Any]) -> dict[str, Any]:
+    """camelCase names; fields whose default is ``None`` are left out when ``None``."""
+    from cattrs.gen import override
+
+    return {
+        field.name: override(rename=_camel(field.name), omit_if_default=field.default is None)
+        for field in attrs.fields(cls)
+    }
+
+
+def _is_tagged(cls: Any) -> bool:
+    return isinstance(cls, type) and cls in _TAGGED
+
+
+def _build_converter() -> cattrs.Converter:
+    import cattrs
+
+    conv = cattrs.Converter(detailed_validation=False)
+    # Each class's functions are generated the first time one of its values is converted.
+    conv.register_unstructure_hook_factory(_is_tagged, lambda cls: _unstructure_fn(conv, cls))
+    conv.register_structure_hook_factory(_is_tagged, lambda cls: _structure_fn(conv, cls))
+    # Unions of content blocks, and the user's "string or blocks".
+    conv.register_structure_hook(TextContent | ImageContent, _structure_block)
+    conv.register_structure_hook(TextContent | ThinkingContent | ToolCall, _structure_block)
+    conv.register_structure_hook_func(
+        lambda t: t == (str | tuple[TextContent | ImageContent, ...]), _structure_user_content
+    )
+    # JSON values stay as they are.
+    conv.register_structure_hook_func(lambda t: t is Any, lambda v, _: v)
+    for union in (_events.AssistantMessageEvent, _events.UpdateEvent, _events.AgentEvent):
+        conv.register_structure_hook(union, _structure_event)
+    conv.register_unstructure_hook(CustomMessage, _unstructure_custom)
+    conv.register_structure_hook(CustomMessage, _structure_custom)
+    return conv
+
 
 def _structure_block(data: Mapping[str, Any], _: Any = None) -> Any:
     kind = data.get("type")
@@ -120,7 +195,7 @@ def _structure_block(data: Mapping[str, Any], _: Any = None) -> Any:
     if cls is None:
         msg = f"unknown content block type {kind!r}; expected one of {sorted(_BLOCK_TYPES)}"
         raise WireFormatError(msg)
-    return converter.structure(data, cls)
+    return _get_converter().structure(data, cls)
 
 
 def _structure_blocks(data: Any, _: Any = None) -> tuple[Any, ...]:
@@ -131,29 +206,6 @@ def _structure_user_content(data: Any, _: Any = None) -> Any:
     if isinstance(data, str):
         return data
     return _structure_blocks(data)
-
-
-# Unions of content blocks, and the user's "string or blocks".
-converter.register_structure_hook(
-    TextContent | ImageContent,
-    _structure_block,
-)
-converter.register_structure_hook(
-    TextContent | ThinkingContent | ToolCall,
-    _structure_block,
-)
-converter.register_structure_hook_func(
-    lambda t: t == (str | tuple[TextContent | ImageContent, ...]), _structure_user_content
-)
-# JSON values stay as they are.
-converter.register_structure_hook_func(lambda t: t is Any, lambda v, _: v)
-
-for _message_cls in (UserMessage, AssistantMessage, ToolResultMessage):
-    _register_attrs(_message_cls, "role")
-_register_attrs(ToolResult)
-
-# Events: provider stream events and agent events, tagged with their ``type``.
-_EVENT_TYPES: dict[str, type[Any]] = {}
 
 
 def _structure_event(data: Mapping[str, Any], _: Any = None) -> Any:
@@ -168,21 +220,7 @@ def _structure_event(data: Mapping[str, Any], _: Any = None) -> Any:
         data["message"] = structure_message(data["message"])
     if isinstance(data.get("messages"), list):
         data["messages"] = tuple(structure_message(m) for m in data["messages"])
-    return converter.structure(data, cls)
-
-
-for _union in (_events.AssistantMessageEvent, _events.UpdateEvent, _events.AgentEvent):
-    converter.register_structure_hook(_union, _structure_event)
-
-# The tag table is built from the two unions themselves: a new event class is on the
-# wire as soon as it joins its union (and every dispatch on the union fails mypy until
-# it is handled there too).
-for _event_cls in (
-    *get_args(_events.AssistantMessageEvent),
-    *get_args(_events.AgentEvent),
-):
-    _register_attrs(_event_cls, "type")
-    _EVENT_TYPES[_event_cls.type] = _event_cls
+    return _get_converter().structure(data, cls)
 
 
 def structure_event(data: Mapping[str, Any]) -> Any:
@@ -198,16 +236,6 @@ def _unstructure_custom(message: CustomMessage) -> dict[str, Any]:
 
 def _structure_custom(data: Mapping[str, Any], _: Any = None) -> CustomMessage:
     return CustomMessage(role=data["role"], fields={k: v for k, v in data.items() if k != "role"})
-
-
-converter.register_unstructure_hook(CustomMessage, _unstructure_custom)
-converter.register_structure_hook(CustomMessage, _structure_custom)
-
-_ROLES: dict[str, type[Any]] = {
-    "user": UserMessage,
-    "assistant": AssistantMessage,
-    "toolResult": ToolResultMessage,
-}
 
 
 def register_message_role(cls: type[T]) -> type[T]:
@@ -235,15 +263,20 @@ def register_message_role(cls: type[T]) -> type[T]:
     if role in ("user", "assistant", "toolResult"):
         msg = f"role {role!r} is built in; choose another name for a custom message"
         raise UsageError(msg)
-    _register_attrs(cls, "role")
+    _TAGGED[cls] = "role"
     _ROLES[role] = cls
+    if _converter is not None:
+        # Registering drops the converter's dispatch caches, which may already hold
+        # this class (converted before it was registered).
+        _converter.register_unstructure_hook(cls, _unstructure_fn(_converter, cls))
+        _converter.register_structure_hook(cls, _structure_fn(_converter, cls))
     return cls  # type: ignore[return-value]  # attrs.has() narrowed it; it is still T
 
 
 def structure_message(data: Mapping[str, Any]) -> AgentMessage:
     """Turn one wire message (a dict with a ``role``) into a pitrio message.
 
-    Roles nobody registered become :class:`pitrio.CustomMessage`, so nothing is lost.
+    Roles nobody registered become :class:`CustomMessage`, so nothing is lost.
     """
     role = data.get("role")
     if not isinstance(role, str):
@@ -253,7 +286,7 @@ def structure_message(data: Mapping[str, Any]) -> AgentMessage:
     if cls is None:
         return _structure_custom(data)
     try:
-        return converter.structure(data, cls)
+        return _get_converter().structure(data, cls)
     except KeyError as exc:
         msg = f"cannot read a {role!r} message: the field {exc.args[0]!r} is missing"
         raise WireFormatError(msg) from None
@@ -264,17 +297,15 @@ def structure_message(data: Mapping[str, Any]) -> AgentMessage:
 
 def unstructure(value: Any) -> Any:
     """Turn a pitrio value (message, block, event, or a list of them) into Pi's JSON."""
-    return converter.unstructure(value)
+    return (_converter or _get_converter()).unstructure(value)
 
 
 def messages_to_wire(messages: Any) -> list[Any]:
     """A list of messages as wire dicts."""
-    return [converter.unstructure(m) for m in messages]
+    unstructure_one = (_converter or _get_converter()).unstructure
+    return [unstructure_one(m) for m in messages]
 
 
 def messages_from_wire(data: Any) -> list[AgentMessage]:
     """Wire dicts back to messages."""
     return [structure_message(d) for d in data]
-
-
-_: Callable[[Any], Any] = _identity
