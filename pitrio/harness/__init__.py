@@ -23,6 +23,24 @@ from ._compaction import (
     prepare_compaction as prepare_compaction,
     should_compact as should_compact,
 )
+from ._entries import (
+    BranchSummaryEntry as BranchSummaryEntry,
+    CompactionEntry as CompactionEntry,
+    CustomEntry as CustomEntry,
+    MessageEntry as MessageEntry,
+    ModelRef as ModelRef,
+    SessionContext as SessionContext,
+    SessionEntry as SessionEntry,
+    build_session_context as build_session_context,
+)
+from ._errors import (
+    SessionClosedError as SessionClosedError,
+    SessionError as SessionError,
+    SessionExistsError as SessionExistsError,
+    SessionFormatError as SessionFormatError,
+    SessionLockedError as SessionLockedError,
+    SessionNotFoundError as SessionNotFoundError,
+)
 from ._events import (
     AutoRetryEnd as AutoRetryEnd,
     AutoRetryStart as AutoRetryStart,
@@ -101,27 +119,13 @@ from ._retry import (
     retry_delay as retry_delay,
     server_retry_delay as server_retry_delay,
 )
-from ._session import (
-    BranchSummaryEntry as BranchSummaryEntry,
-    CompactionEntry as CompactionEntry,
-    CustomEntry as CustomEntry,
-    InMemorySessionStore as InMemorySessionStore,
-    MessageEntry as MessageEntry,
-    ModelRef as ModelRef,
-    Session as Session,
-    SessionClosedError as SessionClosedError,
-    SessionContext as SessionContext,
-    SessionEntry as SessionEntry,
-    SessionError as SessionError,
-    SessionExistsError as SessionExistsError,
-    SessionFormatError as SessionFormatError,
-    SessionInfo as SessionInfo,
-    SessionLockedError as SessionLockedError,
-    SessionNotFoundError as SessionNotFoundError,
-    SessionStore as SessionStore,
-    build_session_context as build_session_context,
-)
+from ._session import Session as Session
 from ._sqlite import SqliteSessionStore as SqliteSessionStore
+from ._store import (
+    InMemorySessionStore as InMemorySessionStore,
+    SessionInfo as SessionInfo,
+    SessionStore as SessionStore,
+)
 
 __all__: list[str] = [
     "AppMessage",

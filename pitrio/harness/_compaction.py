@@ -34,7 +34,7 @@ import math
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, final
+from typing import Any, Final, final
 
 import attrs
 import trio
@@ -46,7 +46,6 @@ from pitrio import (
     Context,
     Cost,
     EventStream,
-    HarnessError,
     Model,
     StreamFn,
     StreamOptions,
@@ -58,9 +57,10 @@ from pitrio import (
     UserMessage,
 )
 
+from ._entries import MessageEntry, SessionEntry, build_session_context
+from ._errors import BranchSummaryError, CompactionError
 from ._messages import BranchSummaryMessage, CompactionSummaryMessage, convert_to_llm
 from ._retry import RetrySettings, is_retryable
-from ._session import MessageEntry, SessionEntry, build_session_context
 
 __all__ = [
     "BRANCH_SUMMARY_PROMPT",
@@ -111,24 +111,6 @@ class CompactionSettings:
     enabled: bool = True
     reserve_tokens: int = 16384
     keep_recent_tokens: int = 20000
-
-
-class CompactionError(HarnessError):
-    """The summary request failed (``reason="summarization_failed"``) or was aborted
-    (``reason="aborted"``); the message is Pi's."""
-
-    def __init__(self, message: str, *, reason: Literal["aborted", "summarization_failed"]) -> None:
-        self.reason = reason
-        super().__init__(message)
-
-
-class BranchSummaryError(HarnessError):
-    """The branch-summary request failed or was aborted (``reason`` as in
-    :class:`CompactionError`)."""
-
-    def __init__(self, message: str, *, reason: Literal["aborted", "summarization_failed"]) -> None:
-        self.reason = reason
-        super().__init__(message)
 
 
 # -- JavaScript string arithmetic ---------------------------------------------------------

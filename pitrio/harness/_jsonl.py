@@ -41,8 +41,16 @@ from typing import Any, final
 import attrs
 import trio
 
+from ._entries import Write, new_id
+from ._errors import (
+    SessionExistsError,
+    SessionFormatError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from ._messages import timestamp_ms
-from ._session import (
+from ._session import Session
+from ._session_state import (
     BRANCH_TIP,
     ENTRY_LABEL,
     LANE_CONFIG,
@@ -50,20 +58,9 @@ from ._session import (
     MAIN_BRANCH,
     SESSION_NAME,
     THINKING_LEVELS,
-    ReadOnlyWriter,
-    Session,
-    SessionExistsError,
-    SessionFormatError,
-    SessionInfo,
-    SessionLockedError,
-    SessionNotFoundError,
-    StoreBase,
-    Write,
     _State,
-    new_id,
-    resolve_cwd,
-    sort_infos,
 )
+from ._store import ReadOnlyWriter, SessionInfo, StoreBase, resolve_cwd, sort_infos
 
 __all__ = [
     "JsonlSessionStore",

@@ -25,21 +25,12 @@ from typing import Any, final
 
 import trio
 
+from ._entries import Write, new_id
+from ._errors import SessionExistsError, SessionLockedError, SessionNotFoundError
 from ._jsonl import open_locked
-from ._session import (
-    ReadOnlyWriter,
-    Session,
-    SessionExistsError,
-    SessionInfo,
-    SessionLockedError,
-    SessionNotFoundError,
-    StoreBase,
-    Write,
-    _State,
-    new_id,
-    resolve_cwd,
-    sort_infos,
-)
+from ._session import Session
+from ._session_state import _State
+from ._store import ReadOnlyWriter, SessionInfo, StoreBase, resolve_cwd, sort_infos
 
 __all__ = ["SqliteSessionStore"]
 

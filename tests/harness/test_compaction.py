@@ -46,14 +46,14 @@ from pitrio.harness._compaction import (
     serialize_conversation,
     should_compact,
 )
-from pitrio.harness._messages import convert_to_llm
-from pitrio.harness._retry import is_context_overflow
-from pitrio.harness._session import (
+from pitrio.harness._entries import (
     MessageEntry,
     SessionEntry,
     build_session_context,
     entry_from_wire,
 )
+from pitrio.harness._messages import convert_to_llm
+from pitrio.harness._retry import is_context_overflow
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 PINNED = Path(__file__).parent / "data" / "compaction_pi.json"
@@ -378,7 +378,7 @@ async def test_the_summary_request_uses_pis_prompt_and_lists_files() -> None:
 
 
 async def test_a_later_compaction_updates_the_previous_summary() -> None:
-    from pitrio.harness._session import CompactionEntry
+    from pitrio.harness import CompactionEntry
 
     compaction = CompactionEntry(
         id="k",
@@ -497,8 +497,8 @@ def test_the_pinned_fixture_is_what_pi_computes_now() -> None:
 
 
 async def test_leaving_a_branch_collects_its_entries_back_to_the_fork() -> None:
+    from pitrio.harness import InMemorySessionStore
     from pitrio.harness._compaction import collect_entries_for_branch_summary
-    from pitrio.harness._session import InMemorySessionStore
 
     store = InMemorySessionStore()
     session = await store.create(cwd="/")
@@ -528,8 +528,8 @@ async def test_leaving_a_branch_collects_its_entries_back_to_the_fork() -> None:
 def branches(draw: st.DrawFn) -> list[SessionEntry]:
     """Turns of a coding session: a user message (or a shell command, or a branch
     summary), assistant steps with tool calls, each followed by its results."""
+    from pitrio.harness import BranchSummaryEntry, CustomEntry
     from pitrio.harness._messages import BashExecutionMessage
-    from pitrio.harness._session import BranchSummaryEntry, CustomEntry
 
     entries: list[SessionEntry] = []
     calls = 0
