@@ -102,7 +102,7 @@ SIGNATURE_TYPES = {
     "EmitFn": "pitrio._loop_config.EmitFn",
     "AgentEventStream": "pitrio._loop.AgentEventStream",
     "Handler": "pitrio.harness._hooks.Handler",
-    "FileOperations": "pitrio.harness._compaction.FileOperations",
+    "FileOperations": "pitrio.harness._compaction_utils.FileOperations",
     "ToolSpec": "pitrio._model.ToolSpec",
 }
 PUBLIC_PACKAGES = [

@@ -7,19 +7,17 @@ It sits above the kernel and uses only pitrio's public API.
 
 from __future__ import annotations
 
-from ._compaction import (
-    BranchSummaryError as BranchSummaryError,
+from ._branch_summary import (
     BranchSummaryResult as BranchSummaryResult,
-    CompactionError as CompactionError,
+    collect_entries_for_branch_summary as collect_entries_for_branch_summary,
+    generate_branch_summary as generate_branch_summary,
+)
+from ._compaction import (
     CompactionPreparation as CompactionPreparation,
-    CompactionResult as CompactionResult,
     CompactionSettings as CompactionSettings,
     ContextEstimate as ContextEstimate,
-    collect_entries_for_branch_summary as collect_entries_for_branch_summary,
-    compact as compact,
     estimate_context_tokens as estimate_context_tokens,
     estimate_tokens as estimate_tokens,
-    generate_branch_summary as generate_branch_summary,
     prepare_compaction as prepare_compaction,
     should_compact as should_compact,
 )
@@ -34,6 +32,8 @@ from ._entries import (
     build_session_context as build_session_context,
 )
 from ._errors import (
+    BranchSummaryError as BranchSummaryError,
+    CompactionError as CompactionError,
     SessionClosedError as SessionClosedError,
     SessionError as SessionError,
     SessionExistsError as SessionExistsError,
@@ -125,6 +125,10 @@ from ._store import (
     InMemorySessionStore as InMemorySessionStore,
     SessionInfo as SessionInfo,
     SessionStore as SessionStore,
+)
+from ._summary import (
+    CompactionResult as CompactionResult,
+    compact as compact,
 )
 
 __all__: list[str] = [

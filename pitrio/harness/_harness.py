@@ -53,9 +53,7 @@ from pitrio import (
 )
 
 from ._compaction import (
-    CompactionResult,
     CompactionSettings,
-    compact,
     estimate_context_tokens,
     prepare_compaction,
     should_compact,
@@ -82,6 +80,7 @@ from ._messages import convert_to_llm as harness_convert_to_llm
 from ._resources import ContextFile, PromptTemplate, Skill
 from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
 from ._session import Session
+from ._summary import CompactionResult, compact
 
 if TYPE_CHECKING:
     from pitrio import AbortSignal

@@ -33,7 +33,7 @@ import attrs
 import trio
 import yaml
 
-from ._compaction import _js_len, _js_slice
+from ._js_text import js_len, js_slice
 
 __all__ = [
     "ContextFile",
@@ -193,8 +193,8 @@ def _template_from_file(
         description = ""
     first_line = next((line for line in body.split("\n") if line.strip()), None)
     if not description and first_line:
-        description = _js_slice(first_line, 60)
-        if _js_len(first_line) > 60:
+        description = js_slice(first_line, 60)
+        if js_len(first_line) > 60:
             description += "..."
     return PromptTemplate(
         name=re.sub(r"\.md$", "", name, flags=re.IGNORECASE),
@@ -368,8 +368,8 @@ def _validate_name(name: str, parent: str) -> list[str]:
     errors = []
     if name != parent:
         errors.append(f'name "{name}" does not match parent directory "{parent}"')
-    if _js_len(name) > _MAX_NAME_LENGTH:
-        errors.append(f"name exceeds {_MAX_NAME_LENGTH} characters ({_js_len(name)})")
+    if js_len(name) > _MAX_NAME_LENGTH:
+        errors.append(f"name exceeds {_MAX_NAME_LENGTH} characters ({js_len(name)})")
     if not re.fullmatch(r"[a-z0-9-]+", name):
         errors.append("name contains invalid characters (must be lowercase a-z, 0-9, hyphens only)")
     if name.startswith("-") or name.endswith("-"):
@@ -382,10 +382,8 @@ def _validate_name(name: str, parent: str) -> list[str]:
 def _validate_description(description: str | None) -> list[str]:
     if not description or not description.strip():
         return ["description is required"]
-    if _js_len(description) > _MAX_DESCRIPTION_LENGTH:
-        return [
-            f"description exceeds {_MAX_DESCRIPTION_LENGTH} characters ({_js_len(description)})"
-        ]
+    if js_len(description) > _MAX_DESCRIPTION_LENGTH:
+        return [f"description exceeds {_MAX_DESCRIPTION_LENGTH} characters ({js_len(description)})"]
     return []
 
 

@@ -30,22 +30,19 @@ from pitrio import (
     UserMessage,
     wire,
 )
-from pitrio.harness._compaction import (
-    SUMMARIZATION_PROMPT,
-    SUMMARIZATION_SYSTEM_PROMPT,
-    UPDATE_SUMMARIZATION_PROMPT,
+from pitrio.harness import (
     CompactionError,
     CompactionSettings,
     compact,
     estimate_context_tokens,
     estimate_tokens,
-    find_cut_point,
     generate_branch_summary,
-    prepare_branch_entries,
     prepare_compaction,
-    serialize_conversation,
     should_compact,
 )
+from pitrio.harness._branch_summary import prepare_branch_entries
+from pitrio.harness._compaction import find_cut_point
+from pitrio.harness._compaction_utils import serialize_conversation
 from pitrio.harness._entries import (
     MessageEntry,
     SessionEntry,
@@ -54,6 +51,11 @@ from pitrio.harness._entries import (
 )
 from pitrio.harness._messages import convert_to_llm
 from pitrio.harness._retry import is_context_overflow
+from pitrio.harness._summary import (
+    SUMMARIZATION_PROMPT,
+    SUMMARIZATION_SYSTEM_PROMPT,
+    UPDATE_SUMMARIZATION_PROMPT,
+)
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 PINNED = Path(__file__).parent / "data" / "compaction_pi.json"
@@ -497,8 +499,7 @@ def test_the_pinned_fixture_is_what_pi_computes_now() -> None:
 
 
 async def test_leaving_a_branch_collects_its_entries_back_to_the_fork() -> None:
-    from pitrio.harness import InMemorySessionStore
-    from pitrio.harness._compaction import collect_entries_for_branch_summary
+    from pitrio.harness import InMemorySessionStore, collect_entries_for_branch_summary
 
     store = InMemorySessionStore()
     session = await store.create(cwd="/")
