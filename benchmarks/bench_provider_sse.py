@@ -41,7 +41,7 @@ import trio
 
 from pitrio import Context, Model, StreamOptions, UserMessage
 from pitrio.providers import stream_simple
-from pitrio.providers._common import json_parse
+from pitrio.providers._json import json_parse
 from pitrio.providers._sse import SSEDecoder
 
 DELTA: Final = "word "

@@ -44,7 +44,7 @@ from pitrio._stream import AssistantMessageEventStream
 from pitrio.providers._anthropic_messages import (
     _EventHandler,
 )
-from pitrio.providers._common import PartialMessage
+from pitrio.providers._output import PartialMessage
 
 DELTA = "word "
 """Each delta: one short token, like a real stream."""

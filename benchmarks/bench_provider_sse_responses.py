@@ -39,8 +39,8 @@ from typing import Any
 import trio
 
 from pitrio import AssistantMessageEvent, Model
-from pitrio.providers._common import PartialMessage
 from pitrio.providers._openai_responses import ResponsesEventProcessor
+from pitrio.providers._output import PartialMessage
 
 DELTA = "word "
 """Each delta: one short token, like a real stream."""

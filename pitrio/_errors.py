@@ -44,7 +44,7 @@ Where they live: the classes defined here are exported from :mod:`pitrio`;
 ``ToolArgumentsError``, ``ToolSchemaError`` and ``ValidationAborted`` are defined in
 :mod:`pitrio._validation` (exported from :mod:`pitrio`); ``UnknownApiError`` is also
 exported from :mod:`pitrio.providers`; the concrete provider errors live in
-``pitrio.providers._common``, ``_sse`` and ``_deferred`` (a run never raises them:
+``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
 they become an assistant message with ``stop_reason="error"``); the harness errors in
 :mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`.
 

@@ -39,14 +39,14 @@ from pitrio import (
 )
 from pitrio.harness import InMemorySessionStore, SessionNotFoundError
 from pitrio.providers import Models, get_api
-from pitrio.providers._common import (
+from pitrio.providers._deferred import DeferredError
+from pitrio.providers._http import (
     APIConnectionError,
     APIConnectionTimeoutError,
     APIError,
     MissingApiKeyError,
     RetryDelayTooLongError,
 )
-from pitrio.providers._deferred import DeferredError
 from pitrio.providers._sse import SSEEventTooLargeError
 from pitrio.testing import ScriptedModel, ScriptedResponse
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from pitrio.providers._common import parse_streaming_json
+from pitrio.providers._json import parse_streaming_json
 from pitrio.providers._partial_json import PartialJSONParser
 
 

@@ -38,7 +38,7 @@ from pitrio import (
 )
 from pitrio._messages import LazyValue
 from pitrio._wire import converter
-from pitrio.providers import _common, _partial_json
+from pitrio.providers import _json, _output, _partial_json
 from pitrio.providers._partial_json import PartialJSONParser, lazy_arguments
 from pitrio.providers._sse import SSEDecoder
 from pitrio.testing import ScriptedModel, ScriptedResponse
@@ -62,8 +62,8 @@ class Counter:
 def test_the_parser_decodes_each_character_a_bounded_number_of_times(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    decoded = Counter(_common.json_parse)
-    reference = Counter(_common.parse_streaming_json)
+    decoded = Counter(_json.json_parse)
+    reference = Counter(_json.parse_streaming_json)
     monkeypatch.setattr(_partial_json, "json_parse", decoded)
     monkeypatch.setattr(_partial_json, "parse_streaming_json", reference)
     text = json.dumps(tool_arguments(50_000))
@@ -84,12 +84,12 @@ async def test_tool_arguments_through_a_provider_are_parsed_once(
 ) -> None:
     # The incremental parser's decoding, and partial-json's whole-string parse (which
     # pi-ai runs on the whole text at every delta).
-    decoded = Counter(_common.json_parse)
-    reference = Counter(_common.parse_streaming_json)
-    whole = Counter(_common.parse_partial_json)
+    decoded = Counter(_json.json_parse)
+    reference = Counter(_json.parse_streaming_json)
+    whole = Counter(_json.parse_partial_json)
     monkeypatch.setattr(_partial_json, "json_parse", decoded)
     monkeypatch.setattr(_partial_json, "parse_streaming_json", reference)
-    monkeypatch.setattr(_common, "parse_partial_json", whole)
+    monkeypatch.setattr(_json, "parse_partial_json", whole)
     arguments = tool_arguments(20_000)
     text = json.dumps(arguments)
     message, events, _ = await stream_once(api, sse_body(api, TOOL_EVENT_BUILDERS[api](text)))
@@ -119,8 +119,8 @@ async def _text_answer(api: str, deltas: int) -> int:
 async def test_text_deltas_join_the_answer_only_when_it_is_read(
     api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    joined = Counter(_common.join_chunks)
-    monkeypatch.setattr(_common, "join_chunks", joined)
+    joined = Counter(_output.join_chunks)
+    monkeypatch.setattr(_output, "join_chunks", joined)
     small = await _text_answer(api, 1000)
     joined.calls = joined.chars = 0
     large = await _text_answer(api, 4000)
@@ -132,7 +132,7 @@ async def test_text_deltas_join_the_answer_only_when_it_is_read(
 
 
 def test_snapshots_taken_earlier_still_read_their_own_prefix() -> None:
-    output = _common.PartialMessage(_model(), timestamp=1)
+    output = _output.PartialMessage(_model(), timestamp=1)
     index = output.add_block(TextContent(text="<"))
     snapshots = []
     for piece in "abcdef":
@@ -155,7 +155,7 @@ def _model() -> Any:
 
 def test_lazy_fields_read_like_eager_ones() -> None:
     chunks = ["ab", "cd", "ef"]
-    lazy = TextContent(text=LazyValue(_common.join_chunks, chunks, 2))  # type: ignore[arg-type]
+    lazy = TextContent(text=LazyValue(_output.join_chunks, chunks, 2))  # type: ignore[arg-type]
     eager = TextContent(text="abcd")
     assert lazy == eager
     assert hash(lazy) == hash(eager)
@@ -238,7 +238,7 @@ def test_partial_message_snapshots_equal_eager_copies(
     """Any mix of block additions, appends and replacements: every snapshot equals
     the eagerly built message of that moment, whenever (and in whatever order) the
     snapshots are read."""
-    output = _common.PartialMessage(_model(), timestamp=1)
+    output = _output.PartialMessage(_model(), timestamp=1)
     eager: list[Any] = []
     taken: list[tuple[AssistantMessage, tuple[Any, ...]]] = []
     for kind, text in operations:

@@ -41,7 +41,8 @@ from .._events import ErrorEvent
 from .._messages import AssistantMessage, DeferredHandle, JSONValue
 from .._model import Context, Model, ModelCost, StreamFn, StreamOptions
 from .._stream import AssistantMessageEventStream
-from ._common import MaxTokensClampedWarning as MaxTokensClampedWarning, setup_error_message
+from ._options import MaxTokensClampedWarning as MaxTokensClampedWarning
+from ._output import setup_error_message
 
 __all__ = [
     "ApiStreamFn",

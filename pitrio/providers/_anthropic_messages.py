@@ -60,22 +60,14 @@ from .._messages import (
 )
 from .._model import Context, Model, ModelCost, StreamOptions, ToolSpec
 from .._stream import AssistantMessageEventStream
-from ._common import (
-    PartialMessage,
+from ._http import pi_user_agent, require_api_key
+from ._json import json_stringify, parse_json_with_repair
+from ._options import (
     adjust_max_tokens_for_thinking,
-    calculate_cost,
     clamp_max_tokens_to_context,
-    json_stringify,
-    make_strict_json_schema,
-    now_ms,
-    parse_json_with_repair,
-    pi_user_agent,
-    require_api_key,
     resolve_cache_retention,
-    resolve_json_schema_strict,
-    sanitize_surrogates,
-    transform_messages,
 )
+from ._output import PartialMessage, calculate_cost, now_ms
 from ._partial_json import PartialJSONParser, lazy_arguments
 from ._request import (
     ABORTED_BEFORE_HEADERS,
@@ -85,6 +77,12 @@ from ._request import (
     exchange_stream,
 )
 from ._sse import ServerSentEvent
+from ._transform import (
+    make_strict_json_schema,
+    resolve_json_schema_strict,
+    sanitize_surrogates,
+    transform_messages,
+)
 
 if TYPE_CHECKING:
     pass
@@ -543,7 +541,7 @@ def _insert_thinking_level_messages(
     return out
 
 
-# -- strict tool schemas: pi-ai's constrained-sampling.js, shared in _common ------------
+# -- strict tool schemas: pi-ai's constrained-sampling.js, shared in _transform ------------
 
 
 def _resolve_strict(tool: ToolSpec, supports_strict: bool) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._model import Model, ModelCost
-from ._common import register_cost_tiers
+from ._output import register_cost_tiers
 
 __all__ = ["builtin_models"]
 

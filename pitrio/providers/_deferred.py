@@ -44,7 +44,7 @@ from .._errors import ProviderError
 from .._messages import DeferredHandle
 from .._model import Model, StreamOptions
 from .._stream import AssistantMessageEventStream
-from ._common import PartialMessage, require_api_key
+from ._http import require_api_key
 from ._openai_responses import (
     API as OPENAI_RESPONSES_API,
     DEFAULT_POLL_AFTER_MS,
@@ -61,6 +61,7 @@ from ._openai_responses import (
     stream_background_response,
     template_message,
 )
+from ._output import PartialMessage
 from ._request import HttpRequest, settle
 
 __all__ = [

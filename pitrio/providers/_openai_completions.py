@@ -47,28 +47,15 @@ from .._messages import (
 )
 from .._model import Context, Model, StreamOptions, ToolSpec
 from .._stream import AssistantMessageEventStream
-from ._common import (
-    APIError,
-    PartialMessage,
-    calculate_cost,
+from ._http import APIError, format_provider_error, merge_headers, pi_user_agent, require_api_key
+from ._json import js_truthy, json_parse, json_stringify
+from ._options import (
     clamp_max_tokens_to_context,
     clamp_thinking_level,
-    format_provider_error,
-    js_truthy,
-    json_parse,
-    json_stringify,
-    make_strict_json_schema,
-    merge_headers,
-    pi_user_agent,
-    require_api_key,
     resolve_cache_retention,
-    resolve_json_schema_strict,
-    sanitize_surrogates,
-    setup_error_message,
-    short_hash,
     thinking_budget_for_level,
-    transform_messages,
 )
+from ._output import PartialMessage, calculate_cost, setup_error_message
 from ._partial_json import PartialJSONParser, lazy_arguments
 from ._request import (
     ABORTED_AFTER_HEADERS,
@@ -78,6 +65,13 @@ from ._request import (
     exchange_stream,
 )
 from ._sse import ServerSentEvent
+from ._transform import (
+    make_strict_json_schema,
+    resolve_json_schema_strict,
+    sanitize_surrogates,
+    short_hash,
+    transform_messages,
+)
 
 __all__ = [
     "CompletionsCompat",

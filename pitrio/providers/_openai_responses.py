@@ -67,27 +67,17 @@ from .._messages import (
 )
 from .._model import Context, Model, StreamOptions
 from .._stream import AssistantMessageEventStream
-from ._common import (
+from ._http import (
     APIError,
-    PartialMessage,
-    calculate_cost,
-    clamp_max_tokens_to_context,
-    clamp_thinking_level,
     close_response,
     format_provider_error,
-    js_length,
-    js_truthy,
-    json_parse,
-    json_stringify,
     merge_headers,
-    parse_streaming_json,
     pi_user_agent,
     require_api_key,
-    resolve_cache_retention,
-    sanitize_surrogates,
-    short_hash,
-    transform_messages,
 )
+from ._json import js_length, js_truthy, json_parse, json_stringify, parse_streaming_json
+from ._options import clamp_max_tokens_to_context, clamp_thinking_level, resolve_cache_retention
+from ._output import PartialMessage, calculate_cost
 from ._partial_json import PartialJSONParser, lazy_arguments
 from ._request import (
     ABORTED_AFTER_HEADERS,
@@ -101,6 +91,7 @@ from ._request import (
     settle,
 )
 from ._sse import ServerSentEvent
+from ._transform import sanitize_surrogates, short_hash, transform_messages
 
 __all__ = [
     "API",
@@ -1328,7 +1319,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(msg)
 
 
-# ``JSON.parse`` for event data: ``_common.json_parse`` builds a decoder per call (the
+# ``JSON.parse`` for event data: ``_json.json_parse`` builds a decoder per call (the
 # ``parse_constant`` argument does), a fifth of the time of a text delta.
 _EVENT_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 

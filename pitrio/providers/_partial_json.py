@@ -5,7 +5,7 @@ pi-ai re-parses a tool call's accumulated argument text from the start on every 
 package). That costs O(n) per delta, O(n^2) per tool call: a 100 KB ``write`` call in
 20-character deltas did not finish in two minutes. :class:`PartialJSONParser` carries
 its state between deltas and gives, after every delta, a value equal to
-:func:`pitrio.providers._common.parse_streaming_json` of the text so far.
+:func:`pitrio.providers._json.parse_streaming_json` of the text so far.
 
 The incremental path covers what models send: a prefix of strict JSON whose top-level
 value is an object or an array. It keeps, per open container, the members completed so
@@ -35,7 +35,7 @@ import re
 from typing import Any, Final, final
 
 from .._messages import JSONValue, LazyValue
-from ._common import json_parse, parse_streaming_json
+from ._json import json_parse, parse_streaming_json
 
 __all__ = ["PartialJSONParser", "PartialJSONSnapshot", "lazy_arguments"]
 

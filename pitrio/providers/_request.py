@@ -42,15 +42,9 @@ from .._events import DoneEvent, ErrorEvent, StartEvent
 from .._messages import AssistantMessage, JSONValue
 from .._model import Model, StreamOptions
 from .._stream import AssistantMessageEventStream
-from ._common import (
-    PartialMessage,
-    close_response,
-    json_parse,
-    json_stringify,
-    open_body,
-    send_streaming,
-    send_with_retries,
-)
+from ._http import close_response, open_body, send_streaming, send_with_retries
+from ._json import json_parse, json_stringify
+from ._output import PartialMessage
 from ._sse import ServerSentEvent, SSEDecoder
 
 __all__ = [

@@ -20,7 +20,7 @@ from .. import _wire as wire
 from .._messages import LlmMessage
 from .._model import Context, Model, ModelCost, StreamOptions
 from .._signal import AbortSignal
-from ..providers._common import register_cost_tiers
+from ..providers._output import register_cost_tiers
 from ._errors import FixtureError
 
 __all__ = [

@@ -23,7 +23,7 @@ from .._events import AssistantMessageEvent
 from .._signal import AbortSignal
 from .._stream import AssistantMessageEventStream
 from ..providers import stream_simple
-from ..providers._common import MaxTokensClampedWarning
+from ..providers._options import MaxTokensClampedWarning
 from ._provider_fixture import build_context, build_model, build_options, validate_fixture
 from ._provider_server import ScriptedServer
 from ._provider_trace import normalize_event, normalize_message

@@ -31,7 +31,7 @@ from pitrio._messages import (
 )
 from pitrio._model import Context, Model, ModelCost, StreamOptions
 from pitrio.providers._anthropic_messages import build_request, stream_anthropic_messages
-from pitrio.providers._common import MaxTokensClampedWarning
+from pitrio.providers._options import MaxTokensClampedWarning
 
 API = "anthropic-messages"
 MODEL = Model(

@@ -28,7 +28,7 @@ from pitrio.providers import (
     registered_apis,
     stream_simple,
 )
-from pitrio.providers._common import calculate_cost
+from pitrio.providers._output import calculate_cost
 
 from .conftest import Recorder, chunk, collect, sse, stream_response
 

@@ -41,7 +41,6 @@ from pitrio._messages import (
 from pitrio._model import Context, Model, ModelCost, StreamOptions
 from pitrio._signal import AbortSignal
 from pitrio._stream import AssistantMessageEventStream
-from pitrio.providers._common import MaxTokensClampedWarning
 from pitrio.providers._deferred import (
     DEFAULT_POLL_AFTER_MS,
     DeferredError,
@@ -50,6 +49,7 @@ from pitrio.providers._deferred import (
     supports_deferred,
 )
 from pitrio.providers._openai_responses import build_request, stream_openai_responses
+from pitrio.providers._options import MaxTokensClampedWarning
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 

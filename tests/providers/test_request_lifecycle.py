@@ -22,7 +22,7 @@ from pitrio import AssistantMessage, AssistantMessageEventStream, TextContent, U
 from pitrio._events import TextDeltaEvent, TextEndEvent, TextStartEvent
 from pitrio._model import Context, Model, StreamOptions
 from pitrio.providers import get_api, register_api
-from pitrio.providers._common import MaxTokensClampedWarning, clamp_max_tokens_to_context
+from pitrio.providers._options import MaxTokensClampedWarning, clamp_max_tokens_to_context
 from pitrio.providers._request import (
     DEFAULT_IDLE_TIMEOUT,
     Exchange,
@@ -533,4 +533,4 @@ def test_the_api_modules_share_one_lifecycle_and_no_cycle() -> None:
         assert "cancel_scope()" not in source
         assert "send_with_retries" not in source
     assert "_openai_responses" in _imports("_deferred")
-    assert _imports("_request") <= {"_common", "_sse"}
+    assert _imports("_request") <= {"_http", "_json", "_output", "_sse"}
