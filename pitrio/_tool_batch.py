@@ -209,9 +209,11 @@ class _Batch:
         except Exception as exc:
             return _Finalized(call, error_result(error_text(exc)), True)
 
-    async def execute(self, prepared: _Prepared, nursery: trio.Nursery) -> tuple[ToolResult, bool]:
+    async def execute(
+        self, prepared: _Prepared, nursery: trio.Nursery | None
+    ) -> tuple[ToolResult, bool]:
         """Pi's ``executePreparedToolCall``: run one tool in a cancel scope that the
-        abort cancels."""
+        abort cancels (``nursery``: where an async update emitter may run, if any)."""
         call = prepared.call
         signal = self.signal
         updates = _Updates(call, self.emit, nursery)
@@ -295,26 +297,25 @@ class _Batch:
         emit, signal = self.emit, self.signal
         finalized_calls: list[_Finalized] = []
         messages: list[ToolResultMessage] = []
-        async with trio.open_nursery() as nursery:
-            for call in tool_calls:
-                await emit(
-                    ToolExecutionStart(
-                        tool_call_id=call.id, tool_name=call.name, args=call.arguments
-                    )
-                )
-                prepared = await self.prepare(call)
-                if isinstance(prepared, _Finalized):
-                    finalized = prepared
-                else:
-                    result, is_error = await self.execute(prepared, nursery)
-                    finalized = await self.finalize(prepared, result, is_error)
-                await self.emit_end(finalized)
-                message = _result_message(finalized.call, finalized.result, finalized.is_error)
-                await _emit_result_message(message, emit)
-                finalized_calls.append(finalized)
-                messages.append(message)
-                if signal.aborted:  # Pi's check between calls
-                    break
+        # No nursery: one call runs at a time, in this task (its async update emissions,
+        # if any, are awaited in order when it returns).
+        for call in tool_calls:
+            await emit(
+                ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+            )
+            prepared = await self.prepare(call)
+            if isinstance(prepared, _Finalized):
+                finalized = prepared
+            else:
+                result, is_error = await self.execute(prepared, None)
+                finalized = await self.finalize(prepared, result, is_error)
+            await self.emit_end(finalized)
+            message = _result_message(finalized.call, finalized.result, finalized.is_error)
+            await _emit_result_message(message, emit)
+            finalized_calls.append(finalized)
+            messages.append(message)
+            if signal.aborted:  # Pi's check between calls
+                break
         return tuple(messages), _terminates(finalized_calls)
 
     async def run_parallel(self, tool_calls: Sequence[ToolCall]) -> BatchOutcome:
@@ -340,8 +341,11 @@ class _Batch:
             if signal.aborted:
                 break
 
-        if queued:
-            lockstep = len(queued) > 1
+        if len(queued) == 1:
+            # One call: no siblings to run beside, so no nursery.
+            await self._run_one(slots, *queued[0], False, None)
+        elif queued:
+            lockstep = True
             # The batch is a child nursery: every call (and its update emitter) lives in it.
             async with trio.open_nursery() as nursery:
                 # The others are queued first, then the first call runs right here: calls
@@ -365,7 +369,7 @@ class _Batch:
         index: int,
         prepared: _Prepared,
         lockstep: bool,
-        nursery: trio.Nursery,
+        nursery: trio.Nursery | None,
     ) -> None:
         if self.signal.aborted:
             finalized = _Finalized(prepared.call, error_result("Operation aborted"), True)
@@ -393,19 +397,30 @@ class _Updates:
     As in Pi, the emission starts synchronously inside ``on_update`` (so a listener sees
     the update before the tool goes on); what it leaves to wait for (an async listener)
     is awaited, in order, by a helper task in the batch's nursery, started on the first
-    such update. After the tool settled, updates are dropped; :meth:`close` waits for
-    the pending emissions and re-raises a listener's failure (which fails the run, as in
-    Pi).
+    such update. A call that runs alone (no nursery) leaves it for :meth:`close`. After
+    the tool settled, updates are dropped; :meth:`close` waits for the pending emissions
+    and re-raises a listener's failure (which fails the run, as in Pi).
     """
 
-    __slots__ = ("_call", "_done", "_emit", "_nursery", "_send", "accepting", "failure", "sent")
+    __slots__ = (
+        "_call",
+        "_done",
+        "_emit",
+        "_later",
+        "_nursery",
+        "_send",
+        "accepting",
+        "failure",
+        "sent",
+    )
 
-    def __init__(self, call: ToolCall, emit: Emit, nursery: trio.Nursery) -> None:
+    def __init__(self, call: ToolCall, emit: Emit, nursery: trio.Nursery | None) -> None:
         self._call = call
         self._emit = emit
         self._nursery = nursery
         self._send: trio.MemorySendChannel[Awaitable[None]] | None = None
         self._done: trio.Event | None = None
+        self._later: list[Awaitable[None]] | None = None
         self.accepting = True
         self.failure: Exception | None = None
         self.sent = False
@@ -425,6 +440,11 @@ class _Updates:
                 self.failure = exc
             return
         if pending is None:
+            return
+        if self._nursery is None:
+            if self._later is None:
+                self._later = []
+            self._later.append(pending)
             return
         if self._send is None:
             self._send, receive = trio.open_memory_channel(math.inf)
@@ -447,7 +467,15 @@ class _Updates:
 
     async def close(self) -> None:
         self.accepting = False
-        if self._send is not None:
+        if self._later is not None:
+            later, self._later = self._later, None
+            for pending in later:
+                try:
+                    await pending
+                except Exception as exc:
+                    if self.failure is None:
+                        self.failure = exc
+        elif self._send is not None:
             assert self._done is not None
             self._send.close()
             await self._done.wait()
