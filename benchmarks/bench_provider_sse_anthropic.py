@@ -41,9 +41,7 @@ import trio
 
 from pitrio import AssistantMessageEvent, Model
 from pitrio._stream import AssistantMessageEventStream
-from pitrio.providers._anthropic_messages import (
-    _EventHandler,
-)
+from pitrio.providers._anthropic_messages._events import _EventHandler
 from pitrio.providers._output import PartialMessage
 
 DELTA = "word "

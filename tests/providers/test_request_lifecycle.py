@@ -509,16 +509,27 @@ async def test_a_new_api_is_one_exchange(autojump_clock: trio.testing.MockClock)
 # -- layering ------------------------------------------------------------------------------
 
 
+_PROVIDERS = Path(pitrio.providers.__file__).parent
+
+
+def _sources(module: str) -> list[Path]:
+    """The files of a module of :mod:`pitrio.providers`: one file, or a package's files."""
+    package = _PROVIDERS / module
+    return sorted(package.glob("*.py")) if package.is_dir() else [_PROVIDERS / f"{module}.py"]
+
+
 def _imports(module: str) -> set[str]:
-    path = Path(pitrio.providers.__file__).with_name(f"{module}.py")
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    """The modules of :mod:`pitrio.providers` that ``module`` imports (a package's
+    imports of its own modules left out)."""
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add(node.module)
-            else:
-                found.update(alias.name for alias in node.names)
+    for path in _sources(module):
+        depth = 0 if path.parent == _PROVIDERS else 1
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level - depth == 1:
+                if node.module:
+                    found.add(node.module.split(".")[0])
+                else:
+                    found.update(alias.name for alias in node.names)
     return found
 
 
@@ -528,7 +539,7 @@ def test_the_api_modules_share_one_lifecycle_and_no_cycle() -> None:
     for module in ("_openai_completions", "_anthropic_messages", "_openai_responses"):
         assert "_request" in _imports(module), module
         assert "_deferred" not in _imports(module), module
-        source = Path(pitrio.providers.__file__).with_name(f"{module}.py").read_text("utf-8")
+        source = "".join(path.read_text("utf-8") for path in _sources(module))
         assert "def _maybe_await" not in source
         assert "cancel_scope()" not in source
         assert "send_with_retries" not in source
