@@ -34,6 +34,12 @@ PitrioError
 │   ├── ReplayFileError (ValueError)          a recording pitrio cannot read
 │   ├── ReplayMismatchError                   a request differs from the recorded one
 │   └── ReplayedRaiseError (RuntimeError)     the recorded stream function raised here
+├── PlayerError                               a conformance player (pitrio.testing) failed
+│   ├── ScenarioError (ValueError)            a Pi oracle scenario it cannot play
+│   ├── FixtureError (ValueError)             a provider fixture it cannot play
+│   ├── RunProblem                            a scenario misbehaved past recording
+│   ├── ConformanceError                      a provider fixture run misbehaved
+│   └── FifoSchedulingUnavailable (RuntimeError) Trio changed under the FIFO patch
 └── CodingToolError                           a coding tool (read, write, edit, bash...) failed
 ```
 
@@ -46,7 +52,10 @@ Where they live: the classes defined here are exported from :mod:`pitrio`;
 exported from :mod:`pitrio.providers`; the concrete provider errors live in
 ``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
 they become an assistant message with ``stop_reason="error"``); the harness errors in
-:mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`.
+:mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`; the conformance
+players' errors in ``pitrio/testing/_errors.py`` (exported from
+``pitrio.testing.conformance`` and ``pitrio.testing.provider_conformance``). The test
+kit's helpers (``ScriptedModel``, ``check_trace``...) raise the usage errors above.
 
 Failures *inside* a run are not exceptions: a provider failure ends as an assistant
 message with ``stop_reason="error"``, a tool failure as an error tool result, an abort

@@ -20,6 +20,8 @@ import pitrio._loop
 import pitrio.coding
 import pitrio.harness
 import pitrio.providers
+import pitrio.testing.conformance
+import pitrio.testing.provider_conformance
 from pitrio import (
     Agent,
     AgentBusyError,
@@ -91,7 +93,14 @@ def _documented_tree() -> list[tuple[str, str | None, tuple[str, ...]]]:
 
 
 def _resolve(name: str) -> type[BaseException]:
-    for namespace in (pitrio, pitrio.providers, pitrio.harness, pitrio.coding):
+    for namespace in (
+        pitrio,
+        pitrio.providers,
+        pitrio.harness,
+        pitrio.coding,
+        pitrio.testing.conformance,
+        pitrio.testing.provider_conformance,
+    ):
         if name in getattr(namespace, "__all__", ()):
             cls = getattr(namespace, name)
             assert isinstance(cls, type)
@@ -116,7 +125,7 @@ def test_the_drawn_tree_is_the_class_hierarchy() -> None:
 def _pitrio_modules() -> list[Any]:
     modules = [pitrio]
     for info in pkgutil.walk_packages(pitrio.__path__, "pitrio."):
-        if info.name.startswith("pitrio.testing") or info.name.endswith("__main__"):
+        if info.name.endswith("__main__"):
             continue
         modules.append(importlib.import_module(info.name))
     return modules
@@ -235,7 +244,7 @@ def test_pi_texts_table_is_documented() -> None:
     """Each translation the conformance player makes is a row of docs/conformance.md."""
     from pathlib import Path
 
-    from pitrio.testing._player import PI_TEXTS, pi_text
+    from pitrio.testing._trace import PI_TEXTS, pi_text
 
     doc = (Path(__file__).parent.parent / "docs" / "conformance.md").read_text()
     assert PI_TEXTS

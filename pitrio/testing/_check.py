@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import assert_never
 
+from .._errors import ArgumentTypeError
 from .._events import (
     AgentEnd,
     AgentEvent,
@@ -38,7 +39,12 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
     assistant message, a ``turn_end`` of it and an ``agent_end`` listing only it,
     wherever the failure happened: such a trace is checked as a run cut off at that
     point, followed by that tail.
+
+    Raises:
+        ArgumentTypeError: ``events`` is not a sequence of agent events (the objects a
+            listener receives, not their wire dicts).
     """
+    _check_argument(events)
     problems = _check(events, cut=False)
     if problems and _is_failure_tail(events[-4:]):
         agent_end = events[-1]
@@ -50,6 +56,24 @@ def check_trace(events: Sequence[AgentEvent]) -> list[str]:
         ):
             return []
     return problems
+
+
+def _check_argument(events: object) -> None:
+    if isinstance(events, str | bytes | dict) or not isinstance(events, Sequence):
+        msg = (
+            f"check_trace(events): expected a list of agent events; got {type(events).__name__} "
+            "(collect them with agent.subscribe(lambda event, signal: events.append(event)))"
+        )
+        raise ArgumentTypeError(msg)
+    event: object
+    for index, event in enumerate(events):
+        if not isinstance(event, AgentEvent):
+            msg = (
+                f"check_trace(events): events[{index}] is a {type(event).__name__}, not an "
+                "agent event (pitrio.AgentStart ... pitrio.AgentEnd); wire dicts can be read "
+                "back with pitrio.wire.structure_event()"
+            )
+            raise ArgumentTypeError(msg)
 
 
 def _is_failure_tail(tail: Sequence[AgentEvent]) -> bool:

@@ -525,15 +525,23 @@ class Player:
         if self.mode == "agent":
             self.agent = self._make_agent()
         timeout = self.s.get("timeoutMs", 20000) / 1000
+        stopped: list[str] = []
         with trio.move_on_after(timeout) as scope:
-            async with trio.open_nursery() as nursery:
-                self.nursery = nursery
-                for op in self.s["script"]:
-                    await self.run_op(op)
+            try:
+                async with trio.open_nursery() as nursery:
+                    self.nursery = nursery
+                    for op in self.s["script"]:
+                        await self.run_op(op)
+                    if self.agent is not None:
+                        await self.agent.wait_for_idle()
                 if self.agent is not None:
                     await self.agent.wait_for_idle()
-            if self.agent is not None:
-                await self.agent.wait_for_idle()
+            except* RunProblem as group:
+                # The scenario cannot go on: a problem (exit status 3), the trace so far kept.
+                stopped = _messages(group)
+        if stopped:
+            self.problems.extend(stopped)
+            return
         if scope.cancelled_caught:
             self.problems.append(
                 f"scenario did not finish within {int(timeout * 1000)} ms (trace so far printed)"
@@ -551,6 +559,14 @@ class Player:
             self.problems.append(
                 "action(s) never triggered: " + ", ".join(json.dumps(a.on) for a in unfired)
             )
+
+
+def _messages(group: BaseExceptionGroup[RunProblem]) -> list[str]:
+    return [
+        message
+        for exc in group.exceptions
+        for message in (_messages(exc) if isinstance(exc, BaseExceptionGroup) else [str(exc)])
+    ]
 
 
 def _run_to_completion(coro: Coroutine[Any, Any, None]) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, final
+from typing import Any, Final, Literal, final
 
 import attrs
 import trio
 
+from .._errors import ArgumentTypeError, UsageError
 from .._events import (
     AssistantMessageEvent,
     DoneEvent,
@@ -73,6 +74,9 @@ class ScriptedResponse:
     deferred: DeferredHandle | None = None
     pending_fetches: int = 0
 
+    def __attrs_post_init__(self) -> None:
+        _check_response(self)
+
     @classmethod
     def text(cls, text: str, **kwargs: Any) -> ScriptedResponse:
         """A plain text answer."""
@@ -105,6 +109,25 @@ class ScriptedModel:
         *,
         record_requests: bool = True,
     ) -> None:
+        given: object = responses  # checked at run time: the types are a promise only
+        if callable(given):
+            pass
+        elif isinstance(given, str | bytes) or not isinstance(given, Sequence):
+            msg = (
+                "ScriptedModel(responses): expected a list of ScriptedResponse or a function "
+                f"(context) -> ScriptedResponse; got {type(given).__name__}"
+            )
+            raise ArgumentTypeError(msg)
+        else:
+            response: object
+            for index, response in enumerate(given):
+                if not isinstance(response, ScriptedResponse):
+                    msg = (
+                        f"ScriptedModel(responses): responses[{index}] is a "
+                        f"{type(response).__name__}, not a ScriptedResponse (for a text "
+                        "answer write ScriptedResponse.text(...))"
+                    )
+                    raise ArgumentTypeError(msg)
         self._responses = responses
         self._index = 0
         self.record_requests = record_requests
@@ -233,6 +256,55 @@ class ScriptedModel:
                 model, handle, options
             ),
         )
+
+
+_STOP_REASONS: Final = ("stop", "toolUse", "length", "error", "aborted")
+
+
+def _check_response(r: ScriptedResponse) -> None:
+    """The checks of :class:`ScriptedResponse`'s fields, each error naming the fix."""
+    # The fields are checked at run time: their types are a promise only.
+    content: object = r.content
+    stop_reason: object = r.stop_reason
+    chunk_size: object = r.chunk_size
+    delay: object = r.delay
+    pending_fetches: object = r.pending_fetches
+    if isinstance(content, str) or not isinstance(content, tuple | list):
+        msg = (
+            "ScriptedResponse(content=...) takes a tuple of content blocks, not a "
+            f"{type(content).__name__}; "
+            "for a text answer write ScriptedResponse.text(...)"
+        )
+        raise ArgumentTypeError(msg)
+    block: object
+    for index, block in enumerate(content):
+        if not isinstance(block, TextContent | ThinkingContent | ToolCall):
+            msg = (
+                f"ScriptedResponse(content=...): content[{index}] is a "
+                f"{type(block).__name__}; a model answers with TextContent, ThinkingContent "
+                "or ToolCall blocks"
+            )
+            raise ArgumentTypeError(msg)
+    if stop_reason is not None and stop_reason not in _STOP_REASONS:
+        msg = (
+            f"ScriptedResponse(stop_reason={stop_reason!r}): must be one of "
+            f"{', '.join(_STOP_REASONS)} (or None: toolUse with a tool call, else stop)"
+        )
+        raise UsageError(msg)
+    if chunk_size is not None and (
+        not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1
+    ):
+        msg = (
+            f"ScriptedResponse(chunk_size={chunk_size!r}): must be an int >= 1 "
+            "(or None for one delta per block)"
+        )
+        raise UsageError(msg)
+    if not isinstance(delay, int | float) or isinstance(delay, bool) or not delay >= 0:
+        msg = f"ScriptedResponse(delay={delay!r}): must be a number of seconds >= 0"
+        raise UsageError(msg)
+    if not isinstance(pending_fetches, int) or pending_fetches < 0:
+        msg = f"ScriptedResponse(pending_fetches={pending_fetches!r}): must be an int >= 0"
+        raise UsageError(msg)
 
 
 @attrs.define(eq=False)

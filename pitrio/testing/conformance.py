@@ -11,11 +11,20 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ._errors import RunProblem, ScenarioError
+from ._errors import FifoSchedulingUnavailable, PlayerError, RunProblem, ScenarioError
 from ._player import Player, play
 from ._trace import format_trace
 
-__all__ = ["Player", "RunProblem", "ScenarioError", "format_trace", "main", "play"]
+__all__ = [
+    "FifoSchedulingUnavailable",
+    "Player",
+    "PlayerError",
+    "RunProblem",
+    "ScenarioError",
+    "format_trace",
+    "main",
+    "play",
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

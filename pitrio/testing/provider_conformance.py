@@ -31,7 +31,7 @@ from typing import Any, Final
 import httpx
 import trio
 
-from ._errors import ConformanceError, FixtureError
+from ._errors import ConformanceError, FixtureError, PlayerError
 from ._provider_player import PlayResult, play_fixture
 from ._provider_trace import format_trace
 
@@ -40,6 +40,7 @@ __all__ = [
     "ConformanceError",
     "FixtureError",
     "PlayResult",
+    "PlayerError",
     "check_fixture",
     "compare_traces",
     "expected_path",
