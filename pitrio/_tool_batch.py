@@ -1,11 +1,14 @@
 """One turn's tool calls: pi-agent-core 0.85.0's ``executeToolCalls*`` on Trio.
 
 A batch runs either sequentially (Pi's ``toolExecution: "sequential"``, or any tool of the
-batch with ``execution_mode="sequential"``) or in parallel. A parallel batch is a child
-nursery: every call (and its update emitter) lives in it, tools finish in any order, their
-``tool_execution_end`` events follow completion order, and their result messages enter
-the transcript in the assistant's source order. Each tool runs in a cancel scope that the
-run's abort cancels (a tool that must finish shields itself).
+batch with ``execution_mode="sequential"``) or in parallel. A parallel batch of several
+calls is a child nursery: every call (and its update emitter) lives in it, tools finish in
+any order, their ``tool_execution_end`` events follow completion order, and their result
+messages enter the transcript in the assistant's source order. Its calls run in the
+batch's own task until one of them waits; only then does the rest go on in a new task
+(:class:`_Calls`). A lone call and a sequential batch need no nursery. Each tool runs in a
+cancel scope that the run's abort cancels (a tool that must finish shields itself); an
+after-hook or listener never does.
 
 Per call, as in Pi: ``tool_execution_start``; preparation (find the tool,
 ``prepare_arguments``, validation, ``before_tool_call``), which may finish the call at
@@ -16,8 +19,9 @@ once; execution, with ``on_update`` emitting ``tool_execution_update`` synchrono
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Sequence
-from typing import Any, final
+from collections import deque
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
+from typing import Any, Final, TypeAlias, final
 
 import attrs
 import trio
@@ -233,7 +237,8 @@ class _Batch:
         finally:
             remove()
         if updates.sent:
-            await updates.close()
+            if await updates.close():
+                await js_microtask_hop()
         else:
             updates.accepting = False
         if updates.failure is not None:
@@ -345,14 +350,14 @@ class _Batch:
             # One call: no siblings to run beside, so no nursery.
             await self._run_one(slots, *queued[0], False, None)
         elif queued:
-            lockstep = True
-            # The batch is a child nursery: every call (and its update emitter) lives in it.
+            # The batch is a child nursery: every call (and its update emitter) lives in
+            # it. The calls run in this task, in Trio's first-in-first-out order, until one
+            # of them suspends; the others then go on in a new task (see _Calls).
             async with trio.open_nursery() as nursery:
-                # The others are queued first, then the first call runs right here: calls
-                # still start in source order, and one task per batch is saved.
-                for index, prepared in queued[1:]:
-                    nursery.start_soon(self._run_one, slots, index, prepared, lockstep, nursery)
-                await self._run_one(slots, *queued[0], lockstep, nursery)
+                calls = _Calls(self.signal, nursery)
+                for index, prepared in queued:
+                    calls.add(self._run_in_batch(slots, index, prepared, nursery))
+                await calls
 
         finalized_calls = [f for f in slots if f is not None]
         assert len(finalized_calls) == len(slots)
@@ -362,6 +367,53 @@ class _Batch:
             await _emit_result_message(message, self.emit)
             messages.append(message)
         return tuple(messages), _terminates(finalized_calls)
+
+    async def _run_in_batch(
+        self,
+        slots: list[_Finalized | None],
+        index: int,
+        prepared: _Prepared,
+        nursery: trio.Nursery,
+    ) -> None:
+        """One call of a parallel batch, driven by :class:`_Calls`: as :meth:`_run_one`
+        with lockstep hops, its tool in the cancel scope of the task that runs it."""
+        signal = self.signal
+        if signal.aborted:
+            finalized = _Finalized(prepared.call, error_result("Operation aborted"), True)
+            await _EXEC_DONE  # its end is not emitted inside the abort scope
+        else:
+            call = prepared.call
+            updates = _Updates(call, self.emit, nursery)
+            result: ToolResult | None = None
+            is_error = False
+            tool = prepared.tool
+            execute = tool.execute_fn if type(tool) is Tool else tool.execute
+            try:
+                result = await execute(call.id, prepared.args, signal, updates)
+            except Exception as exc:
+                result, is_error = error_result(error_text(exc)), True
+            except trio.Cancelled:
+                if not self.signal.aborted:  # (not narrowed: the tool may have aborted)
+                    raise
+                result = None  # the abort cut the tool short (the scope is _Calls')
+            await _EXEC_DONE
+            if updates.sent:
+                if await updates.close():
+                    await _HOP
+            else:
+                updates.accepting = False
+            if updates.failure is not None:
+                raise updates.failure  # see execute()
+            if result is None:
+                result, is_error = error_result("Operation aborted"), True
+            await _HOP  # Pi's lockstep: see _run_one
+            if self.config.after_tool_call is None:
+                finalized = _Finalized(call, result, is_error)
+            else:
+                finalized = await self.finalize(prepared, result, is_error)
+                await _HOP
+        await self.emit_end(finalized)
+        slots[index] = finalized
 
     async def _run_one(
         self,
@@ -465,7 +517,9 @@ class _Updates:
         finally:
             self._done.set()
 
-    async def close(self) -> None:
+    async def close(self) -> bool:
+        """Stop accepting updates and wait for the pending emissions. Returns whether
+        the caller owes Pi's extra tick (a lockstep hop)."""
         self.accepting = False
         if self._later is not None:
             later, self._later = self._later, None
@@ -482,4 +536,169 @@ class _Updates:
         elif self.sent:
             # Pi's Promise.all() over the update emissions takes one more tick when
             # there were any; calls that finish together keep Pi's relative order.
-            await js_microtask_hop()
+            return True
+        return False
+
+
+# --------------------------------------------------------------------------------------
+# Running the calls of a parallel batch in as few tasks as possible
+
+
+@final
+class _Marker:
+    """What a call of a parallel batch yields to :class:`_Calls` (never to Trio)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield self
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+_HOP: Final = _Marker("lockstep hop")
+"""``await _HOP``: Pi's microtask hop between the steps of a call (``js_microtask_hop``):
+the other calls of the batch take their step first."""
+
+_EXEC_DONE: Final = _Marker("tool returned")
+"""``await _EXEC_DONE``: the call's tool has returned; the abort no longer concerns it."""
+
+_Call: TypeAlias = Coroutine[Any, None, None]
+
+
+@final
+class _Calls:
+    """Runs the calls of a parallel batch as Trio would run one task per call, in fewer
+    tasks.
+
+    A task per call costs a spawn, a cancel scope and a scheduling round per lockstep
+    hop, and most tools return without ever waiting. So the calls are coroutines driven
+    right here, in rounds, first in first out (the order the conformance player gives
+    Trio's scheduler): ``await _HOP`` sends a call to the back of the queue. While the
+    tools of a round run, one cancel scope that the abort cancels is open around them.
+    When a call really suspends (awaits something of Trio's), it stays in this task,
+    which then only drives it to its end (its tool still in that scope, until it
+    returns; later hops are real checkpoints); the rest of the queue goes on in a new
+    task of the batch's nursery, the same way. A call's after-hook and listeners never
+    run inside the scope, so a later abort cannot cancel them.
+    """
+
+    __slots__ = ("_nursery", "_queue", "_signal")
+
+    def __init__(self, signal: AbortSignal, nursery: trio.Nursery) -> None:
+        self._signal = signal
+        self._nursery = nursery
+        # (the call, whether it has started: its first step runs its tool)
+        self._queue: deque[tuple[_Call, bool]] = deque()
+
+    def add(self, call: _Call) -> None:
+        self._queue.append((call, False))
+
+    async def _continue(self) -> None:
+        await self
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        queue = self._queue
+        scope: _AbortScope | None = None
+        try:
+            while queue:
+                call, started = queue.popleft()
+                if not started:
+                    if scope is None:
+                        scope = _AbortScope(self._signal)
+                elif scope is not None:
+                    scope.close(None)
+                    scope = None
+                try:
+                    yielded = call.send(None)
+                except StopIteration:
+                    continue
+                if yielded is _HOP or yielded is _EXEC_DONE:
+                    queue.append((call, True))
+                    continue
+                # The call suspended: the rest goes on in a new task, and this task
+                # drives the call alone (its tool still in the scope, if it is running).
+                if queue:
+                    rest = _Calls(self._signal, self._nursery)
+                    rest._queue = queue
+                    queue = self._queue = deque()
+                    self._nursery.start_soon(rest._continue)
+                tool_scope, scope = scope, None
+                yield from _drive_alone(call, yielded, tool_scope)
+        except BaseException as exc:
+            if scope is not None:
+                swallowed = scope.close(exc)
+                scope = None
+                if swallowed:
+                    return
+            raise
+        finally:
+            for call, _ in queue:  # only left after a failure: the batch fails anyway
+                call.close()
+            if scope is not None:
+                scope.close(None)
+
+
+def _drive_alone(
+    call: _Call, yielded: object, scope: _AbortScope | None
+) -> Generator[Any, Any, None]:
+    """Drive one suspended call of a batch to its end in the current task: what it
+    awaits of Trio's goes to Trio, a lockstep hop is a real checkpoint, and the abort
+    scope (open while its tool runs) closes when the tool has returned."""
+    try:
+        while True:
+            value: Any = None
+            error: BaseException | None = None
+            if yielded is _EXEC_DONE:
+                if scope is not None:
+                    done, scope = scope, None
+                    done.close(None)
+            elif yielded is _HOP:
+                try:
+                    yield from js_microtask_hop().__await__()
+                except BaseException as exc:
+                    error = exc
+            else:
+                try:
+                    value = yield yielded
+                except BaseException as exc:
+                    error = exc
+            try:
+                yielded = call.send(value) if error is None else call.throw(error)
+            except StopIteration:
+                return
+            finally:
+                del error
+    except BaseException as exc:
+        if scope is not None:
+            done, scope = scope, None
+            if done.close(exc):
+                return
+        raise
+    finally:
+        if scope is not None:
+            scope.close(None)
+
+
+@final
+class _AbortScope:
+    """A cancel scope entered now, cancelled by the abort, left with :meth:`close`
+    (in the same task, with nothing else still open inside it)."""
+
+    __slots__ = ("_remove", "_scope")
+
+    def __init__(self, signal: AbortSignal) -> None:
+        scope = self._scope = trio.CancelScope()
+        self._remove = signal.add_callback(scope.cancel)
+        scope.__enter__()
+
+    def close(self, exc: BaseException | None) -> bool:
+        """Leave the scope; returns whether it caught ``exc`` (its own Cancelled)."""
+        self._remove()
+        if exc is None:
+            return bool(self._scope.__exit__(None, None, None))
+        return bool(self._scope.__exit__(type(exc), exc, exc.__traceback__))
