@@ -32,11 +32,8 @@ from pitrio._events import DoneEvent, ErrorEvent
 from pitrio.providers import openai_compatible
 from pitrio.providers._http import APIError, format_provider_error, merge_headers, retry_delay_ms
 from pitrio.providers._json import parse_streaming_json
-from pitrio.providers._openai_completions import (
-    CompletionsCompat,
-    get_compat,
-    stream_openai_completions,
-)
+from pitrio.providers._openai_completions import stream_openai_completions
+from pitrio.providers._openai_completions._compat import CompletionsCompat, get_compat
 from pitrio.providers._options import MaxTokensClampedWarning
 from pitrio.providers._output import calculate_cost
 from pitrio.providers._transform import short_hash

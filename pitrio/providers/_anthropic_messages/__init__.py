@@ -121,7 +121,7 @@ def _encode_body(body: JSONValue) -> bytes:
 
 @final
 class _AnthropicExchange(Exchange):
-    """One Messages API request (see :mod:`._request` for the lifecycle)."""
+    """One Messages API request (``providers/_request.py`` runs its lifecycle)."""
 
     api_label = "Anthropic"
     dispatch_at_eof = True
