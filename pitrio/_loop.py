@@ -290,7 +290,9 @@ async def _run_loop(
                             )
                 if not pending:
                     pending = await _poll(config.get_steering_messages)
-                await emit(TurnStart())
+                pending_emit = emit.now(TurnStart())
+                if pending_emit is not None:
+                    await pending_emit
 
             if pending:
                 for message in pending:
@@ -321,7 +323,9 @@ async def _run_loop(
                 context.messages.extend(tool_results)
                 new_messages.extend(tool_results)
 
-            await emit(TurnEnd(message=message, tool_results=tool_results))
+            pending_emit = emit.now(TurnEnd(message=message, tool_results=tool_results))
+            if pending_emit is not None:
+                await pending_emit
             last_turn = TurnContext(
                 message=message,
                 tool_results=tool_results,
@@ -430,13 +434,19 @@ async def _consume(
         if type(event) is StartEvent:
             msgs.append(event.partial)
             added_partial = True
-            await emit(MessageStart(message=event.partial))
+            pending = emit.now(MessageStart(message=event.partial))
+            if pending is not None:
+                await pending
         elif type(event) is DoneEvent or type(event) is ErrorEvent:
             break  # the terminal event carries the final message: the stream's result
         elif added_partial:
             partial = event.partial
             msgs[-1] = partial
-            await emit(MessageUpdate(message=partial, assistant_message_event=event))
+            # emit.now, and an await only if a listener left something to wait for: most
+            # emissions finish synchronously (the other hot emission sites do the same).
+            pending = emit.now(MessageUpdate(message=partial, assistant_message_event=event))
+            if pending is not None:
+                await pending
     try:
         final = response.result_nowait()
     except trio.WouldBlock:
@@ -449,5 +459,7 @@ async def _consume(
     else:
         msgs.append(final)
         await emit(MessageStart(message=final))
-    await emit(MessageEnd(message=final))
+    pending = emit.now(MessageEnd(message=final))
+    if pending is not None:
+        await pending
     return final

@@ -79,8 +79,14 @@ def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolR
 
 
 async def _emit_result_message(message: ToolResultMessage, emit: Emit) -> None:
-    await emit(MessageStart(message=message))
-    await emit(MessageEnd(message=message))
+    # ``emit.now`` and an await only when a listener left something to wait for: most
+    # emissions finish synchronously (so do the other hot emission sites).
+    pending = emit.now(MessageStart(message=message))
+    if pending is not None:
+        await pending
+    pending = emit.now(MessageEnd(message=message))
+    if pending is not None:
+        await pending
 
 
 async def fail_truncated(tool_calls: Sequence[ToolCall], emit: Emit) -> BatchOutcome:
@@ -285,8 +291,8 @@ class _Batch:
                 result, is_error = error_result(error_text(exc)), True
         return _Finalized(prepared.call, result, is_error)
 
-    def emit_end(self, finalized: _Finalized) -> Awaitable[None]:
-        return self.emit(
+    async def emit_end(self, finalized: _Finalized) -> None:
+        pending = self.emit.now(
             ToolExecutionEnd(
                 tool_call_id=finalized.call.id,
                 tool_name=finalized.call.name,
@@ -294,6 +300,8 @@ class _Batch:
                 is_error=finalized.is_error,
             )
         )
+        if pending is not None:
+            await pending
 
     # -- the two orders ----------------------------------------------------------------
 
@@ -331,9 +339,11 @@ class _Batch:
         queued: list[tuple[int, _Prepared]] = []
         emit = self.emit
         for call in tool_calls:
-            await emit(
+            pending = emit.now(
                 ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
             )
+            if pending is not None:
+                await pending
             prepared = await self.prepare(call)
             if isinstance(prepared, _Finalized):
                 await self.emit_end(prepared)
