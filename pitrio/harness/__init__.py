@@ -51,15 +51,7 @@ from ._events import (
     SavePoint as SavePoint,
     Settled as Settled,
 )
-from ._harness import (
-    Harness as Harness,
-    HarnessListener as HarnessListener,
-    Resources as Resources,
-    SystemPromptFn as SystemPromptFn,
-    ToolContext as ToolContext,
-    ToolFactory as ToolFactory,
-    TurnState as TurnState,
-)
+from ._harness import Harness as Harness
 from ._hooks import (
     BeforeAgentStartEvent as BeforeAgentStartEvent,
     BeforeAgentStartResult as BeforeAgentStartResult,
@@ -81,6 +73,7 @@ from ._jsonl import (
     SessionRecoveredWarning as SessionRecoveredWarning,
     default_sessions_root as default_sessions_root,
 )
+from ._listeners import HarnessListener as HarnessListener
 from ._messages import (
     AppMessage as AppMessage,
     BashExecutionMessage as BashExecutionMessage,
@@ -129,6 +122,13 @@ from ._store import (
 from ._summary import (
     CompactionResult as CompactionResult,
     compact as compact,
+)
+from ._turn import (
+    Resources as Resources,
+    SystemPromptFn as SystemPromptFn,
+    ToolContext as ToolContext,
+    ToolFactory as ToolFactory,
+    TurnState as TurnState,
 )
 
 __all__: list[str] = [

@@ -14,31 +14,32 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
 * a run ending with a retryable provider error is retried with back-off
   (:class:`RetrySettings`); a context overflow is compacted and continued once;
   above the compaction threshold the session is compacted after a turn.
+
+This module holds the :class:`Harness` itself: driving a prompt through the Agent,
+recording it in the session, retrying and compacting. It plays the part of Pi's lane
+(pi-agent-core 0.85.0, ``harness/runtime/lane.js`` and ``runtime/drive/``: ``retry.js``,
+``recovery.js`` for a context overflow, ``structural.js`` for compaction), on one
+Agent rather than Pi's durable operations. The per-turn state is in ``_turn``, the
+hook glue in ``_hook_bridge``, the hooks in ``_hooks``, the events in ``_events``, the
+retry policy in ``_retry``.
 """
 
 from __future__ import annotations
 
 import os
 import random as _random
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, final
 
-import attrs
 import trio
 
 from pitrio import (
-    AfterToolCallContext,
-    AfterToolCallResult,
     Agent,
     AgentBusyError,
-    AgentContext,
     AgentMessage,
     AgentTool,
     ArgumentTypeError,
     AssistantMessage,
-    BeforeToolCallContext,
-    BeforeToolCallResult,
-    EventStream,
     ImageContent,
     Model,
     NextTurn,
@@ -58,107 +59,36 @@ from ._compaction import (
     prepare_compaction,
     should_compact,
 )
+from ._entries import now_ms
 from ._events import (
     AutoRetryEnd,
     AutoRetryStart,
     CompactionEnd,
     CompactionReason,
     CompactionStart,
-    HarnessEvent,
     SavePoint,
     Settled,
 )
-from ._hooks import (
-    HookError,
-    Hooks,
-    ProviderRequestEvent,
-    ProviderResponseEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
+from ._hook_bridge import HookBridge
+from ._hooks import Hooks
+from ._listeners import EventBus, HarnessListener
 from ._messages import convert_to_llm as harness_convert_to_llm
-from ._resources import ContextFile, PromptTemplate, Skill
 from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
 from ._session import Session
 from ._summary import CompactionResult, compact
+from ._turn import (
+    Resources,
+    SystemPromptFn,
+    ToolContext,
+    ToolFactory,
+    TurnConfig,
+    TurnState,
+)
 
 if TYPE_CHECKING:
     from pitrio import AbortSignal
 
-__all__ = [
-    "Harness",
-    "HarnessListener",
-    "Resources",
-    "SystemPromptFn",
-    "ToolContext",
-    "ToolFactory",
-    "TurnState",
-]
-
-
-@final
-@attrs.frozen(kw_only=True)
-class ToolContext:
-    """What the harness binds tools to: the working directory and the data directory."""
-
-    cwd: str
-    data_dir: str | None = None
-
-
-ToolFactory: TypeAlias = Callable[[ToolContext], "AgentTool | Sequence[AgentTool]"]
-"""Builds tools for a :class:`ToolContext` (``lambda ctx: coding_tools(ctx.cwd)``)."""
-
-
-def _skills(value: Iterable[Skill]) -> tuple[Skill, ...]:
-    return tuple(value)
-
-
-def _templates(value: Iterable[PromptTemplate]) -> tuple[PromptTemplate, ...]:
-    return tuple(value)
-
-
-def _context_files(value: Iterable[ContextFile]) -> tuple[ContextFile, ...]:
-    return tuple(value)
-
-
-@final
-@attrs.frozen(kw_only=True)
-class Resources:
-    """What the system prompt may list: skills, prompt templates and context files
-    (from :func:`load_skills`, :func:`load_prompt_templates`, :func:`load_context_files`)."""
-
-    skills: tuple[Skill, ...] = attrs.field(default=(), converter=_skills)
-    prompt_templates: tuple[PromptTemplate, ...] = attrs.field(default=(), converter=_templates)
-    context_files: tuple[ContextFile, ...] = attrs.field(default=(), converter=_context_files)
-
-
-@final
-@attrs.frozen(kw_only=True)
-class TurnState:
-    """The state one model request is made with, rebuilt before each request.
-
-    Attributes:
-        session: the harness's session (``None`` without one).
-        model: the model requested.
-        thinking_level: the reasoning level requested.
-        tools: the active tools, bound to ``tool_context``.
-        resources: skills, templates and context files.
-        tool_context: what the tools are bound to.
-    """
-
-    session: Session | None
-    model: Model
-    thinking_level: ThinkingLevel
-    tools: tuple[AgentTool, ...]
-    resources: Resources
-    tool_context: ToolContext
-
-
-SystemPromptFn: TypeAlias = Callable[[TurnState], "str | Awaitable[str]"]
-"""Builds the system prompt for one request from the turn's state."""
-
-HarnessListener: TypeAlias = Callable[[HarnessEvent], "Awaitable[None] | None"]
-"""``(event)``; a plain or async function, awaited in order."""
+__all__ = ["Harness"]
 
 
 _ERROR_STOPS = ("error", "aborted")
@@ -225,21 +155,19 @@ class Harness:
         random: Callable[[], float] | None = None,
     ) -> None:
         _check_model(model)
-        self.hooks = Hooks()
-        """The hook registry (:meth:`Hooks.on`)."""
         self._session = session
-        self._model = model
-        self._thinking_level: ThinkingLevel = thinking_level
-        self._tool_sources: tuple[AgentTool | ToolFactory, ...] = tuple(tools)
-        self._active_tools: tuple[str, ...] | None = (
-            None if active_tools is None else tuple(active_tools)
+        self._config = TurnConfig(
+            model=model,
+            thinking_level=thinking_level,
+            tool_sources=tuple(tools),
+            active_tools=None if active_tools is None else tuple(active_tools),
+            system_prompt=system_prompt,
+            tool_context=ToolContext(
+                cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
+                data_dir=os.fspath(data_dir) if data_dir is not None else None,
+            ),
+            resources=resources if resources is not None else Resources(),
         )
-        self._system_prompt = system_prompt
-        self._tool_context = ToolContext(
-            cwd=os.fspath(cwd) if cwd is not None else os.getcwd(),
-            data_dir=os.fspath(data_dir) if data_dir is not None else None,
-        )
-        self._resources = resources if resources is not None else Resources()
         self.retry = retry if retry is not None else RetrySettings()
         """Automatic retry settings (may be replaced between prompts)."""
         self.compaction = compaction
@@ -263,28 +191,32 @@ class Harness:
         )
         # The Agent resolved the stream function (pitrio's default when None); the
         # harness wraps it for the provider hooks.
-        self._inner_stream_fn: StreamFn = self._agent.stream_fn
-        self._agent.stream_fn = self._stream
+        self._bridge = HookBridge(Hooks(), self._agent.stream_fn)
+        self._agent.stream_fn = self._bridge.stream
         if session is not None:
             self._agent.state.messages = list(session.build_context().messages)
         self._agent.subscribe(self._on_agent_event)
-        self._listeners: list[HarnessListener] = []
-        self._bound: tuple[object, ToolContext, tuple[AgentTool, ...]] | None = None
+        self._bus = EventBus()
         self._busy = False
         self._idle = trio.Event()
         self._idle.set()
         self._abort_requested = False
         self._cancel_scope: trio.CancelScope | None = None
-        self._failure: BaseException | None = None
-        self._prompt_system_prompt: str | None = None
         self._replaced_messages: list[AgentMessage] | None = None
         self._compacted_in_run = False
         self._last_assistant: AssistantMessage | None = None
         self._retry_attempt = 0
-        self._turn: TurnState | None = None
-        self._applied: _Applied | None = None
 
     # -- state --------------------------------------------------------------------------
+
+    @property
+    def hooks(self) -> Hooks:
+        """The hook registry (:meth:`Hooks.on`)."""
+        return self._bridge.hooks
+
+    @hooks.setter
+    def hooks(self, hooks: Hooks) -> None:
+        self._bridge.hooks = hooks
 
     @property
     def agent(self) -> Agent:
@@ -303,24 +235,24 @@ class Harness:
 
     @property
     def model(self) -> Model:
-        return self._model
+        return self._config.model
 
     @property
     def thinking_level(self) -> ThinkingLevel:
-        return self._thinking_level
+        return self._config.thinking_level
 
     @property
     def tool_context(self) -> ToolContext:
-        return self._tool_context
+        return self._config.tool_context
 
     @property
     def resources(self) -> Resources:
-        return self._resources
+        return self._config.resources
 
     @property
     def turn(self) -> TurnState | None:
         """The state of the latest request (``None`` before the first)."""
-        return self._turn
+        return self._config.turn
 
     @property
     def is_busy(self) -> bool:
@@ -329,31 +261,31 @@ class Harness:
 
     async def set_model(self, model: Model) -> None:
         """Use ``model`` from the next request on; recorded in the session."""
-        self._model = model
+        self._config.model = model
         self._agent.state.model = model
         if self._session is not None:
             await self._session.append_model_change(model.provider, model.id)
 
     async def set_thinking_level(self, level: ThinkingLevel) -> None:
         """Use ``level`` from the next request on; recorded in the session."""
-        self._thinking_level = level
+        self._config.thinking_level = level
         self._agent.state.thinking_level = level
         if self._session is not None:
             await self._session.append_thinking_level_change(level)
 
     def set_tools(self, tools: Sequence[AgentTool | ToolFactory]) -> None:
         """Replace the tools from the next request on."""
-        self._tool_sources = tuple(tools)
+        self._config.tool_sources = tuple(tools)
 
     def set_active_tools(self, names: Sequence[str] | None) -> None:
         """Offer only the tools named (``None``: all) from the next request on."""
-        self._active_tools = None if names is None else tuple(names)
+        self._config.active_tools = None if names is None else tuple(names)
 
     def set_resources(self, resources: Resources) -> None:
-        self._resources = resources
+        self._config.resources = resources
 
     def set_system_prompt(self, system_prompt: str | SystemPromptFn) -> None:
-        self._system_prompt = system_prompt
+        self._config.system_prompt = system_prompt
 
     def set_tool_context(
         self,
@@ -362,21 +294,13 @@ class Harness:
         data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         """Rebind the tools from the next request on."""
-        self._tool_context = ToolContext(
-            cwd=os.fspath(cwd) if cwd is not None else self._tool_context.cwd,
-            data_dir=os.fspath(data_dir) if data_dir is not None else self._tool_context.data_dir,
-        )
+        self._config.rebind(cwd=cwd, data_dir=data_dir)
 
     # -- listeners and queues -------------------------------------------------------------
 
     def subscribe(self, listener: HarnessListener) -> Callable[[], None]:
         """Add a listener for Agent and harness events; returns a function removing it."""
-        self._listeners = [*self._listeners, listener]
-
-        def unsubscribe() -> None:
-            self._listeners = [x for x in self._listeners if x is not listener]
-
-        return unsubscribe
+        return self._bus.subscribe(listener)
 
     def steer(self, message: AgentMessage | str) -> None:
         """Queue a message for after the current turn."""
@@ -475,12 +399,12 @@ class Harness:
         self._busy = True
         self._idle = trio.Event()
         self._abort_requested = False
-        self._failure = None
+        self._bridge.failure = None
 
     def _release(self) -> None:
         self._busy = False
         self._cancel_scope = None
-        self._prompt_system_prompt = None
+        self._config.prompt_system_prompt = None
         self._idle.set()
 
     async def _drive(
@@ -504,9 +428,9 @@ class Harness:
             self._sync_after_run()
             while not self._aborting():
                 message = self._last()
-                if message is None or message.stop_reason != "error" or self._failure:
+                if message is None or message.stop_reason != "error" or self._bridge.failure:
                     break
-                window = self._model.context_window
+                window = self._config.model.context_window
                 if is_context_overflow(message, window):
                     if overflow_attempted or not self._can_compact(message):
                         break
@@ -538,7 +462,7 @@ class Harness:
                         await self._session.flush()
                 finally:
                     self._release()
-            await self._emit(Settled(message=self._last_assistant))
+            await self._bus.emit(Settled(message=self._last_assistant))
 
     def _aborting(self) -> bool:
         """Whether abort() was called (a method: it changes while the prompt runs)."""
@@ -553,14 +477,14 @@ class Harness:
         if not self.hooks.has("before_agent_start"):
             return prompts
         try:
-            turn = await self._turn_state()
-            system_prompt = await self._system_prompt_for(turn)
+            turn = self._config.build(self._session)
+            system_prompt = await self._config.resolve_system_prompt(turn)
             added, override = await self.hooks.run_before_agent_start(tuple(prompts), system_prompt)
         except Exception as exc:
-            self._failure = exc
+            self._bridge.failure = exc
             return prompts
         if override != system_prompt:
-            self._prompt_system_prompt = override
+            self._config.prompt_system_prompt = override
         return [*prompts, *added]
 
     async def _continue(self) -> None:
@@ -596,7 +520,7 @@ class Harness:
                 await self._end_retry(False, error)
             return False
         self._retry_attempt += 1
-        await self._emit(
+        await self._bus.emit(
             AutoRetryStart(
                 attempt=self._retry_attempt,
                 max_attempts=settings.max_retries,
@@ -618,7 +542,9 @@ class Harness:
 
     async def _end_retry(self, success: bool, final_error: str | None) -> None:
         attempt, self._retry_attempt = self._retry_attempt, 0
-        await self._emit(AutoRetryEnd(success=success, attempt=attempt, final_error=final_error))
+        await self._bus.emit(
+            AutoRetryEnd(success=success, attempt=attempt, final_error=final_error)
+        )
 
     async def _finish_retry(self) -> None:
         """A retry whose run ended without a successful response (aborted) ends here."""
@@ -629,71 +555,13 @@ class Harness:
 
     # -- per-turn state -----------------------------------------------------------------
 
-    async def _turn_state(self) -> TurnState:
-        context = self._tool_context
-        sources = self._tool_sources
-        bound = self._bound
-        if bound is None or bound[0] is not sources or bound[1] != context:
-            tools: list[AgentTool] = []
-            for source in sources:
-                if hasattr(source, "execute"):
-                    tools.append(cast("AgentTool", source))
-                    continue
-                made = source(context)
-                if hasattr(made, "execute"):
-                    tools.append(cast("AgentTool", made))
-                else:
-                    tools.extend(made)
-            bound = self._bound = (sources, context, tuple(tools))
-        active = self._active_tools
-        tools_now = bound[2] if active is None else tuple(t for t in bound[2] if t.name in active)
-        turn = TurnState(
-            session=self._session,
-            model=self._model,
-            thinking_level=self._thinking_level,
-            tools=tools_now,
-            resources=self._resources,
-            tool_context=context,
-        )
-        self._turn = turn
-        return turn
-
-    async def _system_prompt_for(self, turn: TurnState) -> str:
-        if self._prompt_system_prompt is not None:
-            return self._prompt_system_prompt
-        source = self._system_prompt
-        if isinstance(source, str):
-            return source
-        try:
-            value: object = source(turn)
-            if hasattr(type(value), "__await__"):
-                value = await cast("Awaitable[object]", value)
-        except Exception as exc:
-            msg = f"system prompt function failed: {exc}"
-            raise RuntimeError(msg) from exc
-        if not isinstance(value, str):
-            msg = f"the system prompt function must return a str; got {value!r}"
-            raise ArgumentTypeError(msg)
-        return value
-
     async def _apply_turn_state(self) -> None:
         """Set the Agent up for the next run's first request."""
-        agent = self._agent
         try:
-            turn = await self._turn_state()
-            system_prompt = await self._system_prompt_for(turn)
-            agent.state.system_prompt = system_prompt
-            agent.state.tools = list(turn.tools)
-            self._applied = _Applied(self, turn.tools, system_prompt)
+            await self._config.apply(self._agent, self._session)
         except Exception as exc:
-            self._failure = exc
-            self._applied = None
-        agent.state.model = self._model
-        agent.state.thinking_level = self._thinking_level
-        hooks = self.hooks
-        agent.transform_context = self._transform_context if hooks.has("context") else None
-        agent.before_tool_call = self._before_tool_call if hooks.has("tool_call") else None
-        agent.after_tool_call = self._after_tool_call if hooks.has("tool_result") else None
+            self._bridge.failure = exc
+        self._bridge.install(self._agent)
 
     def _prepare_next_turn(
         self, turn: TurnContext, signal: AbortSignal | None
@@ -703,13 +571,7 @@ class Harness:
         Without a session (no compaction) and with a fixed system prompt, nothing needs
         rebuilding unless something changed: then the loop goes on with no extra work.
         """
-        applied = self._applied
-        if (
-            self._session is None
-            and isinstance(self._system_prompt, str)
-            and applied is not None
-            and applied.matches(self)
-        ):
+        if self._session is None and self._config.unchanged():
             return None
         return self._next_turn(turn)
 
@@ -720,165 +582,13 @@ class Harness:
             if self._replaced_messages is not None:
                 messages, replaced = self._replaced_messages, True
             self._replaced_messages = None
-        state = await self._turn_state()
-        system_prompt = await self._system_prompt_for(state)
-        previous = self._applied
-        self._applied = _Applied(self, state.tools, system_prompt)
-        context = None
-        if (
-            replaced
-            or previous is None
-            or previous.tools != state.tools
-            or previous.system_prompt != system_prompt
-        ):
-            context = AgentContext(
-                system_prompt=system_prompt, messages=messages, tools=list(state.tools)
-            )
-        model = None if previous is not None and previous.model is self._model else self._model
-        thinking = (
-            None
-            if previous is not None and previous.thinking_level == self._thinking_level
-            else self._thinking_level
-        )
-        if context is None and model is None and thinking is None:
-            return None
-        return NextTurn(context=context, model=model, thinking_level=thinking)
+        return await self._config.next_turn(self._session, messages, replaced=replaced)
 
     def _after_turn(self, turn: TurnContext, signal: AbortSignal | None) -> bool:
-        if self._failure is not None:
+        if self._bridge.failure is not None:
             # A tool hook failed during the turn: the run ends as an error run.
-            raise self._failure
+            raise self._bridge.failure
         return False
-
-    # -- hooks as the Agent calls them ----------------------------------------------------
-
-    async def _transform_context(
-        self, messages: list[AgentMessage], signal: AbortSignal
-    ) -> list[AgentMessage]:
-        if self._failure is not None:
-            raise self._failure
-        try:
-            return await self.hooks.run_context(messages)
-        except HookError as exc:
-            self._failure = exc
-            raise
-
-    async def _before_tool_call(
-        self, ctx: BeforeToolCallContext, signal: AbortSignal
-    ) -> BeforeToolCallResult | None:
-        call = ctx.tool_call
-        try:
-            result = await self.hooks.run_tool_call(
-                ToolCallEvent(tool_call_id=call.id, tool_name=call.name, args=ctx.args)
-            )
-        except HookError as exc:
-            self._failure = exc
-            raise
-        if result is None:
-            return None
-        return BeforeToolCallResult(block=True, reason=result.reason)
-
-    async def _after_tool_call(
-        self, ctx: AfterToolCallContext, signal: AbortSignal
-    ) -> AfterToolCallResult | None:
-        call = ctx.tool_call
-        event = ToolResultEvent(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            args=ctx.args,
-            content=ctx.result.content,
-            details=ctx.result.details,
-            is_error=ctx.is_error,
-        )
-        try:
-            patch = await self.hooks.run_tool_result(event)
-        except HookError as exc:
-            self._failure = exc
-            raise
-        if patch is None:
-            return None
-        return AfterToolCallResult(
-            content=patch.content,
-            details=patch.details,
-            is_error=patch.is_error,
-            terminate=patch.terminate,
-        )
-
-    def _stream(self, model: Model, context: Any, options: StreamOptions) -> Any:
-        inner = self._inner_stream_fn
-        hooks = self.hooks
-        if self._failure is None and not (
-            hooks.has("before_provider_request")
-            or hooks.has("before_provider_payload")
-            or hooks.has("after_provider_response")
-        ):
-            return inner(model, context, options)
-        return self._stream_with_hooks(inner, model, context, options)
-
-    async def _stream_with_hooks(
-        self, inner: StreamFn, model: Model, context: Any, options: StreamOptions
-    ) -> Any:
-        if self._failure is not None:
-            raise self._failure
-        hooks = self.hooks
-        try:
-            if hooks.has("before_provider_request"):
-                headers = {k: v for k, v in (options.headers or {}).items() if v is not None}
-                request = await hooks.run_before_provider_request(
-                    ProviderRequestEvent(
-                        model=model,
-                        headers=headers,
-                        timeout=options.timeout,
-                        max_retries=options.max_retries,
-                    )
-                )
-                options = attrs.evolve(
-                    options,
-                    headers=dict(request.headers),
-                    timeout=request.timeout,
-                    max_retries=request.max_retries,
-                )
-        except HookError as exc:
-            self._failure = exc
-            raise
-        if hooks.has("before_provider_payload"):
-            options = attrs.evolve(options, on_payload=self._payload_hook(options.on_payload))
-        if hooks.has("after_provider_response"):
-            options = attrs.evolve(options, on_response=self._response_hook(options.on_response))
-        returned = inner(model, context, options)
-        return returned if isinstance(returned, EventStream) else await returned
-
-    def _payload_hook(self, previous: Callable[..., Any] | None) -> Callable[..., Any]:
-        async def on_payload(payload: Any, model: Model) -> Any:
-            if previous is not None:
-                replaced = previous(payload, model)
-                if hasattr(type(replaced), "__await__"):
-                    replaced = await replaced
-                if replaced is not None:
-                    payload = replaced
-            try:
-                return await self.hooks.run_before_provider_payload(model, payload)
-            except HookError as exc:
-                self._failure = exc
-                raise
-
-        return on_payload
-
-    def _response_hook(self, previous: Callable[..., Any] | None) -> Callable[..., Any]:
-        async def on_response(status: int, headers: Any, model: Model) -> None:
-            if previous is not None:
-                result = previous(status, headers, model)
-                if hasattr(type(result), "__await__"):
-                    await result
-            try:
-                await self.hooks.run_after_provider_response(
-                    ProviderResponseEvent(model=model, status=status, headers=dict(headers))
-                )
-            except HookError as exc:
-                self._failure = exc
-                raise
-
-        return on_response
 
     # -- events -------------------------------------------------------------------------
 
@@ -896,13 +606,13 @@ class Harness:
                 return self._message_end(event)
         elif kind == "turn_end":
             return self._turn_end(event)
-        return self._deliver(event)
+        return self._bus.deliver(event)
 
     async def _message_end(self, event: Any) -> None:
         message = event.message
         if self._session is not None:
             await self._session.append_message(message)
-        await self._emit(event)
+        await self._bus.emit(event)
         if (
             message.role == "assistant"
             and self._retry_attempt > 0
@@ -911,26 +621,12 @@ class Harness:
             await self._end_retry(True, None)
 
     async def _turn_end(self, event: Any) -> None:
-        await self._emit(event)
+        await self._bus.emit(event)
         entry_id = None
         if self._session is not None:
             await self._session.flush()
             entry_id = self._session.leaf_id
-        await self._emit(SavePoint(entry_id=entry_id))
-
-    def _deliver(self, event: HarnessEvent) -> Awaitable[None] | None:
-        """Call the listeners; returns what is left to await (a sync fast path)."""
-        listeners = self._listeners
-        for index, listener in enumerate(listeners):
-            result = listener(event)
-            if result is not None and hasattr(type(result), "__await__"):
-                return _finish(result, listeners[index + 1 :], event)
-        return None
-
-    async def _emit(self, event: HarnessEvent) -> None:
-        pending = self._deliver(event)
-        if pending is not None:
-            await pending
+        await self._bus.emit(SavePoint(entry_id=entry_id))
 
     # -- compaction ---------------------------------------------------------------------
 
@@ -939,8 +635,8 @@ class Harness:
         return (
             self._session is not None
             and self._compaction_settings().enabled
-            and message.provider == self._model.provider
-            and message.model == self._model.id
+            and message.provider == self._config.model.provider
+            and message.model == self._config.model.id
         )
 
     def _compaction_settings(self) -> CompactionSettings:
@@ -949,7 +645,7 @@ class Harness:
         return CompactionSettings()
 
     def _threshold_reached(self, messages: Sequence[AgentMessage]) -> bool:
-        window = self._model.context_window
+        window = self._config.model.context_window
         if self._session is None or window <= 0:
             return False
         settings = self._compaction_settings()
@@ -972,7 +668,7 @@ class Harness:
         session = self._session
         assert session is not None  # checked by the callers
         settings = self._compaction_settings()
-        await self._emit(CompactionStart(reason=reason))
+        await self._bus.emit(CompactionStart(reason=reason))
         end: CompactionEnd
         try:
             preparation = prepare_compaction(_branch(session), settings)
@@ -986,10 +682,10 @@ class Harness:
                         scope.cancel()
                     result = await compact(
                         preparation,
-                        stream_fn=self._stream,
-                        model=self._model,
+                        stream_fn=self._bridge.stream,
+                        model=self._config.model,
                         custom_instructions=custom_instructions,
-                        thinking_level=self._thinking_level,
+                        thinking_level=self._config.thinking_level,
                         stream_options=self._agent.stream_options,
                     )
                 self._cancel_scope = None
@@ -1022,55 +718,8 @@ class Harness:
         except Exception as exc:
             self._cancel_scope = None
             end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
-        await self._emit(end)
+        await self._bus.emit(end)
         return end
-
-
-@final
-class _Applied:
-    """What the loop is currently using (to skip rebuilding an unchanged turn)."""
-
-    __slots__ = (
-        "active_tools",
-        "model",
-        "resources",
-        "sources",
-        "system_prompt",
-        "thinking_level",
-        "tool_context",
-        "tools",
-    )
-
-    def __init__(self, harness: Harness, tools: tuple[AgentTool, ...], system_prompt: str) -> None:
-        self.model = harness._model
-        self.thinking_level = harness._thinking_level
-        self.sources = harness._tool_sources
-        self.active_tools = harness._active_tools
-        self.tool_context = harness._tool_context
-        self.resources = harness._resources
-        self.tools = tools
-        self.system_prompt = system_prompt
-
-    def matches(self, harness: Harness) -> bool:
-        return (
-            self.model is harness._model
-            and self.thinking_level == harness._thinking_level
-            and self.sources is harness._tool_sources
-            and self.active_tools == harness._active_tools
-            and self.tool_context == harness._tool_context
-            and self.resources is harness._resources
-            and self.system_prompt == (harness._prompt_system_prompt or harness._system_prompt)
-        )
-
-
-async def _finish(
-    pending: Awaitable[object], rest: list[HarnessListener], event: HarnessEvent
-) -> None:
-    await pending
-    for listener in rest:
-        result = listener(event)
-        if result is not None and hasattr(type(result), "__await__"):
-            await result
 
 
 def _branch(session: Session) -> list[Any]:
@@ -1087,16 +736,10 @@ def _normalize_input(
     input: str | AgentMessage | Sequence[AgentMessage], images: Sequence[ImageContent]
 ) -> list[AgentMessage]:
     if isinstance(input, str):
-        return [UserMessage(content=(TextContent(text=input), *images), timestamp=_now_ms())]
+        return [UserMessage(content=(TextContent(text=input), *images), timestamp=now_ms())]
     messages = list(input) if isinstance(input, list | tuple) else [input]
     for message in messages:
         if not hasattr(message, "role"):
             msg = f"expected a message (an object with a 'role') or a string; got {message!r}"
             raise ArgumentTypeError(msg)
     return messages
-
-
-def _now_ms() -> int:
-    import time
-
-    return int(time.time() * 1000)
