@@ -39,7 +39,7 @@ from typing import Any
 import trio
 
 from pitrio import AssistantMessageEvent, Model
-from pitrio.providers._openai_responses import ResponsesEventProcessor
+from pitrio.providers._openai_responses._events import ResponsesEventProcessor
 from pitrio.providers._output import PartialMessage
 
 DELTA = "word "

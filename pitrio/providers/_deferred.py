@@ -45,24 +45,18 @@ from .._messages import DeferredHandle
 from .._model import Model, StreamOptions
 from .._stream import AssistantMessageEventStream
 from ._http import require_api_key
-from ._openai_responses import (
-    API as OPENAI_RESPONSES_API,
+from ._openai_responses._background import (
     DEFAULT_POLL_AFTER_MS,
     PENDING_STATUSES,
-    JSONObject,
-    ProviderFailure,
-    ResponsesCompat,
-    build_headers,
-    format_error,
     push_deferred,
     push_final,
-    responses_url,
     send_for_json,
     stream_background_response,
-    template_message,
 )
+from ._openai_responses._finish import API as OPENAI_RESPONSES_API, format_error, template_message
+from ._openai_responses._payload import JSONObject, ResponsesCompat, build_headers, responses_url
 from ._output import PartialMessage
-from ._request import HttpRequest, settle
+from ._request import HttpRequest, ProviderFailure, settle
 
 __all__ = [
     "DEFAULT_POLL_AFTER_MS",

@@ -48,7 +48,8 @@ from pitrio.providers._deferred import (
     fetch_deferred,
     supports_deferred,
 )
-from pitrio.providers._openai_responses import build_request, stream_openai_responses
+from pitrio.providers._openai_responses import stream_openai_responses
+from pitrio.providers._openai_responses._payload import build_request
 from pitrio.providers._options import MaxTokensClampedWarning
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
