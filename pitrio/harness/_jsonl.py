@@ -32,7 +32,6 @@ import errno
 import json
 import os
 import sys
-import time
 import urllib.parse
 import warnings
 from collections.abc import Mapping, Sequence
@@ -41,7 +40,7 @@ from typing import Any, final
 import attrs
 import trio
 
-from ._entries import Write, new_id
+from ._entries import Write, new_id, now_ms
 from ._errors import (
     SessionExistsError,
     SessionFormatError,
@@ -727,7 +726,7 @@ class JsonlSessionStore(StoreBase):
         parent_session_id: str | None,
         initial: Sequence[Write],
     ) -> Session:
-        created = int(time.time() * 1000)
+        created = now_ms()
         sid = session_id or new_id(created)
         header: dict[str, Any] = {
             "v": FORMAT_VERSION,

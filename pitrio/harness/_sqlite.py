@@ -25,7 +25,7 @@ from typing import Any, final
 
 import trio
 
-from ._entries import Write, new_id
+from ._entries import Write, new_id, now_ms
 from ._errors import SessionExistsError, SessionLockedError, SessionNotFoundError
 from ._jsonl import open_locked
 from ._session import Session
@@ -190,7 +190,7 @@ class SqliteSessionStore(StoreBase):
         parent_session_id: str | None,
         initial: Sequence[Write],
     ) -> Session:
-        created = int(time.time() * 1000)
+        created = now_ms()
         sid = session_id or new_id(created)
         state = _State()
         if initial:

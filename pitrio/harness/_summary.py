@@ -11,7 +11,6 @@ split-turn prefix summary, and ``compact``. The branch summary
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, Final, final
@@ -37,6 +36,7 @@ from pitrio import (
 
 from ._compaction import CompactionPreparation
 from ._compaction_utils import format_file_operations, serialize_conversation
+from ._entries import now_ms
 from ._errors import BranchSummaryError, CompactionError
 from ._js_text import content_text
 from ._messages import convert_to_llm
@@ -171,9 +171,7 @@ async def _request_once(
     )
     context = Context(
         system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
-        messages=[
-            UserMessage(content=(TextContent(text=prompt_text),), timestamp=int(time.time() * 1000))
-        ],
+        messages=[UserMessage(content=(TextContent(text=prompt_text),), timestamp=now_ms())],
     )
     returned = stream_fn(model, context, options)
     stream = returned if isinstance(returned, EventStream) else await returned
