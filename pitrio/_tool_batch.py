@@ -123,13 +123,6 @@ class _Finalized:
     is_error: bool
 
 
-def _find_tool(tools: Sequence[AgentTool], name: str) -> AgentTool | None:
-    for tool in tools:
-        if tool.name == name:
-            return tool
-    return None
-
-
 def _terminates(finalized: Sequence[_Finalized]) -> bool:
     return bool(finalized) and all(f.result.terminate is True for f in finalized)
 
@@ -144,13 +137,23 @@ async def run_tool_batch(
 ) -> BatchOutcome:
     """Run the tool calls of ``assistant`` (Pi's ``executeToolCalls``)."""
     batch = _Batch(context, assistant, config, signal, emit)
-    sequential = config.tool_execution == "sequential" or any(
-        getattr(_find_tool(context.tools, c.name), "execution_mode", None) == "sequential"
-        for c in tool_calls
-    )
+    # Each call's tool, looked up once (Pi's ``tools.find``: the first of that name).
+    tools = context.tools
+    found: list[AgentTool | None] = []
+    sequential = config.tool_execution == "sequential"
+    for call in tool_calls:
+        name = call.name
+        tool = None
+        for candidate in tools:
+            if candidate.name == name:
+                tool = candidate
+                if getattr(tool, "execution_mode", None) == "sequential":
+                    sequential = True
+                break
+        found.append(tool)
     if sequential:
-        return await batch.run_sequential(tool_calls)
-    return await batch.run_parallel(tool_calls)
+        return await batch.run_sequential(tool_calls, found)
+    return await batch.run_parallel(tool_calls, found)
 
 
 @final
@@ -176,10 +179,10 @@ class _Batch:
 
     # -- one call ----------------------------------------------------------------------
 
-    async def prepare(self, call: ToolCall) -> _Prepared | _Finalized:
-        """Pi's ``prepareToolCall``: a call ready to run, or one finished at once."""
+    async def prepare(self, call: ToolCall, tool: AgentTool | None) -> _Prepared | _Finalized:
+        """Pi's ``prepareToolCall`` (``tool``: the call's, if there is one): a call ready
+        to run, or one finished at once."""
         signal = self.signal
-        tool = _find_tool(self.context.tools, call.name)
         if tool is None:
             return _Finalized(call, error_result(f"Tool {call.name} not found"), True)
         try:
@@ -305,18 +308,20 @@ class _Batch:
 
     # -- the two orders ----------------------------------------------------------------
 
-    async def run_sequential(self, tool_calls: Sequence[ToolCall]) -> BatchOutcome:
+    async def run_sequential(
+        self, tool_calls: Sequence[ToolCall], tools: Sequence[AgentTool | None]
+    ) -> BatchOutcome:
         """Pi's ``executeToolCallsSequential``: each call to its end before the next."""
         emit, signal = self.emit, self.signal
         finalized_calls: list[_Finalized] = []
         messages: list[ToolResultMessage] = []
         # No nursery: one call runs at a time, in this task (its async update emissions,
         # if any, are awaited in order when it returns).
-        for call in tool_calls:
+        for call, tool in zip(tool_calls, tools, strict=True):
             await emit(
                 ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
             )
-            prepared = await self.prepare(call)
+            prepared = await self.prepare(call, tool)
             if isinstance(prepared, _Finalized):
                 finalized = prepared
             else:
@@ -331,20 +336,22 @@ class _Batch:
                 break
         return tuple(messages), _terminates(finalized_calls)
 
-    async def run_parallel(self, tool_calls: Sequence[ToolCall]) -> BatchOutcome:
+    async def run_parallel(
+        self, tool_calls: Sequence[ToolCall], tools: Sequence[AgentTool | None]
+    ) -> BatchOutcome:
         """Pi's ``executeToolCallsParallel``: prepare in order, run the prepared calls
         together, emit the result messages in source order."""
         signal = self.signal
         slots: list[_Finalized | None] = []
         queued: list[tuple[int, _Prepared]] = []
         emit = self.emit
-        for call in tool_calls:
+        for call, tool in zip(tool_calls, tools, strict=True):
             pending = emit.now(
                 ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
             )
             if pending is not None:
                 await pending
-            prepared = await self.prepare(call)
+            prepared = await self.prepare(call, tool)
             if isinstance(prepared, _Finalized):
                 await self.emit_end(prepared)
                 slots.append(prepared)
@@ -406,17 +413,20 @@ class _Batch:
                 if not self.signal.aborted:  # (not narrowed: the tool may have aborted)
                     raise
                 result = None  # the abort cut the tool short (the scope is _Calls')
-            await _EXEC_DONE
+            # Pi's lockstep hop (see _run_one), and one more if update emissions owe
+            # Promise.all's tick; the driver may already have taken a hop here.
+            hops = 1 - await _EXEC_DONE
             if updates.sent:
                 if await updates.close():
-                    await _HOP
+                    hops += 1
             else:
                 updates.accepting = False
             if updates.failure is not None:
                 raise updates.failure  # see execute()
             if result is None:
                 result, is_error = error_result("Operation aborted"), True
-            await _HOP  # Pi's lockstep: see _run_one
+            for _ in range(hops):
+                await _HOP
             if self.config.after_tool_call is None:
                 finalized = _Finalized(call, result, is_error)
             else:
@@ -563,8 +573,8 @@ class _Marker:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __await__(self) -> Generator[Any, None, None]:
-        yield self
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return (yield self)
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
@@ -575,9 +585,11 @@ _HOP: Final = _Marker("lockstep hop")
 the other calls of the batch take their step first."""
 
 _EXEC_DONE: Final = _Marker("tool returned")
-"""``await _EXEC_DONE``: the call's tool has returned; the abort no longer concerns it."""
+"""``await _EXEC_DONE``: the call's tool has returned; the abort no longer concerns it.
+Returns whether the driver took a lockstep hop there (``_Calls`` does: the call goes to
+the back of the queue, out of the round's abort scope)."""
 
-_Call: TypeAlias = Coroutine[Any, None, None]
+_Call: TypeAlias = Coroutine[Any, Any, None]
 
 
 @final
@@ -624,7 +636,8 @@ class _Calls:
                     scope.close(None)
                     scope = None
                 try:
-                    yielded = call.send(None)
+                    # After _EXEC_DONE, True: that was a hop (_HOP ignores the value).
+                    yielded = call.send(True if started else None)
                 except StopIteration:
                     continue
                 if yielded is _HOP or yielded is _EXEC_DONE:
@@ -664,6 +677,7 @@ def _drive_alone(
             value: Any = None
             error: BaseException | None = None
             if yielded is _EXEC_DONE:
+                value = False  # no hop taken here: the call takes its own
                 if scope is not None:
                     done, scope = scope, None
                     done.close(None)
