@@ -4,9 +4,10 @@ This module is the only place that sends a provider request, applies the caller'
 ``on_payload``/``on_response`` hooks, reads the body, turns ``trio.Cancelled`` into an
 ``aborted`` event and exceptions into ``error`` events, and closes the response. An API
 module supplies an :class:`Exchange` subclass: how to build the request, how to handle
-one SSE event, and what to check when the events are over. A new API is one module with
-an ``Exchange`` and a ``stream_<api>`` function that calls :func:`exchange_stream`, plus
-one line in the registry (``providers/__init__.py``).
+one SSE event, and what to check when the events are over. A new API is one module (or
+one package, as the three built-in APIs are) with an ``Exchange`` and a ``stream_<api>``
+function that calls :func:`exchange_stream`, plus one line in the registry
+(``providers/__init__.py``).
 
 The lifecycle, as pi-ai 0.85.0's three ``streamSimple`` implementations share it::
 
