@@ -274,6 +274,7 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
         renderer = Renderer(
             out,
             style=style,
+            live=style != "plain",  # a terminal: spinners and the live answer
             model=lambda: app.model,
             messages=lambda: app.harness.messages,
             # -p: stdout carries the transcript only; the banner, usage and hints go to
@@ -290,11 +291,16 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
                 "see pitrio --help.",
                 color="33",
             )
-        if settings.mode == "interactive":
-            from ._interactive import run_interactive
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(renderer.animate)
+            if settings.mode == "interactive":
+                from ._interactive import run_interactive
 
-            return await run_interactive(app, renderer, stdin)
-        return await _run_print(app, renderer, settings.prompt or "")
+                status = await run_interactive(app, renderer, stdin)
+            else:
+                status = await _run_print(app, renderer, settings.prompt or "")
+            nursery.cancel_scope.cancel(reason="the conversation is over")
+        return status
 
 
 async def _close_quietly(session: Session) -> None:

@@ -74,6 +74,9 @@ class LineReader:
         self.history_path = history_path
         self.readline: Any = None
         self._termios: Any = None
+        self.submitted = 0
+        """Lines read so far with the busy prompt (each moved the cursor down a row)."""
+        self._busy_read = False
         self.use_input = stdin is sys.stdin and _isatty(stdin)
         if self.use_input:
             with contextlib.suppress(ImportError):
@@ -101,12 +104,25 @@ class LineReader:
             parts.append(line)
             return "\n".join(parts)
 
+    def typed(self) -> str | None:
+        """The text typed so far while the agent works (``None`` when no such line is
+        being read, or without readline): the renderer redraws it under its live region."""
+        if not self._busy_read or self.readline is None:
+            return None
+        text: str = self.readline.get_line_buffer()
+        return text
+
     def _read_one(self, prompt: str) -> str | None:
         if self.use_input:
+            self._busy_read = prompt == ""
             try:
                 return input(prompt)
             except EOFError:
                 return None
+            finally:
+                if self._busy_read:
+                    self.submitted += 1
+                self._busy_read = False
         if prompt:
             self.out.write(prompt)
             self.out.flush()
@@ -504,6 +520,8 @@ def _tool_list(app: App) -> Iterator[Any]:
 async def run_interactive(app: App, renderer: Renderer, stdin: TextIO) -> int:
     """The interactive conversation; returns the exit status."""
     reader = LineReader(stdin, app.out, _history_path(app.settings.env))
+    if reader.readline is not None:
+        renderer.input = reader
     ui = _Interactive(app, renderer, reader)
     try:
         return await ui.run()

@@ -1,21 +1,29 @@
 """The terminal transcript: streamed text, thinking, tool blocks, diffs, usage.
 
 :class:`Renderer` is a harness listener. It writes plain text when the output is not a
-terminal (or with ``--no-color``), ANSI colours in a terminal, and, when the optional
-``rich`` package is installed (``pip install 'pitrio[cli]'``), renders each finished
-answer as markdown. Text is always streamed as it arrives, so a slow model shows
-progress whatever the style.
+terminal (or with ``--no-color``), and ANSI colours in a terminal, where a live
+region at the bottom shows a spinner while the model is awaited and while each tool
+runs (its streamed output printed above it as it comes), and the answer as it streams:
+with the optional ``rich`` package (``pip install 'pitrio[cli]'``) as markdown, each
+top-level block rendered once when it is complete and only the open block redrawn, at
+most every :attr:`Renderer.REFRESH_SECONDS` (so streaming stays linear in the answer's
+length).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import time
 from collections.abc import Mapping
-from typing import Any, Final, Literal, TextIO, final
+from typing import Any, Final, Literal, Protocol, TextIO, final
+
+import trio
 
 from pitrio import (
     AgentEnd,
+    AgentStart,
     AssistantMessage,
     MessageEnd,
     MessageStart,
@@ -40,7 +48,7 @@ from pitrio.harness import (
     Settled,
 )
 
-__all__ = ["Renderer", "Style", "format_usage", "session_cost", "use_color"]
+__all__ = ["InputEcho", "Renderer", "Style", "format_usage", "session_cost", "use_color"]
 
 Style = Literal["plain", "ansi", "rich"]
 
@@ -143,6 +151,121 @@ def _result_text(content: Any) -> str:
     ).rstrip()
 
 
+_FRAMES: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+class InputEcho(Protocol):
+    """A line reader working beside the live region (the interactive prompt): the line
+    being typed is redrawn under the region, and a submitted line is accounted for."""
+
+    @property
+    def submitted(self) -> int:
+        """How many lines were submitted so far (each moved the cursor down a row)."""
+
+    def typed(self) -> str | None:
+        """The text typed so far on a line read during a run; ``None`` when not reading."""
+
+
+class _Lines:
+    """Text cut into complete lines as it streams; the open line kept as chunks, so a
+    long line costs linear time."""
+
+    def __init__(self) -> None:
+        self._chunks: list[str] = []
+
+    def feed(self, delta: str) -> list[str]:
+        if "\n" not in delta:
+            if delta:
+                self._chunks.append(delta)
+            return []
+        pieces = delta.split("\n")
+        first = "".join(self._chunks) + pieces[0]
+        self._chunks = [pieces[-1]] if pieces[-1] else []
+        return [first, *pieces[1:-1]]
+
+    def partial(self) -> str:
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        return self._chunks[0] if self._chunks else ""
+
+    def flush(self) -> str:
+        rest = self.partial()
+        self._chunks = []
+        return rest
+
+
+@final
+class _Blocks:
+    """Markdown cut into its top-level blocks as it streams.
+
+    A block is complete when an unindented line follows a blank line outside a code
+    fence; complete blocks are rendered once, only the open one is redrawn.
+    """
+
+    def __init__(self) -> None:
+        self._lines = _Lines()
+        self.open: list[str] = []
+        self._fence: str | None = None
+        self._fence_line = ""
+        self._blank = False
+        self._has_text = False
+
+    def feed(self, delta: str) -> list[str]:
+        """The blocks ``delta`` completed."""
+        done: list[str] = []
+        for line in self._lines.feed(delta):
+            block = self._line(line)
+            if block is not None:
+                done.append(block)
+        return done
+
+    def _line(self, line: str) -> str | None:
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        if self._fence is not None:
+            self.open.append(line)
+            end = stripped.rstrip()
+            if indent < 4 and end.startswith(self._fence) and not end.strip(self._fence[0]):
+                self._fence = None
+            self._blank = False
+            return None
+        block = None
+        if stripped.strip() and self._blank and indent == 0 and self._has_text:
+            block = "\n".join(self.open).strip("\n")
+            self.open = []
+            self._has_text = False
+        if indent < 4 and stripped.startswith(("```", "~~~")):
+            marker = stripped[0]
+            self._fence = marker * (len(stripped) - len(stripped.lstrip(marker)))
+            self._fence_line = line
+        self.open.append(line)
+        self._blank = not stripped.strip()
+        self._has_text = self._has_text or not self._blank
+        return block
+
+    def view(self, max_lines: int) -> str:
+        """The open block (its last ``max_lines`` lines, a code fence re-opened)."""
+        lines = self.open[-max_lines:]
+        if self._fence is not None and len(self.open) > max_lines:
+            lines = [self._fence_line, *lines[1:]]
+        return "\n".join([*lines, self._lines.partial()]).strip("\n")
+
+    def close(self) -> str:
+        """The rest of the text, as the last block."""
+        rest = "\n".join([*self.open, self._lines.flush()]).strip("\n")
+        self.open = []
+        self._fence = None
+        self._blank = self._has_text = False
+        return rest
+
+
+def _now() -> float:
+    try:
+        return trio.current_time()
+    except RuntimeError:  # outside Trio (a listener driven by hand)
+        return time.monotonic()
+
+
 @final
 class Renderer:
     """A harness listener printing a readable transcript to ``out``.
@@ -150,19 +273,26 @@ class Renderer:
     Args:
         out: where the transcript goes.
         style: ``plain`` (no escape codes), ``ansi`` (colours) or ``rich`` (colours,
-            and finished answers rendered as markdown; needs ``rich``).
+            and answers rendered as markdown; needs ``rich``).
+        live: keep a live region at the bottom of the terminal (a spinner while the
+            model is awaited and while each tool runs, the line being streamed, with
+            ``rich`` the open markdown block), redrawn by :meth:`animate`; only for a
+            terminal.
         model: returns the current model (for the context window in the usage line).
         show_usage: print usage, context fill and cost after each prompt.
     """
 
     MAX_RESULT_LINES: Final = 10
     MAX_LINE_CHARS: Final = 200
+    REFRESH_SECONDS: Final = 0.1
+    """How often :meth:`animate` redraws the live region (not once per delta)."""
 
     def __init__(
         self,
         out: TextIO,
         *,
         style: Style = "plain",
+        live: bool = False,
         model: Any = None,
         messages: Any = None,
         show_usage: bool = True,
@@ -172,48 +302,75 @@ class Renderer:
             style = "ansi"
         self.out = out
         self.style: Style = style
+        self.live = live and style != "plain"
         self._model = model
         self._messages = messages
         self.show_usage = show_usage
         self.notes = notes if notes is not None else out
         self._at_line_start = True
         self._waiting = False
-        self._text_buffer = io.StringIO()
-        self._text_clean = False
         self._tool_args: dict[str, str] = {}
         self._last_block: str | None = None
         self._tool_lines: dict[str, int] = {}
-        self._status_shown = False
+        # The live region.
+        self.input: InputEcho | None = None
+        self._input_seen = 0
+        self._running = False
+        self._wake = trio.Event()
+        self._region_rows = 0
+        self._frame = 0
+        self._stale = False
+        self._pending: list[str] = []
+        self._spinners: dict[str, tuple[str, float]] = {}
+        self._tool_partial: dict[str, str] = {}  # a running tool's last, open output line
+        self._waiting_since = 0.0
+        self._text: _Lines | None = None  # the answer's open line (no markdown)
+        self._blocks: _Blocks | None = None  # the answer's open block (markdown)
+        self._blocks_shown = 0
+        self._open_render: list[str] = []
+        self._open_dirty = False
+        self._thinking: _Lines | None = None
+        self._thinking_first = False
+        self._console: Any = None
 
     # -- the listener ------------------------------------------------------------------
 
     def __call__(self, event: HarnessEvent) -> None:
-        if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
+        if isinstance(event, AgentStart):
+            self._start_live()
+        elif isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
             self._line_break()
-            self._text_buffer = io.StringIO()
+            self._blocks_shown = 0
             self._wait_indicator()
         elif isinstance(event, MessageUpdate):
             self._update(event)
         elif isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage):
             self._clear_wait()
+            self._close_text()
             self._assistant_end(event.message)
         elif isinstance(event, ToolExecutionStart):
             self._clear_wait()
             self._line_break()
+            running = "" if self.live else self._paint("  (running…)", _DIM)
             self._write(
                 self._paint(f"● {event.tool_name}", _CYAN + ";" + _BOLD)
                 + " "
                 + self._paint(_args_text(event.args), _CYAN)
-                + self._paint("  (running…)", _DIM)
+                + running
                 + "\n"
             )
             self._tool_lines[event.tool_call_id] = 0
             self._tool_args[event.tool_call_id] = _args_text(event.args)
             self._last_block = event.tool_call_id
+            self._spinners[event.tool_call_id] = (event.tool_name, _now())
         elif isinstance(event, ToolExecutionUpdate):
             self._tool_update(event)
         elif isinstance(event, ToolExecutionEnd):
+            self._spinners.pop(event.tool_call_id, None)
+            self._tool_partial.pop(event.tool_call_id, None)
             self._tool_end(event)
+            if not self._spinners:
+                self._wait_indicator()  # the next request
         elif isinstance(event, AutoRetryStart):
             self._line_break()
             self._write(
@@ -233,9 +390,39 @@ class Renderer:
             self._compaction_end(event)
         elif isinstance(event, AgentEnd):
             self._clear_wait()
+            self._close_text()
             self._line_break()
+            self._stop_live()
         elif isinstance(event, Settled):
             self._settled(event)
+        if self._stale and self._running:
+            self._draw()
+        self.out.flush()
+
+    async def animate(self) -> None:
+        """Redraw the live region every :attr:`REFRESH_SECONDS` while a run is active
+        (spinner frames, the open markdown block); sleeps between runs. Start it in the
+        nursery that runs the conversation; without ``live`` it returns at once."""
+        if not self.live:
+            return
+        while True:
+            if not self._running:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            self.refresh()
+            await trio.sleep(self.REFRESH_SECONDS)
+
+    def refresh(self) -> None:
+        """Redraw the live region now (rendering the open markdown block if it grew)."""
+        if not self._running:
+            return
+        self._frame += 1
+        if self._open_dirty and self._blocks is not None:
+            self._open_dirty = False
+            budget = max(1, self._rows() - 4)
+            text = self._blocks.view(budget)
+            self._open_render = self._markdown(text) if text else []
+        self._draw()
         self.out.flush()
 
     # -- pieces -------------------------------------------------------------------------
@@ -243,11 +430,18 @@ class Renderer:
     def note(self, text: str, *, color: str = _DIM) -> None:
         """A line of the CLI's own (not from the model), dimmed; to ``notes``."""
         if self.notes is not self.out:
+            if self._running:
+                self._erase()
+                self._stale = True
             self.notes.write(text + "\n")
             self.notes.flush()
+            if self._stale and self._running:
+                self._draw()
             return
         self._line_break()
         self._write(self._paint(text, color) + "\n")
+        if self._stale and self._running:
+            self._draw()
         self.out.flush()
 
     def error(self, text: str) -> None:
@@ -258,20 +452,78 @@ class Renderer:
         update = event.assistant_message_event
         if isinstance(update, TextDeltaEvent):
             self._clear_wait()
-            if not self._text_buffer.tell():
+            if self.live:
+                self._live_text(update.delta)
+                return
+            if self._text is None:
                 self._line_break()
-                self._text_clean = True
-            self._text_buffer.write(update.delta)
+                self._text = _Lines()
             self._write(update.delta)
         elif isinstance(update, ThinkingStartEvent):
             self._clear_wait()
             self._line_break()
+            if self.live:
+                self._thinking, self._thinking_first = _Lines(), True
+                return
             self._write(self._paint("thinking: ", _DIM))
         elif isinstance(update, ThinkingDeltaEvent):
             self._clear_wait()
-            self._text_clean = False
+            if self._thinking is not None:
+                for line in self._thinking.feed(update.delta):
+                    self._write(self._paint(self._thinking_prefix() + line, _DIM + ";3") + "\n")
+                return
             self._write(self._paint(update.delta, _DIM + ";3"))
         elif isinstance(update, ThinkingEndEvent):
+            self._close_thinking()
+            self._line_break()
+
+    def _thinking_prefix(self) -> str:
+        first, self._thinking_first = self._thinking_first, False
+        return "thinking: " if first else ""
+
+    def _close_thinking(self) -> None:
+        if self._thinking is not None:
+            rest = self._thinking.flush()
+            if rest or self._thinking_first:
+                self._write(self._paint(self._thinking_prefix() + rest, _DIM + ";3") + "\n")
+            self._thinking = None
+
+    def _live_text(self, delta: str) -> None:
+        if self.style == "rich":
+            if self._blocks is None:
+                self._line_break()
+                self._blocks = _Blocks()
+            for block in self._blocks.feed(delta):
+                self._show_block(block)
+            self._open_dirty = True
+            return
+        if self._text is None:
+            self._line_break()
+            self._text = _Lines()
+        for line in self._text.feed(delta):
+            self._write(line + "\n")
+
+    def _show_block(self, block: str) -> None:
+        lines = self._markdown(block)
+        if self._blocks_shown:
+            lines.insert(0, "")
+        self._blocks_shown += 1
+        self._open_render = []
+        self._write("\n".join(lines) + "\n")
+
+    def _close_text(self) -> None:
+        self._close_thinking()
+        if self._blocks is not None:
+            rest = self._blocks.close()
+            self._blocks = None
+            self._open_render = []
+            if rest:
+                self._show_block(rest)
+        if self._text is not None:
+            rest = self._text.flush()
+            self._text = None
+            if rest:
+                self._write(rest)
             self._line_break()
 
     def _assistant_end(self, message: AssistantMessage) -> None:
@@ -282,34 +534,22 @@ class Renderer:
         elif message.stop_reason == "aborted":
             self._line_break()
             self._write(self._paint("(aborted)", _YELLOW) + "\n")
-        elif self.style == "rich":
-            self._rich_markdown(self._text_buffer.getvalue())
 
-    def _rich_markdown(self, text: str) -> None:
-        """Replace the answer streamed as raw text with the same answer rendered as
-        markdown, when it has markdown worth rendering and still fits on the screen
-        (rows that scrolled away cannot be rewritten: the raw text then stays)."""
-        if not self._text_clean or not any(
-            mark in text for mark in ("```", "**", "\n#", "\n- ", "\n* ", "`")
-        ):
-            return
-        import math
-        import shutil
-
+    def _markdown(self, text: str) -> list[str]:
         from rich.console import Console
         from rich.markdown import Markdown
 
-        size = shutil.get_terminal_size()
-        width = max(20, size.columns)
-        lines = text.split("\n")
-        rows = sum(max(1, math.ceil(len(line) / width)) for line in lines)
-        if rows >= size.lines - 1:
-            return
-        up = rows if self._at_line_start else rows - 1
-        self.out.write((f"\x1b[{up}A" if up else "") + "\r\x1b[J")
-        console = Console(file=self.out, force_terminal=True, width=width)
-        console.print(Markdown(text))
-        self._at_line_start = True
+        width = self._columns()
+        console = self._console
+        if console is None or console.width != width:
+            console = self._console = Console(
+                file=io.StringIO(), force_terminal=True, width=width, highlight=False
+            )
+        with console.capture() as capture:
+            console.print(Markdown(text))
+        rendered: str = capture.get()
+        # Trailing padding is plain spaces (a styled background ends in an escape).
+        return [line.rstrip(" ") for line in rendered.strip("\n").split("\n")]
 
     def _tool_update(self, event: ToolExecutionUpdate) -> None:
         shown = self._tool_lines.get(event.tool_call_id)
@@ -320,8 +560,11 @@ class Renderer:
         fresh = lines[shown:]
         if not fresh:
             return
-        # Only whole lines (the last may still grow); the end shows the rest.
+        # Only whole lines (the last may still grow: the live region shows it); the end
+        # shows the rest.
         complete = fresh[:-1] if not text.endswith("\n") else fresh
+        if event.tool_call_id in self._spinners:
+            self._tool_partial[event.tool_call_id] = "" if text.endswith("\n") else fresh[-1]
         if complete:
             self._block_header(event.tool_call_id, event.tool_name)
         for line in complete[: max(0, self.MAX_RESULT_LINES - shown)]:
@@ -392,16 +635,118 @@ class Renderer:
             self.note(line)
 
     def _wait_indicator(self) -> None:
-        if self.style == "plain":
+        if self.style == "plain" or self._waiting:
             return
-        self._write(self._paint("… waiting for the model", _DIM))
         self._waiting = True
+        self._waiting_since = _now()
+        self._stale = True
+        if not self.live:
+            self._write(self._paint("… waiting for the model", _DIM))
 
     def _clear_wait(self) -> None:
         if self._waiting:
             self._waiting = False
-            self.out.write("\r\x1b[K")
-            self._at_line_start = True
+            if not self.live:
+                self.out.write("\r\x1b[K")
+                self._at_line_start = True
+
+    # -- the live region ---------------------------------------------------------------
+
+    def _start_live(self) -> None:
+        if not self.live:
+            return
+        self._running = True
+        self._region_rows = 0
+        self._input_seen = self.input.submitted if self.input is not None else 0
+        self._stale = True
+        self._wake.set()
+
+    def _stop_live(self) -> None:
+        if not self._running:
+            return
+        self._flush_pending()
+        self._erase()
+        self._running = False
+        self._stale = False
+        self._spinners.clear()
+        self._tool_partial.clear()
+
+    def _region(self) -> list[tuple[str, int]]:
+        """The region's lines (each with the rows it takes), top to bottom."""
+        width = self._columns()
+        now = _now()
+        frame = _FRAMES[self._frame % len(_FRAMES)]
+        lines: list[tuple[str, int]] = []
+        if self._thinking is not None:
+            partial = self._thinking_prefix_peek() + self._thinking.partial()
+            if partial:
+                lines.append((self._paint(self._tail(partial, width), _DIM + ";3"), 1))
+        if self._blocks is not None and self._open_render:
+            if self._blocks_shown:
+                lines.append(("", 1))
+            lines += [(line, 1) for line in self._open_render]
+        if self._text is not None:
+            partial = self._text.partial()
+            if partial:
+                lines.append((self._tail(partial, width), 1))
+        for call_id, (name, started) in self._spinners.items():
+            open_line = self._tool_partial.get(call_id)
+            if open_line and self._tool_lines.get(call_id, 0) < self.MAX_RESULT_LINES:
+                lines.append((self._paint(self._tail(f"  │ {open_line}", width), _DIM), 1))
+            text = f"{frame} {name} running… {now - started:.0f}s"
+            lines.append((self._paint(self._tail(text, width), _CYAN), 1))
+        if self._waiting and not self._spinners:
+            text = f"{frame} waiting for the model… {now - self._waiting_since:.0f}s"
+            lines.append((self._paint(self._tail(text, width), _DIM), 1))
+        room = max(1, self._rows() - 1)
+        if self.input is not None:
+            typed = self.input.typed()
+            if typed is not None:
+                room -= 1 + len(typed) // (width + 1)
+                lines = lines[-room:] if room > 0 else []
+                # Not painted: the reader's own echo goes on after it.
+                lines.append((typed, 1 + len(typed) // (width + 1)))
+                return lines
+        return lines[-room:]
+
+    def _thinking_prefix_peek(self) -> str:
+        return "thinking: " if self._thinking_first else ""
+
+    def _draw(self) -> None:
+        self._erase()
+        lines = self._region()
+        if lines:
+            self.out.write("\n".join(text for text, _ in lines))
+        self._region_rows = sum(rows for _, rows in lines)
+        self._stale = False
+
+    def _erase(self) -> None:
+        """Remove the region; the cursor goes where it started."""
+        moved = 0
+        if self.input is not None:
+            moved = self.input.submitted - self._input_seen
+            self._input_seen = self.input.submitted
+        up = max(0, self._region_rows - 1 + moved)
+        if self._region_rows or moved:
+            self.out.write("\r" + (f"\x1b[{up}A" if up else "") + "\x1b[J")
+        self._region_rows = 0
+
+    def _columns(self) -> int:
+        return max(20, self._size().columns - 1)
+
+    def _rows(self) -> int:
+        return max(4, self._size().lines)
+
+    def _size(self) -> os.terminal_size:
+        try:
+            return os.get_terminal_size(self.out.fileno())
+        except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+            return os.terminal_size((80, 24))
+
+    @staticmethod
+    def _tail(text: str, width: int) -> str:
+        text = text.replace("\t", "    ")
+        return text if len(text) <= width else "…" + text[-(width - 1) :]
 
     # -- output -------------------------------------------------------------------------
 
@@ -418,8 +763,23 @@ class Renderer:
     def _write(self, text: str) -> None:
         if not text:
             return
-        self.out.write(text)
         self._at_line_start = text.endswith("\n")
+        if not self._running:
+            self.out.write(text)
+            return
+        # Above the live region: whole lines only (the region is drawn under them).
+        cut = text.rfind("\n")
+        if cut < 0:
+            self._pending.append(text)
+            return
+        self._erase()
+        self.out.write("".join(self._pending) + text[: cut + 1])
+        self._pending = [text[cut + 1 :]] if cut + 1 < len(text) else []
+        self._stale = True
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self._write("\n")
 
     def _line_break(self) -> None:
         self._clear_wait()

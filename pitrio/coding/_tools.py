@@ -390,7 +390,7 @@ class Workspace:
         if timeout is None:
             timeout = self.bash_timeout
         output = _OutputTail()
-        last_update = trio.current_time()
+        last_update = trio.current_time() - _UPDATE_INTERVAL  # the first output at once
 
         async def read_output(stream: trio.abc.ReceiveStream, done: trio.Event) -> None:
             nonlocal last_update

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 Reply = list[dict[str, Any]]
-"""The ``delta`` objects of one streamed answer, the last with ``finish_reason``."""
+"""The ``delta`` objects of one streamed answer, the last with ``finish_reason``; a
+``{"wait": threading.Event}`` part holds the stream (already sent parts flushed) until
+the test sets the event."""
 
 
 def text_reply(text: str) -> Reply:
@@ -61,6 +63,9 @@ class ChatServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 for part in reply:
+                    if "wait" in part:
+                        part["wait"].wait(30)
+                        continue
                     if "finish" in part:
                         choice = {"index": 0, "delta": {}, "finish_reason": part["finish"]}
                     else:
