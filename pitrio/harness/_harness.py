@@ -260,7 +260,12 @@ class Harness:
         return self._busy
 
     async def set_model(self, model: Model) -> None:
-        """Use ``model`` from the next request on; recorded in the session."""
+        """Use ``model`` from the next request on; recorded in the session.
+
+        Raises:
+            ArgumentTypeError: ``model`` is not a :class:`pitrio.Model`.
+        """
+        _check_model(model)
         self._config.model = model
         self._agent.state.model = model
         if self._session is not None:

@@ -461,7 +461,14 @@ class Session:
         The new session keeps the entries' ids, the labels of copied entries, the
         model, thinking level and name; its ``parent_session_id`` is this session.
         Pending changes of this session are flushed first.
+
+        Raises:
+            SessionNotFoundError: ``entry_id`` is not on the current branch.
+            UsageError: ``position`` is neither ``"at"`` nor ``"before"``.
         """
+        if position not in ("at", "before"):
+            msg = f'fork() position must be "at" or "before"; got {position!r}'
+            raise UsageError(msg)
         self._check_open()
         branch = self.get_branch()
         if entry_id is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import trio
 import trio.testing
 
 from pitrio import ArgumentTypeError, HarnessError, Model, PitrioError, UsageError
-from pitrio.harness import Harness, Hooks, Resources, ToolContext, TurnState
+from pitrio.harness import Harness, Hooks, InMemorySessionStore, Resources, ToolContext, TurnState
 from pitrio.harness._turn import TurnConfig
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
@@ -94,3 +95,27 @@ async def test_replacing_the_hook_registry_takes_effect(
     assert harness.hooks is replacement
     await harness.prompt("second")
     assert seen == ["old", "new"]
+
+
+async def test_set_model_refuses_what_is_not_a_model() -> None:
+    harness = Harness(model=MODEL, stream_fn=ScriptedModel([]))
+    bad: Any = "scripted/m2"
+    with pytest.raises(
+        ArgumentTypeError, match=re.escape("model must be a pitrio.Model; got 'scripted/m2'")
+    ):
+        await harness.set_model(bad)
+    assert harness.model is MODEL
+    with pytest.raises(ArgumentTypeError, match=re.escape("model must be a pitrio.Model")):
+        Harness(model=bad)
+
+
+async def test_fork_refuses_an_unknown_position() -> None:
+    store = InMemorySessionStore()
+    session = await store.create(cwd="/work")
+    first = await session.append_custom("note", {"n": 1})
+    position: Any = "after"
+    with pytest.raises(UsageError, match='position must be "at" or "before"; got \'after\''):
+        await session.fork(first, position=position)
+    assert len(await store.list()) == 1  # nothing was created
+    forked = await session.fork(first, position="before")
+    assert forked.entries == ()
