@@ -33,8 +33,6 @@ __all__ = [
     "prepare_branch_entries",
 ]
 
-# -- branch summaries --------------------------------------------------------------------
-
 BRANCH_SUMMARY_PREAMBLE: Final = (
     "The user explored a different conversation branch before returning here.\n"
     "Summary of that exploration:\n\n"

@@ -57,7 +57,7 @@ from ._session_state import (
     MAIN_BRANCH,
     SESSION_NAME,
     THINKING_LEVELS,
-    _State,
+    SessionState,
 )
 from ._store import ReadOnlyWriter, SessionInfo, StoreBase, resolve_cwd, sort_infos
 
@@ -190,7 +190,7 @@ def open_locked(path: str, flags: int, what: str) -> int:
 @attrs.define
 class _Loaded:
     header: dict[str, Any]
-    state: _State
+    state: SessionState
     legacy_writes: list[Write] | None
     legacy_usage: dict[str, Any] | None
     torn: bytes
@@ -257,7 +257,7 @@ def load_file(path: str, data: bytes) -> _Loaded:
             [_parse_json(line, path, i + 2) for i, line in enumerate(lines[1:]) if line.strip()],
             path,
         )
-        state = _State()
+        state = SessionState()
         try:
             state.apply(writes)
         except SessionFormatError as exc:
@@ -273,7 +273,7 @@ def load_file(path: str, data: bytes) -> _Loaded:
             f"{header['storageVersion']}; pitrio reads version {STORAGE_VERSION}"
         )
         raise SessionFormatError(msg)
-    state = _State()
+    state = SessionState()
     for index in range(1, len(lines)):
         line = lines[index]
         value = _parse_json(line, path, index + 1)
@@ -738,7 +738,7 @@ class JsonlSessionStore(StoreBase):
         }
         if parent_session_id is not None:
             header["parentSessionId"] = parent_session_id
-        state = _State()
+        state = SessionState()
         if initial:
             state.apply(initial)
             header["nextSeq"] = state.next_seq

@@ -65,7 +65,7 @@ from ._session_state import (
     PENDING_THINKING,
     SESSION_NAME,
     THINKING_LEVELS,
-    _State,
+    SessionState,
 )
 
 __all__ = ["Session"]
@@ -123,7 +123,7 @@ class Session:
         cwd: str,
         created_at: int,
         parent_session_id: str | None,
-        state: _State,
+        state: SessionState,
         writer: _Writer,
         store: _Creator,
         recovered: str | None = None,

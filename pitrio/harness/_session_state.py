@@ -5,7 +5,7 @@ at each address, list elements, usage rows, the next sequence number) with the c
 ``commit.js``'s ``validateCommittedWrites`` (sequence numbers increase, entry ids are
 new, parents exist), and the value addresses of ``values.js`` that pitrio reads and
 writes (branch tips, lane configuration and state, entry labels, the session name).
-Every store (memory, JSONL, SQLite) loads a session into a :class:`_State`.
+Every store (memory, JSONL, SQLite) loads a session into a :class:`SessionState`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ __all__ = [
     "PENDING_THINKING",
     "SESSION_NAME",
     "THINKING_LEVELS",
-    "_State",
-    "_replay",
+    "SessionState",
+    "replay_writes",
 ]
 
+# The value addresses (namespace, then key) of Pi's values.js that pitrio uses: pitrio
+# works on the "main" branch and lane; PENDING_THINKING is pitrio's own (a thinking level
+# set before any model, which Pi's lane configuration cannot hold yet).
 MAIN_BRANCH = "main"
 BRANCH_TIP = "pi.branch.tip"
 LANE_CONFIG = "pi.lane.config"
@@ -43,7 +46,7 @@ IDLE_LANE: dict[str, Any] = {"currentOperationId": None, "lastOperationId": None
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
-class _State:
+class SessionState:
     """Everything a session holds, rebuilt by replaying its writes (Pi's
     ``InMemoryStorageState``). Writes are validated before they are applied."""
 
@@ -168,8 +171,9 @@ class _State:
         return writes
 
 
-def _replay(transactions: Iterable[Sequence[Write]]) -> _State:
-    state = _State()
+def replay_writes(transactions: Iterable[Sequence[Write]]) -> SessionState:
+    """The state after applying ``transactions`` in order."""
+    state = SessionState()
     for transaction in transactions:
         state.apply(transaction)
     return state

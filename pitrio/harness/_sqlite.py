@@ -29,7 +29,7 @@ from ._entries import Write, new_id, now_ms
 from ._errors import SessionExistsError, SessionLockedError, SessionNotFoundError
 from ._jsonl import open_locked
 from ._session import Session
-from ._session_state import _State
+from ._session_state import SessionState
 from ._store import ReadOnlyWriter, SessionInfo, StoreBase, resolve_cwd, sort_infos
 
 __all__ = ["SqliteSessionStore"]
@@ -192,7 +192,7 @@ class SqliteSessionStore(StoreBase):
     ) -> Session:
         created = now_ms()
         sid = session_id or new_id(created)
-        state = _State()
+        state = SessionState()
         if initial:
             state.apply(initial)
         fd, lock_path = await trio.to_thread.run_sync(
@@ -346,7 +346,7 @@ class SqliteSessionStore(StoreBase):
             path=self.path,
         )
 
-    def _load(self, sid: str) -> _State:
+    def _load(self, sid: str) -> SessionState:
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN")
@@ -390,7 +390,7 @@ class SqliteSessionStore(StoreBase):
             finally:
                 conn.execute("COMMIT")
         writes.sort(key=lambda w: w["seq"])
-        state = _State()
+        state = SessionState()
         state.apply(writes)
         return state
 

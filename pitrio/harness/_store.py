@@ -22,7 +22,7 @@ import trio
 from ._entries import Write, new_id, now_ms
 from ._errors import SessionError, SessionExistsError, SessionLockedError, SessionNotFoundError
 from ._session import Session
-from ._session_state import _replay
+from ._session_state import replay_writes
 
 __all__ = [
     "InMemorySessionStore",
@@ -188,7 +188,7 @@ class InMemorySessionStore(StoreBase):
         if sid in self._records:
             msg = f"a session with id {sid!r} exists already"
             raise SessionExistsError(msg)
-        state = _replay([initial] if initial else [])
+        state = replay_writes([initial] if initial else [])
         record = _MemoryRecord(sid, cwd, created, parent_session_id, time.time())
         if initial:
             record.transactions.append(copy.deepcopy(list(initial)))
@@ -218,7 +218,7 @@ class InMemorySessionStore(StoreBase):
                 cwd=record.cwd,
                 created_at=record.created_at,
                 parent_session_id=record.parent_session_id,
-                state=_replay(copy.deepcopy(record.transactions)),
+                state=replay_writes(copy.deepcopy(record.transactions)),
                 writer=ReadOnlyWriter(),
                 store=self,
                 read_only=True,
@@ -226,7 +226,7 @@ class InMemorySessionStore(StoreBase):
         if session_id in self._open:
             msg = f"session {session_id} is already open for writing; close it first"
             raise SessionLockedError(msg)
-        state = _replay(copy.deepcopy(record.transactions))
+        state = replay_writes(copy.deepcopy(record.transactions))
         self._open.add(session_id)
         return Session(
             session_id=session_id,
