@@ -505,6 +505,14 @@ class Harness:
             self._compacted_in_run = False
             self._agent.state.messages = list(self._session.build_context().messages)
 
+    def _abort_scope(self) -> trio.CancelScope:
+        """A cancel scope that :meth:`abort` cancels (cancelled already if it was called);
+        the caller resets ``_cancel_scope`` when it leaves the scope."""
+        scope = self._cancel_scope = trio.CancelScope()
+        if self._abort_requested:
+            scope.cancel()
+        return scope
+
     def _drop_failed(self, message: AssistantMessage) -> None:
         """The failed response leaves the context (it stays in the session)."""
         messages = self._agent.state.messages
@@ -534,10 +542,7 @@ class Harness:
             )
         )
         self._drop_failed(message)
-        with trio.CancelScope() as scope:
-            self._cancel_scope = scope
-            if self._abort_requested:
-                scope.cancel()
+        with self._abort_scope() as scope:
             await trio.sleep(delay)
         self._cancel_scope = None
         if scope.cancelled_caught or self._abort_requested:
@@ -681,10 +686,7 @@ class Harness:
                 end = CompactionEnd(reason=reason, status="declined")
             else:
                 result: CompactionResult | None = None
-                with trio.CancelScope() as scope:
-                    self._cancel_scope = scope
-                    if self._abort_requested:
-                        scope.cancel()
+                with self._abort_scope() as scope:
                     result = await compact(
                         preparation,
                         stream_fn=self._bridge.stream,
