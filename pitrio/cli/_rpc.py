@@ -3,9 +3,10 @@
 Each command is one JSON object on one line (split on LF only; a trailing CR is
 dropped), with an optional ``id`` echoed in its response. Every command gets one
 response line ``{"type": "response", "command": ..., "success": true|false, ...}``;
-agent and harness events are written to stdout as JSON lines as they happen (Pi's
-wire form). Supported commands: ``prompt`` (``message``, optional ``images`` and, while
-the agent works, ``streamingBehavior``: ``"steer"`` or ``"followUp"``), ``steer``,
+events are written to stdout as JSON lines as they happen, as Pi's coding agent sends
+them (:func:`pitrio.cli._app.event_to_pi`: ``auto_compaction_*``, ``auto_retry_*``).
+Supported commands: ``prompt`` (``message``, optional ``images`` and, while the agent
+works, ``streamingBehavior``: ``"steer"`` or ``"followUp"``), ``steer``,
 ``follow_up``, ``abort``, ``get_state``, ``get_messages``, ``set_model``
 (``provider``, ``modelId``), ``set_thinking_level`` (``level``), ``compact``
 (optional ``customInstructions``) and ``new_session``. End of input waits for the
@@ -22,13 +23,13 @@ from typing import Any, BinaryIO, TextIO, get_args
 
 import trio
 
-from pitrio import ImageContent, ThinkingLevel, UsageError, wire
+from pitrio import ImageContent, Model, ThinkingLevel, UsageError, wire
 from pitrio.harness import HarnessEvent, SessionError
 
-from ._app import App, event_to_wire
+from ._app import App, event_to_pi
 from ._setup import EXIT_OK
 
-__all__ = ["run_rpc"]
+__all__ = ["model_to_pi", "run_rpc"]
 
 
 class _CommandError(Exception):
@@ -48,7 +49,9 @@ async def run_rpc(app: App, stdin: TextIO, out: TextIO) -> int:
         out.flush()
 
     def emit(event: HarnessEvent) -> None:
-        write(event_to_wire(event))
+        data = event_to_pi(event, app.session)
+        if data is not None:
+            write(data)
 
     app.subscribe(emit)
     raw = _binary(stdin)
@@ -101,6 +104,23 @@ async def run_rpc(app: App, stdin: TextIO, out: TextIO) -> int:
                 write(result)
         await app.harness.wait_for_idle()
     return EXIT_OK
+
+
+def model_to_pi(model: Model) -> dict[str, Any]:
+    """A model as Pi's RPC mode sends it: camelCase keys, absent optional fields left out."""
+    data: dict[str, Any] = {}
+    for key, value in wire.unstructure(model).items():
+        if value is None:
+            continue
+        if key == "cost":
+            value = {_camel(k): v for k, v in value.items()}
+        data[_camel(key)] = value
+    return data
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def _images(command: dict[str, Any]) -> list[ImageContent]:
@@ -170,7 +190,7 @@ async def _handle(app: App, nursery: trio.Nursery, command: dict[str, Any]) -> A
         agent = harness.agent
         session = app.session
         return {
-            "model": wire.unstructure(app.model),
+            "model": model_to_pi(app.model),
             "thinkingLevel": app.thinking,
             "isStreaming": harness.is_busy,
             "isCompacting": False,
@@ -239,7 +259,7 @@ async def _set_model(app: App, command: dict[str, Any]) -> Any:
         raise _CommandError(msg)
     if app.settings.offline or app.settings.stream_fn is not None or app.settings.base_url:
         if provider == app.model.provider and model_id == app.model.id:
-            return wire.unstructure(app.model)
+            return model_to_pi(app.model)
         msg = (
             f"Model not found: {provider}/{model_id} (this run uses a fixed model: "
             "the offline replay, a --base-url server or a test model)"
@@ -252,4 +272,4 @@ async def _set_model(app: App, command: dict[str, Any]) -> Any:
         msg = f"Model not found: {provider}/{model_id}"
         raise _CommandError(msg)
     await app.set_model(model)
-    return wire.unstructure(model)
+    return model_to_pi(model)

@@ -15,7 +15,8 @@ import pytest
 Reply = list[dict[str, Any]]
 """The ``delta`` objects of one streamed answer, the last with ``finish_reason``; a
 ``{"wait": threading.Event}`` part holds the stream (already sent parts flushed) until
-the test sets the event."""
+the test sets the event; a first part ``{"status": 503, "body": {...}, "headers": {...}}``
+answers with that HTTP error instead."""
 
 
 def text_reply(text: str) -> Reply:
@@ -59,6 +60,17 @@ class ChatServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
                 reply = server.script(body)
+                if reply and "status" in reply[0]:  # an HTTP error instead of a stream
+                    error = reply[0]
+                    payload = json.dumps(error.get("body", {})).encode()
+                    self.send_response(error["status"])
+                    for name, value in error.get("headers", {}).items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()

@@ -46,7 +46,7 @@ def test_json_mode_on_the_offline_replay(cli_env: dict[str, str], tmp_path: Path
     outputs = [e["result"]["content"][0]["text"] for e in ends if e["toolName"] == "bash"]
     assert "AssertionError" in outputs[0]
     assert outputs[1] == "all checks passed"
-    assert events[-1]["type"] == "settled"
+    assert events[-1]["type"] == "agent_end"
 
 
 def test_print_mode_status_reflects_failure(
@@ -132,7 +132,8 @@ def test_rpc_prompt_steer_follow_up_and_state(
     assert users == ["slow", "steered", "later"]
     types = [line["type"] for line in lines]
     assert "tool_execution_end" in types
-    assert types[-1] == "settled"
+    assert types[-1] == "agent_end"  # Pi sends no harness-only events (settled, save_point)
+    assert not {"settled", "save_point"} & set(types)
 
 
 def test_rpc_refuses_mutating_tools_without_yes(
@@ -195,3 +196,129 @@ def test_rpc_parse_errors_are_responses(
     assert got[0]["error"].startswith("Failed to parse command:")
     assert got[1] == {"type": "response", "command": "prompt", "success": True}
     assert last_user_text(server.requests[0]) == "a\u2028b"  # U+2028 is not a line break
+
+
+# -- Pi's coding-agent event shapes ----------------------------------------------------
+
+PI_EVENT_KEYS = {
+    "auto_retry_start": {"type", "attempt", "maxAttempts", "delayMs", "errorMessage"},
+    "auto_retry_end": {"type", "success", "attempt"},
+    "auto_compaction_start": {"type", "reason"},
+    "auto_compaction_end": {"type", "result", "aborted", "willRetry"},
+}
+
+
+def harness_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    agent = {"agent_start", "agent_end", "turn_start", "turn_end", "response"}
+    return [
+        line
+        for line in lines
+        if line["type"] not in agent
+        and not line["type"].startswith(("message_", "tool_execution_"))
+    ]
+
+
+def test_rpc_sends_pis_auto_retry_events(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    requests = 0
+
+    def script(body: dict[str, Any]) -> Reply:
+        nonlocal requests
+        requests += 1
+        if requests == 1:
+            return [{"status": 503, "body": {"error": {"message": "overloaded"}}}]
+        return text_reply("recovered")
+
+    server = serve(script)
+    stdin = json.dumps({"type": "prompt", "message": "hi"}) + "\n"
+    proc = pitrio(
+        ["--base-url", server.url, "--model", "m", "--mode", "rpc"], cli_env, workdir, stdin
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    extra = harness_lines(lines)
+    assert [e["type"] for e in extra] == ["auto_retry_start", "auto_retry_end"]
+    start, end = extra
+    assert set(start) == PI_EVENT_KEYS["auto_retry_start"]
+    assert (start["attempt"], start["maxAttempts"]) == (1, 3)
+    assert isinstance(start["delayMs"], int)
+    assert start["delayMs"] > 100  # milliseconds, not the harness's seconds
+    assert "overloaded" in start["errorMessage"]
+    assert end == {"type": "auto_retry_end", "success": True, "attempt": 1}
+    assert requests == 2
+
+
+def test_rpc_sends_pis_auto_compaction_events_and_a_manual_compact_none(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    """An overflow error: ``auto_compaction_start`` (reason overflow) and
+    ``auto_compaction_end`` with the result and ``willRetry``, then the retried answer;
+    the ``compact`` command answers in its response only, as Pi's does."""
+    requests: list[str] = []
+
+    def script(body: dict[str, Any]) -> Reply:
+        requests.append(last_user_text(body))
+        if len(requests) == 3:
+            message = "This model's maximum context length is 8192 tokens. However, your "
+            message += "messages resulted in 9000 tokens."
+            return [{"status": 400, "body": {"error": {"message": message}}}]
+        return text_reply(f"answer {len(requests)}")
+
+    server = serve(script)
+    argv = ["--cwd", str(workdir), "--base-url", server.url, "--model", "m", "--mode", "rpc"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pitrio", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    lines: list[dict[str, Any]] = []
+
+    def send(command: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(json.dumps(command) + "\n")
+        proc.stdin.flush()
+        for raw in proc.stdout:
+            lines.append(json.loads(raw))
+            if lines[-1]["type"] == "response":
+                return lines[-1]
+        raise AssertionError(proc.stderr)
+
+    def wait_idle() -> None:
+        while send({"type": "get_state"})["data"]["isStreaming"]:
+            pass
+
+    with proc, proc.stdin, proc.stdout:
+        for text in ("one", "two", "three"):
+            assert send({"type": "prompt", "message": text})["success"]
+            wait_idle()
+        compacted = send({"type": "compact"})
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    extra = harness_lines(lines)
+    assert [e["type"] for e in extra] == ["auto_compaction_start", "auto_compaction_end"]
+    start, end = extra
+    assert start == {"type": "auto_compaction_start", "reason": "overflow"}
+    assert set(end) == PI_EVENT_KEYS["auto_compaction_end"]
+    assert (end["aborted"], end["willRetry"]) == (False, True)
+    assert set(end["result"]) == {"summary", "firstKeptEntryId", "tokensBefore", "details"}
+    assert end["result"]["summary"] == "answer 4"  # the summary request's answer
+    assert requests[4] == "three"  # the overflowed request, retried after compaction
+    assert compacted["success"] is True
+    assert set(compacted["data"]) == {"summary", "firstKeptEntryId", "tokensBefore", "details"}
+
+
+def test_rpc_state_model_is_camel_case(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    lines, server = rpc(serve, cli_env, workdir, [{"type": "get_state"}])
+    model = responses(lines)[0]["data"]["model"]
+    assert model["baseUrl"] == server.url
+    assert model["contextWindow"] == 128000
+    assert set(model["cost"]) == {"input", "output", "cacheRead", "cacheWrite"}
+    assert not [key for key in model if "_" in key]
