@@ -23,6 +23,21 @@ EXAMPLES = ROOT / "docs" / "examples"
 EXPECTED_OUTPUT = {
     "first_agent.py": ["agent_start", "tool_execution_end", "agent_end", "2 + 3 = 5"],
     "steer_and_abort.py": ["Done, and the public API is unchanged.", "aborted"],
+    # the guides (docs/loop.md, docs/harness.md)
+    "agent_loop.py": [
+        "agent_start",
+        "tool_execution_end",
+        "agent_end",
+        "['user', 'assistant', 'toolResult', 'assistant']",
+    ],
+    "harness_quickstart.py": [
+        "settled",
+        "You are in /srv/project.",
+        "user",
+        "assistant",
+        "toolResult",
+        "assistant",
+    ],
     # the tutorial's chapters (docs/tutorial/)
     "writing_tools.py": [
         'weather error: Validation failed for tool "weather":',
@@ -108,3 +123,11 @@ def test_readme_python_blocks_are_the_example_files() -> None:
         assert block in examples, f"README block is not a file of docs/examples:\n{block[:200]}"
     shown = {examples[block] for block in blocks}
     assert shown >= README_EXAMPLES
+
+
+def test_every_example_file_is_run() -> None:
+    files = {path.name for path in EXAMPLES.glob("*.py")}
+    assert files == set(EXPECTED_OUTPUT), (
+        f"docs/examples/ files not run here: {sorted(files - set(EXPECTED_OUTPUT))};"
+        f" names here without a file: {sorted(set(EXPECTED_OUTPUT) - files)}"
+    )
