@@ -92,6 +92,9 @@ _EXTERNAL = {
     "httpx.Request": _HTTPX + "#request",
     # cattrs' inventory is not committed in _inv/ (its docs are not reachable from here)
     "cattrs.Converter": "https://catt.rs/en/stable/cattrs.html#cattrs.Converter",
+    # nor Hypothesis' (pitrio.testing's strategies return its SearchStrategy)
+    "hypothesis.strategies.SearchStrategy": "https://hypothesis.readthedocs.io/en/latest/"
+    "reference/api.html#hypothesis.strategies.SearchStrategy",
 }
 # Names a signature shows that no package exports (type aliases, a class reached through a
 # public one): each is described once in reference/types.md under its private path.
@@ -127,8 +130,9 @@ def _resolve_missing(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     if target in _EXTERNAL:
         from docutils import nodes
 
+        site = target.split(".")[0]
         link = nodes.reference(
-            "", "", internal=False, refuri=_EXTERNAL[target], reftitle="(in httpx)"
+            "", "", internal=False, refuri=_EXTERNAL[target], reftitle=f"(in {site})"
         )
         link.append(contnode)
         return link

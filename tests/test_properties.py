@@ -1,6 +1,7 @@
 """Property tests: random scripted runs of one Agent in virtual time.
 
-Each example builds a scenario (scripted model responses, tool batches with delays,
+Each example builds a scenario (model answers drawn by the public
+:func:`pitrio.testing.scripted_responses`, tool batches with delays,
 failures, ``before_tool_call`` blocks and terminate flags, steering and follow-up
 pushes and an abort at drawn virtual times), plays it with :func:`run_virtual` and
 checks the invariants every run must satisfy, aborted or not. Hypothesis cannot use
@@ -15,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias, assert_never
+from typing import Any, Literal, TypeAlias, assert_never, cast
 
 import attrs
 import pytest
@@ -37,6 +38,7 @@ from pitrio import (
     MessageUpdate,
     TextContent,
     Tool,
+    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -47,7 +49,13 @@ from pitrio import (
     UserMessage,
     text_result,
 )
-from pitrio.testing import ScriptedModel, ScriptedResponse, check_trace, run_virtual
+from pitrio.testing import (
+    ScriptedModel,
+    ScriptedResponse,
+    check_trace,
+    run_virtual,
+    scripted_responses,
+)
 
 HANG_LIMIT = 10_000.0
 """Virtual seconds after which a run counts as hung (the clock jumps there at once)."""
@@ -102,6 +110,7 @@ class TurnPlan:
     delay: int = 0
     chunk_size: int | None = None
     checkpoint_each_event: bool = False
+    response: ScriptedResponse | None = None  # drawn; else built from the fields above
 
 
 Action: TypeAlias = tuple[float, Literal["steer", "follow_up", "abort"]]
@@ -130,41 +139,49 @@ class Scenario:
         return not self.actions
 
 
-def call_plans(turn: int, *, max_calls: int = 4) -> st.SearchStrategy[tuple[CallPlan, ...]]:
-    @st.composite
-    def build(draw: st.DrawFn) -> tuple[CallPlan, ...]:
-        n = draw(st.integers(1, max_calls))
-        calls: list[CallPlan] = []
-        for i in range(n):
-            calls.append(
-                CallPlan(
-                    id=f"t{turn}c{i}",
-                    tool=draw(st.sampled_from(["work", "work", "work", "seq", "missing"])),
-                    delay=draw(st.integers(0, 4)),
-                    raises=draw(st.booleans()),
-                    terminate=draw(st.booleans()),
-                    updates=draw(st.integers(0, 2)),
-                    block=draw(st.integers(0, 3)) == 0,
-                    block_reason=draw(st.sampled_from([None, "", f"blocked t{turn}c{i}"])),
-                    block_terminate=draw(st.booleans()),
-                )
-            )
-        return tuple(calls)
+@st.composite
+def call_plan(draw: st.DrawFn, call: ToolCall) -> CallPlan:
+    """How the tool (and the hook) behave for one of the model's tool calls."""
+    return CallPlan(
+        id=call.id,
+        tool=cast(Literal["work", "seq", "missing"], call.name),
+        delay=draw(st.integers(0, 4)),
+        raises=draw(st.booleans()),
+        terminate=draw(st.booleans()),
+        updates=draw(st.integers(0, 2)),
+        block=draw(st.integers(0, 3)) == 0,
+        block_reason=draw(st.sampled_from([None, "", f"blocked {call.id}"])),
+        block_terminate=draw(st.booleans()),
+    )
 
-    return build()
+
+_TOOLS = ["work", "work", "work", "seq", "missing"]  # "seq" forces a sequential batch
+_STOP_REASONS: list[Any] = ["toolUse"] * 4 + ["stop", "length", "error"]
 
 
 @st.composite
 def turn_plans(draw: st.DrawFn, turn: int) -> TurnPlan:
-    kinds: list[TurnKind] = ["tools", "tools", "tools", "tools", "text", "length", "error"]
-    kind = draw(st.sampled_from(kinds))
-    calls = draw(call_plans(turn)) if kind in ("tools", "length") else ()
+    """A model answer from the public strategy, and a plan for each of its tool calls."""
+    response = draw(
+        scripted_responses(
+            _TOOLS, stop_reasons=_STOP_REASONS, max_tool_calls=4, id_prefix=f"t{turn}c"
+        )
+    )
+    tool_calls = [b for b in response.content if isinstance(b, ToolCall)]
+    kind: TurnKind = "text"
+    if response.stop_reason == "toolUse":
+        kind = "tools"
+    elif response.stop_reason == "error":
+        kind = "error"
+    elif response.stop_reason == "length" and tool_calls:
+        kind = "length"
     return TurnPlan(
         kind=kind,
-        calls=calls,
-        delay=draw(st.integers(0, 2)),
-        chunk_size=draw(st.sampled_from([None, 1, 3])),
-        checkpoint_each_event=draw(st.booleans()),
+        calls=tuple(draw(call_plan(call)) for call in tool_calls),
+        delay=int(response.delay),
+        chunk_size=response.chunk_size,
+        checkpoint_each_event=response.checkpoint_each_event,
+        response=response,
     )
 
 
@@ -255,6 +272,8 @@ def _all_tasks() -> set[trio.lowlevel.Task]:
 
 
 def _response(plan: TurnPlan, n: int) -> ScriptedResponse:
+    if plan.response is not None:
+        return plan.response
     common: dict[str, Any] = {
         "delay": plan.delay,
         "chunk_size": plan.chunk_size,
