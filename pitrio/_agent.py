@@ -72,6 +72,10 @@ DEFAULT_MODEL = Model(
     max_tokens=0,
 )
 
+_DEFAULT_OPTIONS = StreamOptions()
+"""The request template of every agent given none (never mutated: each run's requests
+copy it)."""
+
 _BUSY_PROMPT = (
     "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
     "or wait for completion."
@@ -122,16 +126,25 @@ class _Queue:
     __slots__ = ("messages", "mode")
 
     def __init__(self, mode: QueueMode) -> None:
-        self.messages: list[AgentMessage] = []
+        # A list once something is queued: most agents never queue anything.
+        self.messages: list[AgentMessage] | tuple[()] = ()
         self.mode: QueueMode = mode
 
+    def push(self, message: AgentMessage) -> None:
+        if isinstance(self.messages, list):
+            self.messages.append(message)
+        else:
+            self.messages = [message]
+
     def drain(self) -> list[AgentMessage]:
-        if not self.messages:
+        messages = self.messages
+        if not messages:
             return []
         if self.mode == "all":
-            drained, self.messages = self.messages, []
-            return drained
-        return [self.messages.pop(0)]
+            self.messages = ()
+            return list(messages)
+        assert isinstance(messages, list)  # not empty
+        return [messages.pop(0)]
 
 
 @final
@@ -208,8 +221,9 @@ class Agent:
         self.should_stop_after_turn = should_stop_after_turn
         self.prepare_next_turn = prepare_next_turn
         self.tool_execution = tool_execution
-        self.stream_options = stream_options if stream_options is not None else StreamOptions()
-        self._listeners: list[Listener] = []
+        # Built on first use (most agents keep the defaults: the runs share one).
+        self._stream_options = stream_options
+        self._listeners: tuple[Listener, ...] = ()
         self._steering = _Queue(steering_mode)
         self._follow_up = _Queue(follow_up_mode)
         self._run: _Run | None = None
@@ -227,8 +241,21 @@ class Agent:
                     self._listeners = self._listeners[:i] + self._listeners[i + 1 :]
                     return
 
-        self._listeners = [*self._listeners, listener]
+        self._listeners = (*self._listeners, listener)
         return unsubscribe
+
+    @property
+    def stream_options(self) -> StreamOptions:
+        """The template of each request's options (signal, key and reasoning are set
+        per request)."""
+        options = self._stream_options
+        if options is None:
+            options = self._stream_options = StreamOptions()
+        return options
+
+    @stream_options.setter
+    def stream_options(self, options: StreamOptions) -> None:
+        self._stream_options = options
 
     @property
     def steering_mode(self) -> QueueMode:
@@ -250,17 +277,17 @@ class Agent:
 
     def steer(self, message: AgentMessage | str) -> None:
         """Queue a message to deliver after the current turn (before the next request)."""
-        self._steering.messages.append(_as_message(message))
+        self._steering.push(_as_message(message))
 
     def follow_up(self, message: AgentMessage | str) -> None:
         """Queue a message to deliver when the agent would otherwise stop."""
-        self._follow_up.messages.append(_as_message(message))
+        self._follow_up.push(_as_message(message))
 
     def clear_steering_queue(self) -> None:
-        self._steering.messages = []
+        self._steering.messages = ()
 
     def clear_follow_up_queue(self) -> None:
-        self._follow_up.messages = []
+        self._follow_up.messages = ()
 
     def clear_all_queues(self) -> None:
         self.clear_steering_queue()
@@ -443,7 +470,9 @@ class Agent:
             prepare_next_turn=(
                 (lambda turn: prepare(turn, self.signal)) if prepare is not None else None
             ),
-            stream_options=self.stream_options,
+            stream_options=(
+                self._stream_options if self._stream_options is not None else _DEFAULT_OPTIONS
+            ),
         )
 
     async def _run_with_lifecycle(
@@ -573,7 +602,7 @@ class Agent:
 
 async def _finish_listeners(
     pending: Awaitable[object],
-    listeners: list[Listener],
+    listeners: tuple[Listener, ...],
     start: int,
     event: AgentEvent,
     signal: AbortSignal,
