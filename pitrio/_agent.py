@@ -568,11 +568,11 @@ class Agent:
         # fails mypy here until it is handled.
         if type(event) is MessageUpdate or type(event) is MessageStart:
             state.streaming_message = event.message
-        elif type(event) is ToolExecutionUpdate or type(event) is TurnStart:
-            pass
         elif type(event) is MessageEnd:
             state.streaming_message = None
             state._messages.append(event.message)
+        elif type(event) is ToolExecutionUpdate or type(event) is TurnStart:
+            pass
         elif type(event) is ToolExecutionStart:
             state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}
         elif type(event) is ToolExecutionEnd:
@@ -591,8 +591,10 @@ class Agent:
         if run is None:
             msg = "Agent listener invoked outside active run"
             raise RuntimeError(msg)
-        signal = run.signal
         listeners = self._listeners
+        if not listeners:
+            return None
+        signal = run.signal
         for index, listener in enumerate(listeners):
             result = listener(event, signal)
             if result is not None and is_awaitable(result):

@@ -251,7 +251,7 @@ async def _poll(fn: Callable[[], MaybeAwaitable] | None) -> list[AgentMessage]:
     if fn is None:
         return []
     result = fn()
-    if is_awaitable(result):
+    if type(result) is not list and is_awaitable(result):
         result = await result
     return list(result) if result else []
 
@@ -265,13 +265,17 @@ async def _run_loop(
     stream_fn: StreamFn,
 ) -> None:
     requests = _Requests(stream_fn)
+    # Pi's lastCompletedTurn: built only for the hooks that receive it.
+    turned = False
     last_turn: TurnContext | None = None
+    wants_turn = config.prepare_next_turn is not None or config.should_stop_after_turn is not None
     pending = await _poll(config.get_steering_messages)
     while True:
         has_more_tool_calls = True
         while has_more_tool_calls or pending:
-            if last_turn is not None:
+            if turned:
                 if config.prepare_next_turn is not None:
+                    assert last_turn is not None
                     update = await maybe_await(config.prepare_next_turn(last_turn))
                     if update is not None:
                         if update.context is not None:
@@ -309,7 +313,7 @@ async def _run_loop(
                 await emit(AgentEnd(messages=tuple(new_messages)))
                 return
 
-            tool_calls = [b for b in message.content if isinstance(b, ToolCall)]
+            tool_calls = [b for b in message.content if type(b) is ToolCall]
             tool_results: tuple[ToolResultMessage, ...] = ()
             has_more_tool_calls = False
             if tool_calls:
@@ -326,17 +330,19 @@ async def _run_loop(
             pending_emit = emit.now(TurnEnd(message=message, tool_results=tool_results))
             if pending_emit is not None:
                 await pending_emit
-            last_turn = TurnContext(
-                message=message,
-                tool_results=tool_results,
-                context=context,
-                new_messages=new_messages,
-            )
-            if config.should_stop_after_turn is not None and await maybe_await(
-                config.should_stop_after_turn(last_turn)
-            ):
-                await emit(AgentEnd(messages=tuple(new_messages)))
-                return
+            turned = True
+            if wants_turn:
+                last_turn = TurnContext(
+                    message=message,
+                    tool_results=tool_results,
+                    context=context,
+                    new_messages=new_messages,
+                )
+                if config.should_stop_after_turn is not None and await maybe_await(
+                    config.should_stop_after_turn(last_turn)
+                ):
+                    await emit(AgentEnd(messages=tuple(new_messages)))
+                    return
             pending = await _poll(config.get_steering_messages)
 
         follow_ups = await _poll(config.get_follow_up_messages)
@@ -392,7 +398,9 @@ async def _stream_assistant_response(
     messages: list[AgentMessage] = context.messages
     if config.transform_context is not None:
         messages = await maybe_await(config.transform_context(messages, signal))
-    llm_messages = await maybe_await(config.convert_to_llm(messages))
+    llm_messages = config.convert_to_llm(messages)
+    if type(llm_messages) is not list and is_awaitable(llm_messages):
+        llm_messages = await llm_messages
     llm_context = Context(
         system_prompt=context.system_prompt, messages=llm_messages, tools=context.tools
     )
