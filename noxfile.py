@@ -28,14 +28,16 @@ def realserver(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff: lint rules from pyproject.toml."""
     session.install("ruff==0.17.6")
-    session.run("ruff", "check", "pitrio", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "pitrio", "tests", "benchmarks", "docs/examples", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over the package, the tests and the benchmarks."""
+    """mypy --strict over the package, the tests, the benchmarks and docs/examples."""
     session.install("-e", ".[test,bench]", "mypy==2.4.1")
     session.run("mypy", "--strict")
+    # the documentation's examples, against pitrio's API (not part of the package's files)
+    session.run("mypy", "--strict", "--follow-imports=silent", "docs/examples")
 
 
 @nox.session(python=PYTHON)

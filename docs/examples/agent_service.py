@@ -7,41 +7,43 @@ Serve it with ``trio.serve_tcp(service.handle, 8000, host="127.0.0.1")``. main()
 it over in-memory streams instead, so the file runs (and is tested) without a network.
 """
 
+from collections.abc import Callable
+
 import h11
 import trio
 import trio.testing
 
-from pitrio import Agent, AgentBusyError
+from pitrio import Agent, AgentBusyError, AssistantMessage, Context, TextContent, UserMessage
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 
 class AgentService:
-    def __init__(self, make_agent):
+    def __init__(self, make_agent: Callable[[], Agent]) -> None:
         self.make_agent = make_agent
-        self.agents = {}  # conversation id -> Agent (idle agents cost a few KB each)
+        self.agents: dict[str, Agent] = {}  # conversation id -> Agent (a few KB each when idle)
 
-    async def handle(self, stream):
+    async def handle(self, stream: trio.abc.Stream) -> None:
         """One connection, one request (``serve_tcp`` runs each in its own task)."""
         conn = h11.Connection(h11.SERVER)
-        request, body = None, b""
+        target, body = b"", b""
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                conn.receive_data(await stream.receive_some(65536))
+                conn.receive_data(bytes(await stream.receive_some(65536)))
             elif isinstance(event, h11.Request):
-                request = event
+                target = event.target
             elif isinstance(event, h11.Data):
                 body += event.data
             elif isinstance(event, h11.EndOfMessage):
                 break
-        status, text = await self.route(request.target.decode(), body.decode())
+        status, text = await self.route(target.decode(), body.decode())
         data = text.encode()
         headers = [("content-type", "text/plain"), ("content-length", str(len(data)))]
         await stream.send_all(conn.send(h11.Response(status_code=status, headers=headers)))
         await stream.send_all(conn.send(h11.Data(data=data)) + conn.send(h11.EndOfMessage()))
         await stream.aclose()
 
-    async def route(self, path, body):
+    async def route(self, path: str, body: str) -> tuple[int, str]:
         parts = path.strip("/").split("/")
         if len(parts) == 3 and parts[0] == "c" and parts[2] == "abort":
             agent = self.agents.get(parts[1])
@@ -59,14 +61,17 @@ class AgentService:
             except AgentBusyError as exc:
                 return 409, str(exc)
             last = agent.state.messages[-1]
+            assert isinstance(last, AssistantMessage)  # a run ends with the model's answer
             if last.stop_reason in ("error", "aborted"):
                 return 200, f"[{last.stop_reason}] {last.error_message or ''}".strip()
             return 200, last.text
         return 404, "no such route"
 
 
-def reply(context):
-    said = context.messages[-1].content[0].text
+def reply(context: Context) -> ScriptedResponse:
+    last = context.messages[-1]
+    assert isinstance(last, UserMessage)
+    said = "".join(block.text for block in last.content if isinstance(block, TextContent))
     if said == "think hard":
         return ScriptedResponse.text("Hmm... " * 100, chunk_size=7, delay=60.0)
     return ScriptedResponse.text(f"echo: {said} ({len(context.messages)} messages so far)")
@@ -75,7 +80,7 @@ def reply(context):
 service = AgentService(lambda: Agent(stream_fn=ScriptedModel(reply)))
 
 
-async def request(path, body=""):
+async def request(path: str, body: str = "") -> tuple[int, str]:
     """A tiny HTTP client over an in-memory connection to the service."""
     client, server = trio.testing.memory_stream_pair()
     async with trio.open_nursery() as nursery:
@@ -85,11 +90,11 @@ async def request(path, body=""):
         await client.send_all(conn.send(h11.Request(method="POST", target=path, headers=headers))
                               + conn.send(h11.Data(data=body.encode()))
                               + conn.send(h11.EndOfMessage()))
-        status, text = None, b""
+        status, text = 0, b""
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                conn.receive_data(await client.receive_some(65536))
+                conn.receive_data(bytes(await client.receive_some(65536)))
             elif isinstance(event, h11.Response):
                 status = event.status_code
             elif isinstance(event, h11.Data):
@@ -98,8 +103,8 @@ async def request(path, body=""):
                 return status, text.decode()
 
 
-async def main():
-    async def show(path, body=""):
+async def main() -> None:
+    async def show(path: str, body: str = "") -> None:
         status, text = await request(path, body)
         print(path, status, text)
 

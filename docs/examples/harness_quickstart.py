@@ -1,32 +1,39 @@
+from collections.abc import Callable
+from typing import Any
+
 import trio
 
-from pitrio import Model, Tool, text_result
+from pitrio import AbortSignal, Model, Tool, ToolResult, text_result
 from pitrio.harness import (
     Harness,
     InMemorySessionStore,
     RetrySettings,
+    ToolCallEvent,
     ToolCallResult,
     ToolContext,
+    TurnState,
 )
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 
 def where_tool(context: ToolContext) -> Tool:
     # A tool factory: the harness binds it to its working directory.
-    async def execute(call_id, params, signal, on_update):
+    async def execute(
+        call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+    ) -> ToolResult:
         return text_result(f"you are in {context.cwd}")
 
     return Tool(name="where", description="Where am I?", execute=execute,
                 parameters={"type": "object"})
 
 
-def system_prompt(turn):
+def system_prompt(turn: TurnState) -> str:
     # Called before every model request, with that request's state.
     tools = ", ".join(tool.name for tool in turn.tools)
     return f"You are a helpful agent on {turn.model.id}. Tools: {tools}."
 
 
-def no_rm(event):
+def no_rm(event: ToolCallEvent) -> ToolCallResult | None:
     if event.tool_name == "rm":
         return ToolCallResult(block=True, reason="rm is not allowed")
     return None
@@ -39,7 +46,7 @@ model = ScriptedModel([
 ])
 
 
-async def main():
+async def main() -> None:
     store = InMemorySessionStore()
     session = await store.create(cwd="/srv/project")
     harness = Harness(

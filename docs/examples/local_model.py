@@ -1,9 +1,11 @@
 import json
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import trio
 
-from pitrio import Agent, Tool, text_result
+from pitrio import AbortSignal, Agent, Tool, ToolResult, text_result
 from pitrio.providers import Models, openai_compatible
 
 # A Model says where and how to talk to a model; it holds no connection.
@@ -11,12 +13,12 @@ from pitrio.providers import Models, openai_compatible
 llama = openai_compatible("http://127.0.0.1:8080/v1", "qwen2.5-7b-instruct", provider="llama-cpp")
 
 
-def chunk(delta, finish_reason=None):
+def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
     choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
     return f"data: {json.dumps({'choices': [choice]})}\n\n"
 
 
-def fake_llama_server(request):
+def fake_llama_server(request: httpx.Request) -> httpx.Response:
     """What llama-server would answer, so this file runs offline. Delete it (and the
     `transport=` below) to talk to a real server."""
     body = json.loads(request.content)
@@ -33,11 +35,13 @@ def fake_llama_server(request):
     return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
 
 
-async def clock(call_id, params, signal, on_update):
+async def clock(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     return text_result("14:05")
 
 
-async def main():
+async def main() -> None:
     client = httpx.AsyncClient(transport=httpx.MockTransport(fake_llama_server))
     # Models owns the HTTP client for every model; a local server needs no real key.
     async with client, Models(client=client, get_api_key=lambda provider: "local") as models:

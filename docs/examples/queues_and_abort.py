@@ -1,17 +1,35 @@
+from collections.abc import Callable
+from typing import Any
+
 import trio
 
-from pitrio import Agent, Tool, text_result
+from pitrio import (
+    AbortSignal,
+    Agent,
+    AssistantMessage,
+    Context,
+    TextContent,
+    Tool,
+    ToolResult,
+    ToolResultMessage,
+    UserMessage,
+    text_result,
+)
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
-saved = []
+saved: list[str] = []
 
 
-async def slow_step(call_id, params, signal, on_update):
+async def slow_step(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     await trio.sleep(2.0)  # cancelled at this checkpoint by an abort
     return text_result("step done")
 
 
-async def save(call_id, params, signal, on_update):
+async def save(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     # Some work must not be cut in half: shield it from the run's cancel scope.
     with trio.CancelScope(shield=True):
         await trio.sleep(2.0)
@@ -19,12 +37,20 @@ async def save(call_id, params, signal, on_update):
     return text_result(f"saved {params['name']}")
 
 
-def model(context):
+def text_of(message: UserMessage | ToolResultMessage) -> str:
+    """The text of a message (its content may also hold images)."""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(block.text for block in message.content if isinstance(block, TextContent))
+
+
+def model(context: Context) -> ScriptedResponse:
     """Answers the last message: a stand-in for a model that follows instructions."""
     last = context.messages[-1]
-    if last.role == "toolResult":
-        return ScriptedResponse.text(f"({last.tool_name}: {last.content[0].text})")
-    said = last.content if isinstance(last.content, str) else last.content[0].text
+    if isinstance(last, ToolResultMessage):
+        return ScriptedResponse.text(f"({last.tool_name}: {text_of(last)})")
+    assert isinstance(last, UserMessage)
+    said = text_of(last)
     if said == "work":
         return ScriptedResponse.tool_calls(("c1", "slow_step", {}))
     if said == "save":
@@ -41,18 +67,17 @@ agent = Agent(
 )
 
 
-def transcript():
+def transcript() -> None:
     for message in agent.state.messages:
-        if message.role == "user":
-            text = message.content if isinstance(message.content, str) else message.content[0].text
-            print("user:", text)
-        elif message.role == "assistant" and message.text:
+        if isinstance(message, UserMessage):
+            print("user:", text_of(message))
+        elif isinstance(message, AssistantMessage) and message.text:
             print("assistant:", message.text)
-        elif message.role == "toolResult":
-            print(f"{message.tool_name}:", message.content[0].text)
+        elif isinstance(message, ToolResultMessage):
+            print(f"{message.tool_name}:", text_of(message))
 
 
-async def main():
+async def main() -> None:
     # Steering lands after the running tool, before the model is asked again.
     # A follow-up waits until the agent would otherwise stop.
     async with trio.open_nursery() as nursery:

@@ -2,20 +2,27 @@ import tempfile
 
 import trio
 
-from pitrio import Model
+from pitrio import Context, Model, TextContent, ToolResultMessage, UserMessage
 from pitrio.harness import Harness, JsonlSessionStore
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 MODEL = Model(id="scripted-1", provider="scripted")
 
 
-def model(context):
+def text_of(message: UserMessage | ToolResultMessage) -> str:
+    """The text of a message (its content may also hold images)."""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(block.text for block in message.content if isinstance(block, TextContent))
+
+
+def model(context: Context) -> ScriptedResponse:
     """Remembers what it was told: the proof that the context came back."""
-    told = [m.content[0].text for m in context.messages if m.role == "user"]
+    told = [text_of(m) for m in context.messages if isinstance(m, UserMessage)]
     return ScriptedResponse.text(f"You have told me {len(told)} thing(s): {' / '.join(told)}")
 
 
-async def first_process(store):
+async def first_process(store: JsonlSessionStore) -> str:
     session = await store.create(cwd="/srv/project")
     harness = Harness(model=MODEL, stream_fn=ScriptedModel(model), session=session)
     harness.subscribe(lambda event: print(" ", event.type) if event.type in (
@@ -27,7 +34,7 @@ async def first_process(store):
     return session.id
 
 
-async def second_process(store, session_id):
+async def second_process(store: JsonlSessionStore, session_id: str) -> None:
     # A new process: list the sessions, open one, and the harness starts from its context.
     for info in await store.list(cwd="/srv/project"):
         print("found session", info.id == session_id)
@@ -44,7 +51,7 @@ async def second_process(store, session_id):
     await session.close()
 
 
-async def main():
+async def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         store = JsonlSessionStore(root)  # default: a directory under the user's data dir
         session_id = await first_process(store)

@@ -1,20 +1,34 @@
+from collections.abc import Callable
+from typing import Any
+
 import trio
 
-from pitrio import Agent, Tool, text_result
+from pitrio import (
+    AbortSignal,
+    Agent,
+    Context,
+    TextContent,
+    Tool,
+    ToolResult,
+    UserMessage,
+    text_result,
+)
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 
-async def refactor(call_id, params, signal, on_update):
+async def refactor(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     await trio.sleep(1.0)  # a slow tool: the run stays busy for a second
     return text_result("parser refactored")
 
 
-def model(context):
+def model(context: Context) -> ScriptedResponse:
     """A stand-in for a real model: it answers the last message it was sent."""
     last = context.messages[-1]
-    if last.role == "toolResult":
+    if not isinstance(last, UserMessage):  # the tool's result
         return ScriptedResponse.text("Done.")
-    said = last.content if isinstance(last.content, str) else last.content[0].text
+    said = "".join(block.text for block in last.content if isinstance(block, TextContent))
     if said.startswith("refactor"):
         return ScriptedResponse.tool_calls(("c1", "refactor", {}))
     if said.startswith("and keep"):
@@ -29,7 +43,7 @@ agent = Agent(
 )
 
 
-async def main():
+async def main() -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(agent.prompt, "refactor the parser")  # returns once the run is active
         agent.steer("and keep the public API unchanged")  # lands after the running tool

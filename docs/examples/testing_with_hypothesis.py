@@ -1,8 +1,12 @@
+from collections.abc import Callable
+from typing import Any
+
 from hypothesis import given, settings, strategies as st
 
-from pitrio import Agent, Tool, text_result
+from pitrio import AbortSignal, Agent, AgentEvent, StreamFn, Tool, ToolResult, text_result
 from pitrio.testing import (
     ScriptedModel,
+    ScriptedResponse,
     check_trace,
     event_stream_prefixes,
     run_virtual,
@@ -11,18 +15,22 @@ from pitrio.testing import (
 
 
 # --- the application under test: an agent with two tools, and a UI's status line ---------
-async def search(call_id, params, signal, on_update):
+async def search(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     on_update(text_result(f"searching for {params['q']}..."))
     return text_result("3 results")
 
 
-async def fetch(call_id, params, signal, on_update):
+async def fetch(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     if not params["url"].startswith("https://"):
         raise ValueError("only https:// pages can be fetched")
     return text_result("the page's text")
 
 
-def make_agent(stream_fn):
+def make_agent(stream_fn: StreamFn) -> Agent:
     return Agent(
         system_prompt="You research things.",
         stream_fn=stream_fn,
@@ -40,11 +48,11 @@ def make_agent(stream_fn):
 class StatusLine:
     """What a UI shows while a run goes on: the tools still running, and whether it ended."""
 
-    def __init__(self):
-        self.running = set()
+    def __init__(self) -> None:
+        self.running: set[str] = set()
         self.finished = False
 
-    def handle(self, event):
+    def handle(self, event: AgentEvent) -> None:
         if event.type == "tool_execution_start":
             self.running.add(event.tool_call_id)
         elif event.type == "tool_execution_end":
@@ -63,11 +71,11 @@ SCRIPTS = scripted_runs({
 
 @settings(max_examples=25, deadline=None)
 @given(SCRIPTS)
-def test_any_script_ends_in_a_settled_run(script):
-    async def run():
+def test_any_script_ends_in_a_settled_run(script: list[ScriptedResponse]) -> None:
+    async def run() -> tuple[Agent, ScriptedModel, list[AgentEvent]]:
         model = ScriptedModel(script)
         agent = make_agent(model)
-        events = []
+        events: list[AgentEvent] = []
         agent.subscribe(lambda event, signal: events.append(event))
         await agent.prompt("What is Trio?")
         return agent, model, events
@@ -81,7 +89,7 @@ def test_any_script_ends_in_a_settled_run(script):
 
 @settings(deadline=None)
 @given(event_stream_prefixes(["search", "fetch"]))
-def test_the_status_line_follows_any_run_so_far(events):
+def test_the_status_line_follows_any_run_so_far(events: list[AgentEvent]) -> None:
     status = StatusLine()
     for event in events:
         status.handle(event)
@@ -91,7 +99,7 @@ def test_the_status_line_follows_any_run_so_far(events):
     assert status.finished == (bool(events) and events[-1].type == "agent_end")
 
 
-def main():
+def main() -> None:
     test_any_script_ends_in_a_settled_run()
     print("test_any_script_ends_in_a_settled_run passed")
     test_the_status_line_follows_any_run_so_far()

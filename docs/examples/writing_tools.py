@@ -1,6 +1,9 @@
+from collections.abc import Callable
+from typing import Any
+
 import trio
 
-from pitrio import Agent, Tool, text_result
+from pitrio import AbortSignal, Agent, AgentEvent, TextContent, Tool, ToolResult, text_result
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 # 1. A schema: JSON Schema for the arguments. The loop validates every call against it
@@ -15,7 +18,9 @@ WEATHER_SCHEMA = {
 }
 
 
-async def weather(call_id, params, signal, on_update):
+async def weather(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     days = params.get("days", 1)
     for day in range(1, days + 1):
         await trio.sleep(0.2)  # a slow lookup, one day at a time
@@ -28,10 +33,12 @@ async def weather(call_id, params, signal, on_update):
     return text_result(f"{params['city']}: sunny for {days} day(s)", details={"days": days})
 
 
-log = []
+log: list[str] = []
 
 
-async def append_log(call_id, params, signal, on_update):
+async def append_log(
+    call_id: str, params: Any, signal: AbortSignal, on_update: Callable[[ToolResult], None]
+) -> ToolResult:
     log.append(params["line"])
     return text_result(f"log has {len(log)} line(s)")
 
@@ -59,15 +66,20 @@ model = ScriptedModel([
 agent = Agent(stream_fn=model, tools=[weather_tool, append_tool])
 
 
-def show(event, signal):
+def text_of(result: ToolResult) -> str:
+    """The text of a tool result (its content may also hold images)."""
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def show(event: AgentEvent, signal: AbortSignal) -> None:
     if event.type == "tool_execution_update":
-        print("  progress:", event.partial_result.content[0].text)
+        print("  progress:", text_of(event.partial_result))
     elif event.type == "tool_execution_end":
         status = "error" if event.is_error else "ok"
-        print(f"{event.tool_name} {status}: {event.result.content[0].text}")
+        print(f"{event.tool_name} {status}: {text_of(event.result)}")
 
 
-async def main():
+async def main() -> None:
     agent.subscribe(show)
     await agent.prompt("Weather in Lisbon for three days, and in Atlantis?")
     print(log)
