@@ -162,14 +162,17 @@ async def _invoke(
     for prompt in prompts:
         await emitter(MessageStart(message=prompt))
         await emitter(MessageEnd(message=prompt))
-    await _run_loop(
-        context,
-        new_messages,
-        config,
-        signal or AbortSignal(),
-        emitter,
-        _resolve_stream_fn(stream_fn),
-    )
+    stream_fn = _resolve_stream_fn(stream_fn)
+    if not context.tools:
+        await _run_loop(context, new_messages, config, signal or AbortSignal(), emitter, stream_fn)
+        return new_messages
+    # The run's nursery: what a tool call must run beside it (the rest of a batch whose
+    # call waits, async update emissions) lives here, one nursery per run instead of
+    # one per batch; each batch waits for its own before it returns.
+    async with trio.open_nursery() as nursery:
+        await _run_loop(
+            context, new_messages, config, signal or AbortSignal(), emitter, stream_fn, nursery
+        )
     return new_messages
 
 
@@ -263,6 +266,7 @@ async def _run_loop(
     signal: AbortSignal,
     emit: Emit,
     stream_fn: StreamFn,
+    nursery: trio.Nursery | None = None,
 ) -> None:
     requests = _Requests(stream_fn)
     # Pi's lastCompletedTurn: built only for the hooks that receive it.
@@ -321,7 +325,7 @@ async def _run_loop(
                     tool_results, terminate = await fail_truncated(tool_calls, emit)
                 else:
                     tool_results, terminate = await run_tool_batch(
-                        context, message, tool_calls, config, signal, emit
+                        context, message, tool_calls, config, signal, emit, nursery
                     )
                 has_more_tool_calls = not terminate
                 context.messages.extend(tool_results)

@@ -134,8 +134,14 @@ async def run_tool_batch(
     config: LoopConfig,
     signal: AbortSignal,
     emit: Emit,
+    nursery: trio.Nursery | None = None,
 ) -> BatchOutcome:
-    """Run the tool calls of ``assistant`` (Pi's ``executeToolCalls``)."""
+    """Run the tool calls of ``assistant`` (Pi's ``executeToolCalls``).
+
+    ``nursery``: the run's, if it has one, for what a call must run beside it (the rest
+    of a batch whose call waits, async update emissions); the batch waits for all of it
+    before it returns. Without one, a batch of several calls opens its own.
+    """
     batch = _Batch(context, assistant, config, signal, emit)
     # Each call's tool, looked up once (Pi's ``tools.find``: the first of that name).
     tools = context.tools
@@ -152,8 +158,8 @@ async def run_tool_batch(
                 break
         found.append(tool)
     if sequential:
-        return await batch.run_sequential(tool_calls, found)
-    return await batch.run_parallel(tool_calls, found)
+        return await batch.run_sequential(tool_calls, found, nursery)
+    return await batch.run_parallel(tool_calls, found, nursery)
 
 
 @final
@@ -309,14 +315,17 @@ class _Batch:
     # -- the two orders ----------------------------------------------------------------
 
     async def run_sequential(
-        self, tool_calls: Sequence[ToolCall], tools: Sequence[AgentTool | None]
+        self,
+        tool_calls: Sequence[ToolCall],
+        tools: Sequence[AgentTool | None],
+        nursery: trio.Nursery | None,
     ) -> BatchOutcome:
         """Pi's ``executeToolCallsSequential``: each call to its end before the next."""
         emit, signal = self.emit, self.signal
         finalized_calls: list[_Finalized] = []
         messages: list[ToolResultMessage] = []
-        # No nursery: one call runs at a time, in this task (its async update emissions,
-        # if any, are awaited in order when it returns).
+        # One call at a time, in this task: no nursery of its own (without the run's,
+        # a call's async update emissions are awaited in order when it returns).
         for call, tool in zip(tool_calls, tools, strict=True):
             await emit(
                 ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
@@ -325,7 +334,7 @@ class _Batch:
             if isinstance(prepared, _Finalized):
                 finalized = prepared
             else:
-                result, is_error = await self.execute(prepared, None)
+                result, is_error = await self.execute(prepared, nursery)
                 finalized = await self.finalize(prepared, result, is_error)
             await self.emit_end(finalized)
             message = _result_message(finalized.call, finalized.result, finalized.is_error)
@@ -337,7 +346,10 @@ class _Batch:
         return tuple(messages), _terminates(finalized_calls)
 
     async def run_parallel(
-        self, tool_calls: Sequence[ToolCall], tools: Sequence[AgentTool | None]
+        self,
+        tool_calls: Sequence[ToolCall],
+        tools: Sequence[AgentTool | None],
+        nursery: trio.Nursery | None,
     ) -> BatchOutcome:
         """Pi's ``executeToolCallsParallel``: prepare in order, run the prepared calls
         together, emit the result messages in source order."""
@@ -364,17 +376,13 @@ class _Batch:
                 break
 
         if len(queued) == 1:
-            # One call: no siblings to run beside, so no nursery.
-            await self._run_one(slots, *queued[0], False, None)
+            # One call: no siblings to run beside.
+            await self._run_one(slots, *queued[0], False, nursery)
+        elif nursery is not None:
+            await self._run_calls(slots, queued, nursery)
         elif queued:
-            # The batch is a child nursery: every call (and its update emitter) lives in
-            # it. The calls run in this task, in Trio's first-in-first-out order, until one
-            # of them suspends; the others then go on in a new task (see _Calls).
-            async with trio.open_nursery() as nursery:
-                calls = _Calls(self.signal, nursery)
-                for index, prepared in queued:
-                    calls.add(self._run_in_batch(slots, index, prepared, nursery))
-                await calls
+            async with trio.open_nursery() as own:
+                await self._run_calls(slots, queued, own)
 
         finalized_calls = [f for f in slots if f is not None]
         assert len(finalized_calls) == len(slots)
@@ -384,6 +392,21 @@ class _Batch:
             await _emit_result_message(message, self.emit)
             messages.append(message)
         return tuple(messages), _terminates(finalized_calls)
+
+    async def _run_calls(
+        self,
+        slots: list[_Finalized | None],
+        queued: Sequence[tuple[int, _Prepared]],
+        nursery: trio.Nursery,
+    ) -> None:
+        """The prepared calls of a parallel batch, together: in this task until one of
+        them waits, the others then in tasks of ``nursery`` (see :class:`_Calls`); returns
+        when all have ended."""
+        calls = _Calls(self.signal, nursery, _Join())
+        for index, prepared in queued:
+            calls.add(self._run_in_batch(slots, index, prepared, nursery))
+        await calls
+        await calls.join.wait()
 
     async def _run_in_batch(
         self,
@@ -609,11 +632,12 @@ class _Calls:
     run inside the scope, so a later abort cannot cancel them.
     """
 
-    __slots__ = ("_nursery", "_queue", "_signal")
+    __slots__ = ("_nursery", "_queue", "_signal", "join")
 
-    def __init__(self, signal: AbortSignal, nursery: trio.Nursery) -> None:
+    def __init__(self, signal: AbortSignal, nursery: trio.Nursery, join: _Join) -> None:
         self._signal = signal
         self._nursery = nursery
+        self.join = join
         # (the call, whether it has started: its first step runs its tool)
         self._queue: deque[tuple[_Call, bool]] = deque()
 
@@ -621,7 +645,10 @@ class _Calls:
         self._queue.append((call, False))
 
     async def _continue(self) -> None:
-        await self
+        try:
+            await self
+        finally:
+            self.join.task_done()
 
     def __await__(self) -> Generator[Any, Any, None]:
         queue = self._queue
@@ -646,9 +673,10 @@ class _Calls:
                 # The call suspended: the rest goes on in a new task, and this task
                 # drives the call alone (its tool still in the scope, if it is running).
                 if queue:
-                    rest = _Calls(self._signal, self._nursery)
+                    rest = _Calls(self._signal, self._nursery, self.join)
                     rest._queue = queue
                     queue = self._queue = deque()
+                    self.join.tasks += 1
                     self._nursery.start_soon(rest._continue)
                 tool_scope, scope = scope, None
                 yield from _drive_alone(call, yielded, tool_scope)
@@ -664,6 +692,28 @@ class _Calls:
                 call.close()
             if scope is not None:
                 scope.close(None)
+
+
+@final
+class _Join:
+    """The tasks a batch's :class:`_Calls` started: the batch waits for them to end
+    (they may live in the run's nursery, which outlives the batch)."""
+
+    __slots__ = ("_ended", "tasks")
+
+    def __init__(self) -> None:
+        self.tasks = 0
+        self._ended: trio.Event | None = None
+
+    def task_done(self) -> None:
+        self.tasks -= 1
+        if self.tasks == 0 and self._ended is not None:
+            self._ended.set()
+
+    async def wait(self) -> None:
+        if self.tasks:
+            self._ended = trio.Event()
+            await self._ended.wait()
 
 
 def _drive_alone(
