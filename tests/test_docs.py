@@ -9,6 +9,7 @@ docs/reference/ fails here.
 from __future__ import annotations
 
 import importlib
+import re
 import runpy
 import subprocess
 import sys
@@ -116,3 +117,37 @@ def test_signature_types_point_at_documented_names(built_site: Path) -> None:
         short: full for short, full in conf["SIGNATURE_TYPES"].items() if full not in documented
     }
     assert not missing, f"docs/conf.py SIGNATURE_TYPES name undocumented targets: {missing}"
+
+
+def test_front_page_gets_a_newcomer_to_an_agent_with_a_tool() -> None:
+    """Install, a runnable agent with a tool, then a real model, in under five minutes of
+    reading: at most 1,000 words (code included) before "Where next" (~230 words a minute)."""
+    page = (DOCS / "index.md").read_text(encoding="utf-8")
+    start, _, _ = page.partition("## Where next")
+    sections = re.findall(r"^## (.+)$", start, flags=re.MULTILINE)
+    assert sections[:3] == ["Install", "An agent with a tool", "The same agent on a real model"]
+    include = "```{literalinclude} examples/first_agent.py"
+    assert include in start, "the front page no longer shows the runnable first agent"
+    example = (DOCS / "examples" / "first_agent.py").read_text(encoding="utf-8")
+    assert "Tool(" in example
+    words = len(re.findall(r"\S+", start.replace(include, example)))
+    assert words <= 1000, f"docs/index.md: {words} words before 'Where next' (at most 1,000)"
+
+
+def test_readme_links_the_sites_pages() -> None:
+    """The README links each part of the site, and every docs/ link in it exists."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = set(re.findall(r"\]\(((?:docs|benchmarks)/[^)#\s]*)\)", readme))
+    missing = sorted(link for link in links if not (ROOT / link).exists())
+    assert not missing, f"README links to missing files: {missing}"
+    parts = [
+        "docs/index.md",
+        "docs/tutorial/index.md",
+        "docs/concepts/index.md",
+        "docs/recipes/index.md",
+        "docs/reference/index.md",
+        "docs/testing.md",
+        "docs/conformance.md",
+    ]
+    unlinked = [part for part in parts if part not in links]
+    assert not unlinked, f"README does not link: {unlinked}"
