@@ -8,7 +8,13 @@ The page is a chat view fed by :mod:`pitrio.ui` messages (``append``, ``appendDe
 ``replace``, ``status``). It sends commands as JSON objects:
 
 * ``{"type": "prompt", "text": ...}``: a prompt; while the agent works, a steering
-  message (``{"type": "follow_up", "text": ...}`` queues a follow-up instead);
+  message (``{"type": "follow_up", "text": ...}`` queues a follow-up instead). A text
+  starting with ``/`` is a slash command (:data:`WEB_COMMANDS`, the terminal's set less
+  ``/quit``) or a prompt template (``/name args``), answered with an ``output`` message
+  to that page; an unknown one is refused, never sent to the model;
+* ``{"type": "set_model", "model": "PROVIDER/ID"}``, ``{"type": "set_thinking",
+  "level": ...}``: the page's model and thinking switches (as ``/model`` and
+  ``/thinking``; recorded in the session), offered in the ``info`` message;
 * ``{"type": "abort"}``: stop the running answer and tools;
 * ``{"type": "sessions"}``, ``{"type": "open", "id": ...}``, ``{"type": "new"}``:
   list, resume and start sessions (the CLI's JSONL store);
@@ -36,25 +42,28 @@ import sys
 import tempfile
 import traceback
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib import resources
-from typing import Any, Final, TextIO, final
+from typing import Any, Final, TextIO, final, get_args
 
 import attrs
 import trio
 
-from pitrio import StreamFn, TextContent, UserMessage
+from pitrio import Model, StreamFn, TextContent, ThinkingLevel, UsageError, UserMessage
 from pitrio.harness import (
     JsonlSessionStore,
     Session,
     SessionError,
     ToolCallEvent,
+    expand_prompt_template,
     load_prompt_templates,
 )
-from pitrio.ui import Transcript, UiAdapter, UiMessage, tool_title
+from pitrio.ui import Status, Transcript, UiAdapter, UiMessage, tool_title
 
-from ._app import App
+from ._app import App, tools_for
+from ._interactive import COMMANDS
 from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
+from ._render import session_cost
 from ._setup import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -66,7 +75,12 @@ from ._setup import (
     templates_dirs,
 )
 
-__all__ = ["ServerInfo", "main", "serve"]
+__all__ = ["WEB_COMMANDS", "ServerInfo", "main", "serve"]
+
+WEB_COMMANDS: Final[dict[str, str]] = {
+    name: text for name, text in COMMANDS.items() if not name.startswith("/quit")
+}
+"""The page's slash commands: the terminal's, less ``/quit`` (a tab is closed instead)."""
 
 _MAX_HEAD: Final = 16 * 1024
 _MAX_MESSAGE: Final = 1024 * 1024
@@ -137,6 +151,7 @@ async def serve(
     argv: Sequence[str] = (),
     *,
     stream_fn: StreamFn | None = None,
+    models: Sequence[Model] | None = None,
     env: Mapping[str, str] | None = None,
     out: TextIO | None = None,
     task_status: trio.TaskStatus[ServerInfo] = trio.TASK_STATUS_IGNORED,
@@ -146,6 +161,9 @@ async def serve(
     Args:
         argv: ``pitrio serve`` arguments (``--port 0`` picks a free port).
         stream_fn: answer with this stream function instead of a provider (tests).
+        models: the models the page's switch and ``/model`` offer (default: those of
+            the configuration, see :func:`offered_models`; the running one is always
+            among them).
         env: the environment (default ``os.environ``): keys, ``PITRIO_SESSIONS_DIR``.
         out: where the URL is printed (default ``sys.stdout``).
         task_status: receives the :class:`ServerInfo` once the server listens.
@@ -167,6 +185,7 @@ async def serve(
         host=options.host,
         port=options.port,
         out=sys.stdout if out is None else out,
+        models=models,
         task_status=task_status,
     )
 
@@ -209,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="with --base-url: the server's context window (default 128000)",
     )
-    add("--thinking", choices=_cli_thinking_levels(), default=None, help="reasoning effort")
+    add("--thinking", choices=list(_LEVELS), default=None, help="reasoning effort")
     add("--system", metavar="TEXT", help="replace the default system prompt")
     add("--cwd", metavar="DIR", help="the working directory (default: the current)")
     add("--offline", action="store_true", help="replay the recorded demo even with a key set")
@@ -230,14 +249,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     sessions.add_argument("-r", "--resume", metavar="ID", help="start on this session")
     return parser
-
-
-def _cli_thinking_levels() -> list[str]:
-    from typing import get_args
-
-    from pitrio import ThinkingLevel
-
-    return list(get_args(ThinkingLevel))
 
 
 @final
@@ -264,6 +275,49 @@ def _settings(
     return settings, _Options(host="127.0.0.1", port=args.port)
 
 
+def offered_models(settings: AppSettings) -> tuple[Model, ...]:
+    """The models the page's switch offers for these settings.
+
+    The catalog models of the configured provider (the key the server found is that
+    provider's); only the configured model when it is fixed: the offline replay, a
+    ``--base-url`` or ``--local`` server, an injected stream function.
+    """
+    model = settings.model
+    if settings.offline or settings.base_url or settings.stream_fn is not None:
+        return (model,)
+    from pitrio.providers import Models
+
+    listed = Models(env=settings.env).list(model.provider)
+    if any(m.id == model.id for m in listed):
+        return tuple(listed)
+    return (model, *listed)
+
+
+def thinking_levels(model: Model) -> list[ThinkingLevel]:
+    """The thinking levels ``model`` takes (pi-ai's ``getSupportedThinkingLevels``)."""
+    from pitrio.providers._options import supported_thinking_levels
+
+    levels: list[ThinkingLevel] = [
+        level for level in _LEVELS if level in supported_thinking_levels(model)
+    ]
+    return levels
+
+
+def _nearest_level(model: Model, level: ThinkingLevel) -> ThinkingLevel:
+    """``level`` if ``model`` takes it, else the nearest it takes (pi-ai's clamp)."""
+    from pitrio.providers._options import clamp_thinking_level
+
+    clamped = clamp_thinking_level(model, level)
+    return next((known for known in _LEVELS if known == clamped), "off")
+
+
+_LEVELS: Final[tuple[ThinkingLevel, ...]] = get_args(ThinkingLevel)
+
+
+class _CommandError(Exception):
+    """A slash command or switch that cannot be done: the message says why."""
+
+
 # --------------------------------------------------------------------------------------
 # The server
 
@@ -274,6 +328,7 @@ async def _serve(
     host: str,
     port: int,
     out: TextIO,
+    models: Sequence[Model] | None = None,
     task_status: trio.TaskStatus[ServerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
@@ -313,7 +368,8 @@ async def _serve(
             if settings.offline
             else None
         )
-        web = _WebApp(app, store, token=token, banner=banner)
+        offered = offered_models(settings) if models is None else tuple(models)
+        web = _WebApp(app, store, token=token, banner=banner, models=offered)
         # Whichever session the pages switched to is closed at the end too.
         stack.push_async_callback(_close_quietly, lambda: web.app.session)
         bound_port = listeners[0].socket.getsockname()[1]
@@ -350,12 +406,22 @@ class _WebApp:
     """The state shared by every connected page: one App (harness + session)."""
 
     def __init__(
-        self, app: App, store: JsonlSessionStore | None, *, token: str, banner: str | None
+        self,
+        app: App,
+        store: JsonlSessionStore | None,
+        *,
+        token: str,
+        banner: str | None,
+        models: Sequence[Model] = (),
     ) -> None:
         self.app = app
         self.store = store
         self.token = token
         self.banner = banner
+        current = app.model
+        self.models = tuple(models)
+        if not any(_same(m, current) for m in self.models):
+            self.models = (current, *self.models)
         self.nursery: trio.Nursery | None = None
         self.clients: set[_Client] = set()
         self.adapter = UiAdapter(harness=True)
@@ -399,16 +465,39 @@ class _WebApp:
         self.view.clear()
         self.view.apply_all(self.adapter.history(self.app.harness.messages))
 
-    def _hello(self) -> list[dict[str, Any]]:
+    def _info(self) -> dict[str, Any]:
+        """The page's header: model and thinking switches, directory, banner, commands."""
         app = self.app
-        session = app.session
+        model = app.model
+        levels = thinking_levels(model)
+        fixed = len(self.models) == 1
+        commands = [[name, text] for name, text in WEB_COMMANDS.items()]
+        commands += [[f"/{t.name} ARGS", t.description] for t in app.templates]
+        return {
+            "type": "info",
+            "model": _name(model),
+            "models": [{"id": _name(m), "name": m.name} for m in self.models],
+            "modelNote": (
+                "The model is fixed for this server: restart pitrio serve with --model"
+                if fixed
+                else "The model of this session (recorded in it; /model does the same)"
+            ),
+            "thinking": app.thinking,
+            "thinkingLevels": levels,
+            "thinkingNote": (
+                f"{_name(model)} has no reasoning levels to choose from"
+                if len(levels) < 2
+                else "The reasoning level (recorded in the session; /thinking does the same)"
+            ),
+            "commands": commands,
+            "cwd": app.cwd,
+            "banner": self.banner,
+        }
+
+    def _hello(self) -> list[dict[str, Any]]:
+        session = self.app.session
         first: list[dict[str, Any]] = [
-            {
-                "type": "info",
-                "model": f"{app.model.provider}/{app.model.id}",
-                "cwd": app.cwd,
-                "banner": self.banner,
-            },
+            self._info(),
             {"type": "reset", "session": session.id if session is not None else None},
         ]
         first.extend(m.to_json() for m in self.view.snapshot())
@@ -427,6 +516,11 @@ class _WebApp:
             if not isinstance(text, str) or not text.strip():
                 self._send(client, _error(f"{kind} needs a non-empty 'text'"))
                 return
+            if text.lstrip().startswith("/"):
+                expanded = await self._slash(client, text.strip())
+                if expanded is None:
+                    return
+                text = expanded
             if not self.running:
                 self._start_prompt(text)
             elif kind == "follow_up":
@@ -444,6 +538,13 @@ class _WebApp:
             self._send(client, json.dumps(await self._sessions()))
         elif kind in ("open", "new", "hello"):
             await self._switch(client, kind, data.get("id") or data.get("session"))
+        elif kind in ("set_model", "set_thinking"):
+            name, key = ("/model", "model") if kind == "set_model" else ("/thinking", "level")
+            value = data.get(key)
+            if not isinstance(value, str):
+                self._send(client, _error(f"{kind} needs a {key!r} string"))
+                return
+            await self._run_command(client, name, value)
         elif kind == "consent":
             entry = self._consents.get(str(data.get("id")))
             reply = data.get("answer")
@@ -466,6 +567,274 @@ class _WebApp:
                 self.running = False
 
         self.nursery.start_soon(run)
+
+    # -- slash commands and the switches -----------------------------------------------
+
+    async def _slash(self, client: _Client, text: str) -> str | None:
+        """Run a slash command; a prompt template's expansion, or ``None`` when the
+        command was handled (or refused) here."""
+        name = text.split(maxsplit=1)[0]
+        arg = text[len(name) :].strip()
+        if name in self._handlers() or name in ("/quit", "/exit"):
+            await self._run_command(client, name, arg)
+            return None
+        expanded = expand_prompt_template(text, self.app.templates)
+        if expanded == text:
+            self._output(
+                client,
+                name,
+                f"unknown command {name}: nothing was sent to the model (/help lists the commands)",
+                error=True,
+            )
+            return None
+        return expanded
+
+    async def _run_command(self, client: _Client, name: str, arg: str) -> None:
+        handler = self._handlers().get(name)
+        try:
+            if handler is None:  # /quit, /exit
+                msg = (
+                    f"{name} is for the terminal: close the tab to leave (the session is "
+                    "saved); Ctrl-C where pitrio serve runs stops the server"
+                )
+                raise _CommandError(msg)
+            await handler(client, name, arg)
+        except _CommandError as exc:
+            self._output(client, name, str(exc), error=True)
+            if name in ("/model", "/thinking"):
+                self._send(client, json.dumps(self._info()))  # the switch shows the truth
+        except (SessionError, UsageError, ValueError, OSError) as exc:
+            self._output(client, name, f"{name}: {exc}", error=True)
+
+    def _handlers(self) -> dict[str, Callable[[_Client, str, str], Awaitable[None]]]:
+        return {
+            "/help": self._help,
+            "/model": self._model,
+            "/thinking": self._thinking,
+            "/tools": self._tools,
+            "/session": self._session,
+            "/resume": self._resume,
+            "/fork": self._fork,
+            "/compact": self._compact,
+            "/clear": self._clear,
+            "/new": self._clear,
+            "/cost": self._cost,
+        }
+
+    def _output(
+        self,
+        client: _Client,
+        command: str,
+        text: str,
+        *,
+        error: bool = False,
+        sessions: list[dict[str, Any]] | None = None,
+    ) -> None:
+        data: dict[str, Any] = {"type": "output", "command": command, "text": text}
+        data["error"] = error
+        if sessions is not None:
+            data["sessions"] = sessions
+        self._send(client, json.dumps(data, ensure_ascii=False))
+
+    def _idle_guard(self, name: str) -> None:
+        if self.running or self.app.harness.is_busy:
+            msg = f"{name} waits until the agent is idle (Stop aborts it)"
+            raise _CommandError(msg)
+
+    async def _help(self, client: _Client, name: str, _: str) -> None:
+        lines = [f"  {command:<26} {text}" for command, text in WEB_COMMANDS.items()]
+        templates = self.app.templates
+        if templates:
+            lines.append("prompt templates:")
+            lines += [f"  /{t.name:<25} {t.description}" for t in templates]
+        lines.append(
+            "keys: Enter sends; while the agent works Enter steers it and Alt+Enter queues "
+            "a follow-up; Stop aborts"
+        )
+        self._output(client, name, "commands:\n" + "\n".join(lines))
+
+    async def _model(self, client: _Client, name: str, arg: str) -> None:
+        app = self.app
+        if not arg:
+            lines = [f"model: {_name(app.model)} (thinking {app.thinking})"]
+            if len(self.models) == 1:
+                lines.append("fixed for this server (restart pitrio serve with --model)")
+            else:
+                lines.append("available (/model PROVIDER/ID, or the Model menu):")
+                lines += [
+                    f"{'*' if _same(m, app.model) else ' '} {_name(m)}  {m.name}"
+                    for m in self.models
+                ]
+            self._output(client, name, "\n".join(lines))
+            return
+        self._idle_guard(name)
+        provider, slash, model_id = arg.partition("/")
+        if not slash:
+            provider, model_id = app.model.provider, arg
+        model = next((m for m in self.models if m.provider == provider and m.id == model_id), None)
+        if model is None:
+            if len(self.models) == 1:
+                msg = (
+                    f"this server runs the fixed model {_name(app.model)} (the offline "
+                    "replay, --base-url, --local or an injected model): restart pitrio "
+                    "serve with --model to use another"
+                )
+            else:
+                msg = f"unknown model {arg!r}; /model lists the {len(self.models)} available"
+            raise _CommandError(msg)
+        old_level = app.thinking
+        if not _same(model, app.model):
+            await app.set_model(model)
+        text = f"model: {_name(model)}"
+        level = _nearest_level(model, old_level)
+        if level != old_level:
+            await app.set_thinking(level)
+            text += f" (it has no thinking level {old_level}: now {level})"
+        self._output(client, name, text)
+        self._broadcast(self._info())
+
+    async def _thinking(self, client: _Client, name: str, arg: str) -> None:
+        app = self.app
+        levels = thinking_levels(app.model)
+        if not arg:
+            self._output(client, name, f"thinking: {app.thinking} (levels: {', '.join(levels)})")
+            return
+        level = next((known for known in levels if known == arg), None)
+        if level is None:
+            msg = f"{_name(app.model)} has no thinking level {arg!r} (levels: {', '.join(levels)})"
+            raise _CommandError(msg)
+        self._idle_guard(name)
+        changed = level != app.thinking
+        if changed:
+            await app.set_thinking(level)
+        self._output(client, name, f"thinking: {level}")
+        if changed:
+            self._broadcast(self._info())
+
+    async def _tools(self, client: _Client, name: str, _: str) -> None:
+        app = self.app
+        consent = app.consent
+        turn = app.harness.turn
+        lines = []
+        for tool in turn.tools if turn is not None else tools_for(app.harness.tool_context):
+            if tool.name in {"bash", "write", "edit"}:
+                if consent.yes:
+                    how = "runs without asking (--yes)"
+                elif tool.name in consent.always:
+                    how = "runs without asking (always, this server)"
+                else:
+                    how = "asks first"
+            else:
+                how = "read-only"
+            first = (tool.description or "").split(". ")[0]
+            lines.append(f"  {tool.name:<6} {how:<42} {first}")
+        policy = consent.policy
+        if policy.source:
+            lines.append(
+                f"policy {policy.source}: allow {list(policy.allow)}, deny {list(policy.deny)}"
+            )
+        self._output(client, name, "tools:\n" + "\n".join(lines))
+
+    async def _session(self, client: _Client, name: str, _: str) -> None:
+        app = self.app
+        session = app.session
+        if session is None or self.store is None:
+            self._output(client, name, "no session: this server keeps none")
+            return
+        infos = await self.store.list(cwd=app.cwd)
+        path = next((i.path for i in infos if i.id == session.id), None)
+        self._output(
+            client,
+            name,
+            f"session {session.id}\n  file: {path}\n  cwd: {app.cwd}\n"
+            f"  model: {_name(app.model)}, thinking {app.thinking}\n"
+            f"  messages: {len(app.harness.messages)}, entries: {len(session.entries)}",
+        )
+
+    async def _resume(self, client: _Client, name: str, arg: str) -> None:
+        if self.store is None:
+            msg = f"{name} needs sessions (this server keeps none)"
+            raise _CommandError(msg)
+        listing = await self._sessions()
+        items: list[dict[str, Any]] = listing["items"]
+        if not arg:
+            text = "this directory's sessions, newest first (click one to continue it):"
+            self._output(client, name, text, sessions=items)
+            return
+        self._idle_guard(name)
+        matches = [i["id"] for i in items if i["id"] == arg] or [
+            i["id"] for i in items if i["id"].startswith(arg) or i["id"].endswith(arg)
+        ]
+        if len(matches) != 1:
+            how = "matches none" if not matches else f"matches {len(matches)}"
+            msg = f"{arg!r} {how} of this directory's sessions; /resume lists them"
+            raise _CommandError(msg)
+        current = self.app.session
+        if current is not None and current.id == matches[0]:
+            self._output(client, name, "that is the current session")
+            return
+        session = await self._switch(client, "open", matches[0])
+        if session is not None:
+            messages = len(self.app.harness.messages)
+            self._output(client, name, f"resumed session {session.id} ({messages} messages)")
+
+    async def _fork(self, client: _Client, name: str, arg: str) -> None:
+        current = self.app.session
+        if current is None or self.store is None:
+            msg = f"{name} needs a session (this server keeps none)"
+            raise _CommandError(msg)
+        self._idle_guard(name)
+        if not self.app.harness.messages:
+            msg = "nothing to fork yet: this session has no messages"
+            raise _CommandError(msg)
+        async with self._switch_lock:
+            forked = await current.fork(arg or None)
+            await self._adopt(forked)
+        messages = len(self.app.harness.messages)
+        self._output(client, name, f"forked into session {forked.id} ({messages} messages)")
+
+    async def _compact(self, client: _Client, name: str, arg: str) -> None:
+        if self.app.session is None:
+            msg = f"{name} needs a session (this server keeps none)"
+            raise _CommandError(msg)
+        self._idle_guard(name)
+        assert self.nursery is not None
+        self.running = True
+        harness = self.app.harness
+
+        async def run() -> None:
+            try:
+                end = await harness.compact(arg or None)
+            except Exception as exc:  # reported to the page, never lost
+                self._output(client, name, f"{name}: {exc}", error=True)
+            else:
+                if end.status == "declined":
+                    self._output(client, name, "nothing to compact yet")
+                elif end.status == "completed":
+                    self._output(client, name, "compacted")
+            finally:
+                self.running = False
+                self._publish([Status(working=False)])
+
+        self.nursery.start_soon(run)
+
+    async def _clear(self, client: _Client, name: str, _: str) -> None:
+        if self.store is None:
+            msg = f"{name} needs sessions (this server keeps none)"
+            raise _CommandError(msg)
+        self._idle_guard(name)
+        session = await self._switch(client, "new", None)
+        if session is not None:
+            self._output(client, name, f"new session {session.id}")
+
+    async def _cost(self, client: _Client, name: str, _: str) -> None:
+        usage, dollars = session_cost(list(self.app.harness.messages))
+        self._output(
+            client,
+            name,
+            f"this session: input {usage.input}, output {usage.output}, cache read "
+            f"{usage.cache_read}, cache write {usage.cache_write} tokens; ${dollars:.4f}",
+        )
 
     async def _sessions(self) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
@@ -517,17 +886,19 @@ class _WebApp:
             self._titles[session_id] = (modified, title)
         return title
 
-    async def _switch(self, client: _Client, kind: str, session_id: Any) -> None:
+    async def _switch(self, client: _Client, kind: str, session_id: Any) -> Session | None:
+        """Open (``open``, ``hello``) or start (``new``) a session and show it in every
+        page; the session, or ``None`` when the page was told why not."""
         store = self.store
         current = self.app.session
         if kind == "hello" and (not session_id or (current and current.id == session_id)):
-            return
+            return None
         if store is None:
             self._send(client, _error("this server keeps no sessions"))
-            return
+            return None
         if self.running:
             self._send(client, _error("the agent is working: stop it before switching sessions"))
-            return
+            return None
         async with self._switch_lock:
             try:
                 if kind == "new":
@@ -536,11 +907,16 @@ class _WebApp:
                     session = await store.open(str(session_id))
             except (SessionError, OSError, ValueError) as exc:
                 self._send(client, _error(f"cannot open session {session_id}: {exc}"))
-                return
-            await self.app.switch_session(session)
-            self.app.consent.ask = self._ask
-            self.app.consent.mode_hint = "the web UI"
-            self._show_history()
+                return None
+            await self._adopt(session)
+        return session
+
+    async def _adopt(self, session: Session) -> None:
+        """Continue in ``session`` and show it in every page."""
+        await self.app.switch_session(session)
+        self.app.consent.ask = self._ask
+        self.app.consent.mode_hint = "the web UI"
+        self._show_history()
         for page in list(self.clients):
             for item in self._hello():
                 self._send(page, json.dumps(item, ensure_ascii=False))
@@ -675,6 +1051,14 @@ async def _writer(
     except trio_websocket.ConnectionClosed:
         pass
     scope.cancel()  # the page is gone, or was dropped for not reading
+
+
+def _name(model: Model) -> str:
+    return f"{model.provider}/{model.id}"
+
+
+def _same(a: Model, b: Model) -> bool:
+    return a.provider == b.provider and a.id == b.id
 
 
 def _error(text: str) -> str:

@@ -42,8 +42,8 @@ async def test_web_ui_on_an_openai_compatible_server(page: Page, tmp_path: Path)
                 lambda task_status: serve(argv, env=env, out=io.StringIO(), task_status=task_status)
             )
             await page.goto(info.url)
-            await page.wait_for("document.getElementById('model').textContent")
-            model = await page.evaluate("document.getElementById('model').textContent")
+            await page.wait_for("document.getElementById('model').value")
+            model = await page.evaluate("document.getElementById('model').value")
             assert model == "openai-compatible/tiny-local"
             await send(page, "what is here?")
             done = "document.querySelector('#log .item.tool[data-state=done]') !== null"

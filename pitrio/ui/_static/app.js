@@ -1,6 +1,7 @@
 // pitrio serve: the chat view. No build step, no dependencies.
 // Server -> page: append / appendDelta / replace / status (pitrio.ui), plus info, reset,
-// sessions, queued, consent, consentDone, error. Page -> server: see pitrio/cli/_serve.py.
+// sessions, queued, consent, consentDone, output (a slash command's reply), error.
+// Page -> server: see pitrio/cli/_serve.py.
 "use strict";
 
 const token = new URLSearchParams(location.search).get("token") || "";
@@ -11,6 +12,7 @@ let socket = null;
 let working = false;
 let sessionId = null;
 let retryDelay = 500;
+let commands = [];  // [name, help] pairs from the server, for the hint under the input
 
 function hashSession() {
   const match = /session=([^&]+)/.exec(location.hash);
@@ -138,8 +140,78 @@ function inline(target, text) {
   });
 }
 
+// A slash command's reply: a block in the log, not part of the conversation (the model
+// never sees it, and a reload does not show it again).
+function output(m) {
+  const el = document.createElement("div");
+  el.className = `item output${m.error ? " error" : ""}`;
+  el.dataset.kind = "output";
+  el.dataset.command = m.command || "";
+  part(el, "div", "title").textContent = m.command || "";
+  part(el, "pre", "body").textContent = m.text || "";
+  if (m.sessions) el.appendChild(sessionList(m.sessions, "picker"));
+  log.appendChild(el);
+  scrollDown(true);
+}
+
+function fillSelect(select, options, value) {
+  select.textContent = "";
+  for (const [id, label] of options) {
+    const option = document.createElement("option");
+    option.value = id;
+    option.textContent = label;
+    select.appendChild(option);
+  }
+  select.value = value;
+}
+
+function showInfo(m) {
+  const models = m.models && m.models.length ? m.models : [{ id: m.model, name: m.model }];
+  const modelSelect = $("model");
+  fillSelect(modelSelect, models.map((x) => [x.id, x.id]), m.model);
+  modelSelect.dataset.fixed = models.length < 2 ? "1" : "";
+  modelSelect.title = m.modelNote || "";
+  const levels = m.thinkingLevels && m.thinkingLevels.length ? m.thinkingLevels : [m.thinking];
+  const thinkingSelect = $("thinking");
+  fillSelect(thinkingSelect, levels.map((x) => [x, x]), m.thinking);
+  thinkingSelect.dataset.fixed = levels.length < 2 ? "1" : "";
+  thinkingSelect.title = m.thinkingNote || "";
+  commands = m.commands || [];
+  $("cwd").textContent = m.cwd;
+  $("banner").textContent = m.banner || "";
+  $("banner").hidden = !m.banner;
+  enableControls();
+}
+
+function enableControls() {
+  for (const select of [$("model"), $("thinking")]) {
+    select.disabled = working || select.dataset.fixed === "1";
+  }
+}
+
+function showHint() {
+  const hint = $("hint");
+  const text = input.value;
+  hint.textContent = "";
+  const match = /^\/(\S*)$/.exec(text);
+  const shown = match ? commands.filter(([name]) => name.startsWith(text)) : [];
+  for (const [name, help] of shown.slice(0, 12)) {
+    const li = part(hint, "li", "");
+    part(li, "code", "").textContent = name;
+    li.appendChild(document.createTextNode(` ${help}`));
+    li.addEventListener("mousedown", (event) => {
+      event.preventDefault();
+      input.value = name.split(" ")[0] + " ";
+      showHint();
+      input.focus();
+    });
+  }
+  hint.hidden = !shown.length;
+}
+
 function setWorking(value) {
   working = value;
+  enableControls();
   document.body.classList.toggle("working", value);
   $("stop").hidden = !value;
   $("send").textContent = value ? "Steer" : "Send";
@@ -167,8 +239,15 @@ function showConsent(m) {
 }
 
 function renderSessions(items) {
-  const list = $("session-list");
-  list.textContent = "";
+  const list = sessionList(items, "");
+  list.id = "session-list";
+  $("session-list").replaceWith(list);
+}
+
+// Sessions newest first, by their first prompt; a click resumes one.
+function sessionList(items, cls) {
+  const list = document.createElement("ol");
+  list.className = cls;
   for (const item of items) {
     const li = document.createElement("li");
     li.dataset.id = item.id;
@@ -180,7 +259,8 @@ function renderSessions(items) {
     li.addEventListener("click", () => send({ type: "open", id: item.id }));
     list.appendChild(li);
   }
-  if (!items.length) list.innerHTML = "<li class='muted'>No sessions yet.</li>";
+  if (!items.length) part(list, "li", "muted").textContent = "No sessions yet.";
+  return list;
 }
 
 // -- the socket ----------------------------------------------------------------------
@@ -191,12 +271,8 @@ function handle(m) {
     case "appendDelta": appendDelta(m); break;
     case "replace": replace(m); break;
     case "status": setWorking(m.working); break;
-    case "info":
-      $("model").textContent = m.model;
-      $("cwd").textContent = m.cwd;
-      $("banner").textContent = m.banner || "";
-      $("banner").hidden = !m.banner;
-      break;
+    case "info": showInfo(m); break;
+    case "output": output(m); break;
     case "reset":
       log.textContent = "";
       $("queue").textContent = "";
@@ -247,7 +323,10 @@ function connect() {
 function submit(type) {
   const text = input.value;
   if (!text.trim()) return;
-  if (send({ type, text })) input.value = "";
+  if (send({ type, text })) {
+    input.value = "";
+    showHint();
+  }
 }
 
 $("composer").addEventListener("submit", (event) => {
@@ -259,6 +338,13 @@ input.addEventListener("keydown", (event) => {
     event.preventDefault();
     submit(event.altKey ? "follow_up" : "prompt");  // Alt+Enter: after the run
   }
+});
+input.addEventListener("input", showHint);
+input.addEventListener("blur", () => { $("hint").hidden = true; });
+input.addEventListener("focus", showHint);
+$("model").addEventListener("change", () => send({ type: "set_model", model: $("model").value }));
+$("thinking").addEventListener("change", () => {
+  send({ type: "set_thinking", level: $("thinking").value });
 });
 $("stop").addEventListener("click", () => send({ type: "abort" }));
 $("new-session").addEventListener("click", () => send({ type: "new" }));
