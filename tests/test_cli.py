@@ -382,16 +382,107 @@ def test_resume_without_id_lists_sessions(env: dict[str, str], project: Path) ->
     assert len(model2.requests[0].messages) == 3
 
 
-def test_missing_session_file_is_named(
-    env: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+def test_session_file_is_created_when_missing_and_continued_after(
+    env: dict[str, str], project: Path, tmp_path: Path
 ) -> None:
+    path = tmp_path / "chats" / "work.jsonl"
+    path.parent.mkdir()
+    seen: list[int] = []
+
+    def respond(context: Any) -> ScriptedResponse:
+        seen.append(len(context.messages))
+        return ScriptedResponse.text("ok")
+
+    model = ScriptedModel(respond, record_requests=False)
+    argv = ["--cwd", str(project), "--session", str(path)]
+    assert run_cli([*argv, "-p", "one"], env, stream_fn=model)[0] == 0
+    assert path.is_file()
+    assert run_cli([*argv, "-p", "two"], env, stream_fn=model)[0] == 0
+    assert seen == [1, 3]  # the second run continued the file's conversation
+    assert sorted(p.name for p in path.parent.iterdir()) == ["work.jsonl"]  # no scratch left
+    assert not list(Path(env["PITRIO_SESSIONS_DIR"]).rglob("*.jsonl"))  # not in the store
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("missing/x.jsonl", "the directory {dir}/missing does not exist; create it first"),
+        ("notes.jsonl", "is not a session file ("),
+        ("plain", "a session file's name ends in .jsonl, e.g. {dir}/plain.jsonl"),
+        (".", "is a directory; name a session file in it"),
+    ],
+)
+def test_unusable_session_paths_are_one_clear_line(
+    env: dict[str, str],
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    message: str,
+) -> None:
+    (project / "plain").write_text("")
+    (project / "notes.jsonl").write_text("not json\n")
+    path = os.path.normpath(project / name)
     status, _ = run_cli(
-        ["--cwd", str(project), "--session", "/nope/x.jsonl", "-p", "x"],
-        env,
-        stream_fn=ScriptedModel([]),
+        ["--cwd", str(project), "--session", path, "-p", "x"], env, stream_fn=ScriptedModel([])
     )
+    err = capsys.readouterr().err
     assert status == 2
-    assert "--session '/nope/x.jsonl' does not exist" in capsys.readouterr().err
+    assert err.startswith(f"pitrio: --session {path!r}")
+    assert message.format(dir=project) in err
+    assert err.count("\n") == 1  # one line
+    assert (project / "notes.jsonl").read_text() == "not json\n"  # left as it was
+
+
+def test_cli_errors_are_one_line_without_a_traceback(env: dict[str, str], project: Path) -> None:
+    """Through a real process: exit status 2 and one line for a --session in a missing
+    directory; --resume of an unknown id the same (the store's error, re-based)."""
+    for extra in (["--session", str(project / "no" / "x.jsonl")], ["--resume", "nope"]):
+        argv = ["--cwd", str(project), "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+        result = subprocess.run(
+            [sys.executable, "-m", "pitrio", *argv, *extra, "-p", "hi"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2
+        assert "Traceback" not in result.stderr
+        assert result.stderr.startswith("pitrio: ")
+        assert result.stderr.count("\n") == 1
+        assert result.stdout == ""
+
+
+def test_a_failure_while_starting_exits_1(
+    env: dict[str, str],
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pitrio.cli import CliError, _app
+
+    async def broken(*args: Any) -> Any:
+        raise CliError("the local model server (llama.cpp on 127.0.0.1:1) exited")
+
+    monkeypatch.setattr(_app, "open_stream_fn", broken)
+    status, _ = run_cli(["--cwd", str(project), "-p", "x"], env, stream_fn=ScriptedModel([]))
+    assert status == 1
+    assert capsys.readouterr().err == (
+        "pitrio: the local model server (llama.cpp on 127.0.0.1:1) exited\n"
+    )
+
+
+def test_cli_errors_join_pitrios_tree() -> None:
+    from pitrio import PitrioError
+    from pitrio.cli import CliError, CliUsageError, PolicyError, RpcCommandError, SessionFileError
+    from pitrio.harness import SessionError
+
+    assert issubclass(CliError, PitrioError)
+    assert (CliError.exit_status, CliUsageError.exit_status) == (1, 2)
+    assert issubclass(PolicyError, CliUsageError)
+    assert issubclass(PolicyError, ValueError)
+    assert issubclass(SessionFileError, CliUsageError)
+    assert issubclass(SessionFileError, SessionError)  # caught where store errors are
+    assert issubclass(RpcCommandError, CliError)
 
 
 # -- models, keys and servers ---------------------------------------------------------

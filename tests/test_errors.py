@@ -17,6 +17,7 @@ import trio.testing
 import pitrio
 import pitrio._errors
 import pitrio._loop
+import pitrio.cli
 import pitrio.coding
 import pitrio.harness
 import pitrio.providers
@@ -98,6 +99,7 @@ def _resolve(name: str) -> type[BaseException]:
         pitrio.providers,
         pitrio.harness,
         pitrio.coding,
+        pitrio.cli,
         pitrio.testing.conformance,
         pitrio.testing.provider_conformance,
     ):

@@ -1,11 +1,28 @@
 """``python -m pitrio``: the coding agent in the terminal (and ``pitrio serve``, the web UI).
 
 :func:`main` runs the command line and returns the exit status; :func:`run` is the
-``pitrio`` console script. Everything else here is private.
+``pitrio`` console script. The error classes are the command line's branch of pitrio's
+error tree (:mod:`pitrio._errors`): ``main`` shows them as one line and returns their
+``exit_status``, it does not raise them. Everything else here is private.
 """
 
 from __future__ import annotations
 
+from ._errors import (
+    CliError as CliError,
+    CliUsageError as CliUsageError,
+    PolicyError as PolicyError,
+    RpcCommandError as RpcCommandError,
+    SessionFileError as SessionFileError,
+)
 from ._main import main as main, run as run
 
-__all__: list[str] = ["main", "run"]
+__all__: list[str] = [
+    "CliError",
+    "CliUsageError",
+    "PolicyError",
+    "RpcCommandError",
+    "SessionFileError",
+    "main",
+    "run",
+]

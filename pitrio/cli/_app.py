@@ -41,13 +41,13 @@ from pitrio.harness import (
 )
 
 from ._consent import Consent
+from ._errors import CliError, CliUsageError
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
 from ._setup import (
     EXIT_INTERRUPTED,
     EXIT_MODEL_ERROR,
     EXIT_OK,
-    EXIT_USAGE,
     AppSettings,
     open_session,
     open_stream_fn,
@@ -281,7 +281,12 @@ def _local_options() -> StreamOptions:
 
 
 async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO) -> int:
-    """Run the CLI in Trio; returns the exit status."""
+    """Run the CLI in Trio; returns the exit status.
+
+    Raises:
+        CliError: it cannot start (the session cannot be opened, the ``--local`` model
+            server did not start); the caller shows it as one line.
+    """
     async with contextlib.AsyncExitStack() as stack:
         cwd = settings.cwd
         if cwd is None:
@@ -295,17 +300,14 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
                 file=err,
                 flush=True,
             )
-            try:
-                await start_local_server(stack, settings.local_port)
-            except RuntimeError as exc:
-                print(f"pitrio: {exc}", file=err)
-                return EXIT_MODEL_ERROR
+            await start_local_server(stack, settings.local_port)  # CliError if it fails
         stream_fn = await open_stream_fn(settings, stack)
         try:
             store, session = await open_session(settings, cwd, err)
-        except SessionError as exc:
-            print(f"pitrio: {exc}", file=err)
-            return EXIT_USAGE
+        except CliError:
+            raise
+        except SessionError as exc:  # --continue / --resume: missing, locked, unreadable
+            raise CliUsageError(str(exc)) from None
         if settings.session.kind == "resume" and session is None:
             return await _list_sessions(store, cwd, out)
         if session is not None:

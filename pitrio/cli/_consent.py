@@ -33,13 +33,11 @@ import trio
 
 from pitrio.harness import ToolCallEvent, ToolCallResult
 
+from ._errors import PolicyError
+
 __all__ = ["MUTATING_TOOLS", "Consent", "Policy", "PolicyError", "load_policy"]
 
 MUTATING_TOOLS: Final = frozenset({"bash", "write", "edit"})
-
-
-class PolicyError(ValueError):
-    """A policy file that cannot be used; the text says what is wrong and where."""
 
 
 @final

@@ -28,6 +28,8 @@ import trio
 
 from pitrio import Model
 
+from ._errors import CliError
+
 __all__ = ["LOCAL_WARNING", "local_model", "missing_packages", "start_local_server"]
 
 MODEL_ALIAS: Final = "gemma3-270m"
@@ -100,4 +102,4 @@ async def start_local_server(stack: AsyncExitStack, port: int) -> None:
     tail = log.read()[-2000:].decode("utf-8", errors="replace")
     why = "did not answer in time" if timer.cancelled_caught else "exited"
     msg = f"the local model server (llama.cpp on 127.0.0.1:{port}) {why}:\n{tail}"
-    raise RuntimeError(msg)
+    raise CliError(msg)

@@ -18,6 +18,7 @@ import trio
 from pitrio import StreamFn
 
 from ._app import run_app
+from ._errors import CliError
 from ._setup import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, build_parser, configure
 
 __all__ = ["main", "run"]
@@ -65,6 +66,9 @@ def main(
         return trio.run(run_app, settings, source, out, sys.stderr)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except CliError as exc:  # one line, no traceback
+        print(f"pitrio: {exc}", file=sys.stderr)
+        return exc.exit_status
 
 
 def _serve(argv: list[str]) -> int:

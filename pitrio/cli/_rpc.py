@@ -27,13 +27,10 @@ from pitrio import ImageContent, Model, ThinkingLevel, UsageError, wire
 from pitrio.harness import HarnessEvent, SessionError
 
 from ._app import App, event_to_pi
+from ._errors import RpcCommandError
 from ._setup import EXIT_OK
 
 __all__ = ["model_to_pi", "run_rpc"]
-
-
-class _CommandError(Exception):
-    pass
 
 
 def _binary(stdin: TextIO) -> BinaryIO | None:
@@ -78,8 +75,8 @@ async def run_rpc(app: App, stdin: TextIO, out: TextIO) -> int:
                 command = json.loads(line)
                 if not isinstance(command, dict):
                     msg = "a command is a JSON object"
-                    raise ValueError(msg)
-            except ValueError as exc:
+                    raise RpcCommandError(msg)
+            except (ValueError, RpcCommandError) as exc:
                 write(
                     {
                         "type": "response",
@@ -95,7 +92,7 @@ async def run_rpc(app: App, stdin: TextIO, out: TextIO) -> int:
                 response = {"id": command["id"], **response}
             try:
                 data = await _handle(app, nursery, command)
-            except (_CommandError, UsageError, SessionError, ValueError) as exc:
+            except (RpcCommandError, UsageError, SessionError, ValueError) as exc:
                 write({**response, "success": False, "error": str(exc)})
             else:
                 result = {**response, "success": True}
@@ -127,12 +124,12 @@ def _images(command: dict[str, Any]) -> list[ImageContent]:
     images = command.get("images") or []
     if not isinstance(images, list):
         msg = "images must be a list of {type: image, data, mimeType}"
-        raise _CommandError(msg)
+        raise RpcCommandError(msg)
     result = []
     for item in images:
         if not isinstance(item, dict) or "data" not in item or "mimeType" not in item:
             msg = "each image needs data (base64) and mimeType"
-            raise _CommandError(msg)
+            raise RpcCommandError(msg)
         result.append(ImageContent(data=str(item["data"]), mime_type=str(item["mimeType"])))
     return result
 
@@ -141,7 +138,7 @@ def _message(command: dict[str, Any]) -> str:
     message = command.get("message")
     if not isinstance(message, str):
         msg = f"{command.get('type')} needs a message (a string)"
-        raise _CommandError(msg)
+        raise RpcCommandError(msg)
     return message
 
 
@@ -164,7 +161,7 @@ async def _handle(app: App, nursery: trio.Nursery, command: dict[str, Any]) -> A
                     "Agent is already processing. Specify streamingBehavior "
                     "('steer' or 'followUp') to queue the message."
                 )
-                raise _CommandError(msg)
+                raise RpcCommandError(msg)
             return None
         if images:
             from pitrio import TextContent, UserMessage
@@ -210,17 +207,17 @@ async def _handle(app: App, nursery: trio.Nursery, command: dict[str, Any]) -> A
         level = command.get("level")
         if level not in get_args(ThinkingLevel):
             msg = f"unknown thinking level {level!r}; one of {', '.join(get_args(ThinkingLevel))}"
-            raise _CommandError(msg)
+            raise RpcCommandError(msg)
         await app.set_thinking(level)  # type: ignore[arg-type]  # checked above
         return None
     if name == "compact":
         if app.session is None:
             msg = "compact needs a session (this run has --no-session)"
-            raise _CommandError(msg)
+            raise RpcCommandError(msg)
         instructions = command.get("customInstructions")
         end = await harness.compact(instructions if isinstance(instructions, str) else None)
         if end.status not in ("completed", "declined"):
-            raise _CommandError(end.error_message or f"compaction {end.status}")
+            raise RpcCommandError(end.error_message or f"compaction {end.status}")
         first_kept = None
         if end.entry_id is not None:
             entry = app.session.get_entry(end.entry_id)
@@ -234,12 +231,12 @@ async def _handle(app: App, nursery: trio.Nursery, command: dict[str, Any]) -> A
     if name == "new_session":
         if harness.is_busy:
             msg = "new_session waits until the agent is idle (abort first)"
-            raise _CommandError(msg)
+            raise RpcCommandError(msg)
         session = await app.store.create(cwd=app.cwd) if app.store is not None else None
         await app.switch_session(session)
         return {"cancelled": False}
     msg = f"Unknown command: {name}"
-    raise _CommandError(msg)
+    raise RpcCommandError(msg)
 
 
 async def _session_file(app: App) -> str | None:
@@ -256,7 +253,7 @@ async def _set_model(app: App, command: dict[str, Any]) -> Any:
     model_id = command.get("modelId")
     if not isinstance(provider, str) or not isinstance(model_id, str):
         msg = "set_model needs provider and modelId (strings)"
-        raise _CommandError(msg)
+        raise RpcCommandError(msg)
     if app.settings.offline or app.settings.stream_fn is not None or app.settings.base_url:
         if provider == app.model.provider and model_id == app.model.id:
             return model_to_pi(app.model)
@@ -264,12 +261,12 @@ async def _set_model(app: App, command: dict[str, Any]) -> Any:
             f"Model not found: {provider}/{model_id} (this run uses a fixed model: "
             "the offline replay, a --base-url server or a test model)"
         )
-        raise _CommandError(msg)
+        raise RpcCommandError(msg)
     from pitrio.providers import Models
 
     model = Models(env=app.settings.env).get(provider, model_id)
     if model is None:
         msg = f"Model not found: {provider}/{model_id}"
-        raise _CommandError(msg)
+        raise RpcCommandError(msg)
     await app.set_model(model)
     return model_to_pi(model)

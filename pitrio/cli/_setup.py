@@ -12,8 +12,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import functools
 import json
 import os
+import shutil
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TextIO, final, get_args
@@ -22,9 +25,15 @@ import attrs
 import trio
 
 from pitrio import Model, StreamFn, ThinkingLevel
-from pitrio.harness import JsonlSessionStore, Session, SessionError, default_sessions_root
+from pitrio.harness import (
+    JsonlSessionStore,
+    Session,
+    SessionFormatError,
+    default_sessions_root,
+)
 
-from ._consent import Policy, PolicyError, load_policy
+from ._consent import Policy, load_policy
+from ._errors import CliUsageError, SessionFileError
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
 
 __all__ = [
@@ -277,13 +286,13 @@ def config_keys(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
         return {}, path
     except (OSError, tomllib.TOMLDecodeError) as exc:
         msg = f"the config file {path} cannot be read: {exc}"
-        raise ValueError(msg) from None
+        raise CliUsageError(msg) from None
     keys = data.get("keys", {})
     if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
         msg = (
             f'the config file {path}: [keys] must map provider names to strings (openai = "sk-...")'
         )
-        raise ValueError(msg)
+        raise CliUsageError(msg)
     return dict(keys), path
 
 
@@ -317,12 +326,9 @@ def configure(
         cwd = os.path.realpath(args.cwd)
     try:
         keys, config_path = config_keys(env)
-    except ValueError as exc:
-        parser.error(str(exc))
-    try:
         policy_path = args.policy or os.path.join(config_dir(env), "policy.toml")
         policy = load_policy(policy_path, required=args.policy is not None)
-    except PolicyError as exc:
+    except CliUsageError as exc:
         parser.error(str(exc))
 
     api_key: str | None = None
@@ -590,15 +596,7 @@ async def open_session(
         return None, None
     store = JsonlSessionStore(sessions_root(settings.env))
     if choice.kind == "file":
-        path = choice.value or ""
-        if not await trio.Path(path).exists():
-            msg = (
-                f"--session {path!r} does not exist; pass a session file pitrio or Pi "
-                "wrote (pitrio --resume lists this directory's), or drop --session to "
-                "start a new session"
-            )
-            raise SessionError(msg)
-        return store, await store.open(path)
+        return store, await _session_file(store, choice.value or "", cwd)
     if choice.kind == "continue":
         info = await store.latest(cwd)
         if info is None:
@@ -610,6 +608,55 @@ async def open_session(
             return store, None  # listed by the caller
         return store, await store.open(choice.value)
     return store, await store.create(cwd=cwd)
+
+
+async def _session_file(store: JsonlSessionStore, path: str, cwd: str) -> Session:
+    """``--session FILE``: open the session in ``path``, created there when missing."""
+    where = f"--session {path!r}"
+    directory = os.path.dirname(path) or "."
+    if not await trio.Path(directory).is_dir():
+        msg = (
+            f"{where}: the directory {directory} does not exist; create it first, or name "
+            "a file in an existing directory"
+        )
+        raise SessionFileError(msg)
+    if await trio.Path(path).is_dir():
+        msg = f"{where} is a directory; name a session file in it, e.g. {path}/chat.jsonl"
+        raise SessionFileError(msg)
+    if not path.endswith(".jsonl"):
+        msg = f"{where}: a session file's name ends in .jsonl, e.g. {path}.jsonl"
+        raise SessionFileError(msg)
+    if not await trio.Path(path).exists():
+        await _create_session_file(path, cwd)
+    try:
+        return await store.open(path)
+    except SessionFormatError as exc:
+        msg = (
+            f"{where} is not a session file ({exc}); name a file pitrio or Pi wrote, or a "
+            "new path to start a session there"
+        )
+        raise SessionFileError(msg) from None
+
+
+async def _create_session_file(path: str, cwd: str) -> None:
+    """A new, empty session at ``path``: made by a store in a scratch directory next to
+    it, then linked into place (never over a file another process just made)."""
+    directory = os.path.dirname(path) or "."
+    try:
+        scratch = await trio.to_thread.run_sync(
+            functools.partial(tempfile.mkdtemp, prefix=".pitrio-new-", dir=directory)
+        )
+    except OSError as exc:
+        msg = f"--session {path!r} cannot be created: {exc}"
+        raise SessionFileError(msg) from None
+    try:
+        session = await JsonlSessionStore(scratch).create(cwd=cwd)
+        await session.close()
+        assert session.path is not None
+        with contextlib.suppress(FileExistsError):  # made meanwhile: it is opened instead
+            await trio.to_thread.run_sync(os.link, session.path, path)
+    finally:
+        await trio.to_thread.run_sync(shutil.rmtree, scratch, True)
 
 
 def sessions_root(env: Mapping[str, str]) -> str | None:
