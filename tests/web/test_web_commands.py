@@ -19,10 +19,10 @@ import trio
 
 from pitrio import AssistantMessageEventStream, Context, Model, StreamOptions
 from pitrio.cli._serve import ServerInfo, serve
-from pitrio.testing import ScriptedModel
+from pitrio.testing import ScriptedModel, ScriptedResponse
 
 from ._cdp import Page
-from .test_web import Socket, items, paced, script, send, wait_idle
+from .test_web import Socket, _last_user, items, paced, script, send, wait_idle
 
 SMALL = Model(id="small", name="Small", api="scripted", provider="scripted")
 THINKER = Model(id="thinker", name="Thinker", api="scripted", provider="scripted", reasoning=True)
@@ -35,6 +35,17 @@ DEEP = Model(
     thinking_level_map={"minimal": None, "xhigh": "xhigh"},
 )
 TEMPLATE = "---\ndescription: Review one file\n---\nReview $1 for bugs, then say $@.\n"
+
+
+BIG = "word " * 25_000  # ~31k tokens by the harness's estimate: enough to compact
+
+
+def answer(context: Context) -> ScriptedResponse:
+    """test_web's script, plus a long answer to "big" (the summary request that
+    compacting makes is answered by the script's echo)."""
+    if _last_user(context) == "big":
+        return ScriptedResponse.text(BIG, chunk_size=len(BIG))
+    return script(context)
 
 
 @attrs.define
@@ -52,7 +63,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     (project / ".pitrio" / "prompts").mkdir(parents=True)
     (project / ".pitrio" / "prompts" / "review.md").write_text(TEMPLATE)
     env = {"PITRIO_SESSIONS_DIR": str(tmp_path / "sessions"), "HOME": str(tmp_path)}
-    inner = paced(ScriptedModel(script))
+    inner = paced(ScriptedModel(answer))
 
     async with trio.open_nursery() as nursery:
 
@@ -450,4 +461,74 @@ async def _socket_session(info: ServerInfo, requests: Requests, tmp_path: Path) 
             name = text.split()[0]
             assert reply["text"] == f"{name} waits until the agent is idle (Stop aborts it)"
         assert (await _command(socket, ws, "/help"))["error"] is False
+        # A template typed while it works steers with its expansion, as in the terminal.
+        await ws.send_message('{"type": "prompt", "text": "/review a.py now"}')
+        with trio.fail_after(20):
+            while (queued := await socket.receive())["type"] != "queued":
+                pass
+        assert queued == {
+            "type": "queued",
+            "mode": "steer",
+            "text": "Review a.py for bugs, then say a.py now.",
+        }
         await ws.send_message('{"type": "abort"}')
+
+
+async def test_compact_summarises_in_the_background_and_reports(
+    server: Callable[..., Any],
+) -> None:
+    info, requests = await server()
+    with trio.fail_after(60):
+        async with await _connect(info) as ws:
+            socket = Socket(ws)
+            for prompt in ("big", "and then?"):
+                await ws.send_message(json.dumps({"type": "prompt", "text": prompt}))
+                while (await socket.receive()) != {"type": "status", "working": False}:
+                    pass
+            assert len(requests.seen) == 2
+            await ws.send_message('{"type": "prompt", "text": "/compact keep it short"}')
+            seen: list[dict[str, Any]] = []
+            while not seen or seen[-1]["type"] != "output":
+                seen.append(await socket.receive())
+            # A notice and "working" while it runs (Stop would abort it)...
+            notices = [m["text"] for m in seen if m["type"] == "append"]
+            assert notices[0] == "Compacting the conversation (manual)..."
+            assert notices[-1].startswith("Compacted the conversation from ~")
+            assert {"type": "status", "working": True} in seen
+            assert seen[-1] == {
+                "type": "output",
+                "command": "/compact",
+                "text": "compacted",
+                "error": False,
+            }
+            # ...then idle again, and the summary request was the third model request.
+            assert await socket.receive() == {"type": "status", "working": False}
+            assert len(requests.seen) == 3
+
+
+def test_offered_models_follow_the_configuration(tmp_path: Path) -> None:
+    from pitrio.cli._serve import _settings, offered_models, thinking_levels
+    from pitrio.providers import Models
+
+    env = {"ANTHROPIC_API_KEY": "sk-test", "HOME": str(tmp_path)}
+    cwd = ["--cwd", str(tmp_path)]
+    # A catalog model: its provider's models (the server's key is that provider's).
+    settings, _ = _settings(cwd, env, None)
+    assert settings.model.provider == "anthropic"
+    offered = offered_models(settings)
+    assert [m.id for m in offered] == [m.id for m in Models(env={}).list("anthropic")]
+    assert settings.model in offered
+    assert thinking_levels(settings.model)[0] == "off"
+    assert len(thinking_levels(settings.model)) > 1
+    # Fixed models: a --base-url server, the offline replay.
+    base, _ = _settings([*cwd, "--base-url", "http://127.0.0.1:9/v1", "--model", "tiny"], env, None)
+    assert offered_models(base) == (base.model,)
+    assert thinking_levels(base.model) == ["off"]
+    thinking, _ = _settings(
+        [*cwd, "--base-url", "http://127.0.0.1:9/v1", "--model", "tiny", "--thinking", "low"],
+        env,
+        None,
+    )
+    assert thinking_levels(thinking.model) == ["off", "minimal", "low", "medium", "high"]
+    offline, _ = _settings(["--offline"], {"HOME": str(tmp_path)}, None)
+    assert offered_models(offline) == (offline.model,)
