@@ -300,8 +300,9 @@ class _Batch:
                 result, is_error = error_result(error_text(exc)), True
         return _Finalized(prepared.call, result, is_error)
 
-    async def emit_end(self, finalized: _Finalized) -> None:
-        pending = self.emit.now(
+    def emit_end(self, finalized: _Finalized) -> Awaitable[None] | None:
+        """Emit ``tool_execution_end``; returns what a listener left to wait for."""
+        return self.emit.now(
             ToolExecutionEnd(
                 tool_call_id=finalized.call.id,
                 tool_name=finalized.call.name,
@@ -309,8 +310,6 @@ class _Batch:
                 is_error=finalized.is_error,
             )
         )
-        if pending is not None:
-            await pending
 
     # -- the two orders ----------------------------------------------------------------
 
@@ -336,7 +335,9 @@ class _Batch:
             else:
                 result, is_error = await self.execute(prepared, nursery)
                 finalized = await self.finalize(prepared, result, is_error)
-            await self.emit_end(finalized)
+            pending = self.emit_end(finalized)
+            if pending is not None:
+                await pending
             message = _result_message(finalized.call, finalized.result, finalized.is_error)
             await _emit_result_message(message, emit)
             finalized_calls.append(finalized)
@@ -365,7 +366,9 @@ class _Batch:
                 await pending
             prepared = await self.prepare(call, tool)
             if isinstance(prepared, _Finalized):
-                await self.emit_end(prepared)
+                pending = self.emit_end(prepared)
+                if pending is not None:
+                    await pending
                 slots.append(prepared)
                 if signal.aborted:
                     break
@@ -387,9 +390,15 @@ class _Batch:
         finalized_calls = [f for f in slots if f is not None]
         assert len(finalized_calls) == len(slots)
         messages = []
+        now = self.emit.now
         for finalized in finalized_calls:
             message = _result_message(finalized.call, finalized.result, finalized.is_error)
-            await _emit_result_message(message, self.emit)
+            pending = now(MessageStart(message=message))
+            if pending is not None:
+                await pending
+            pending = now(MessageEnd(message=message))
+            if pending is not None:
+                await pending
             messages.append(message)
         return tuple(messages), _terminates(finalized_calls)
 
@@ -455,7 +464,9 @@ class _Batch:
             else:
                 finalized = await self.finalize(prepared, result, is_error)
                 await _HOP
-        await self.emit_end(finalized)
+        pending = self.emit_end(finalized)
+        if pending is not None:
+            await pending
         slots[index] = finalized
 
     async def _run_one(
@@ -481,7 +492,9 @@ class _Batch:
                 finalized = await self.finalize(prepared, result, is_error)
                 if lockstep:
                     await js_microtask_hop()
-        await self.emit_end(finalized)
+        pending = self.emit_end(finalized)
+        if pending is not None:
+            await pending
         slots[index] = finalized
 
 
