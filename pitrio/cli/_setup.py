@@ -253,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument(
         "--session",
         metavar="FILE",
-        help="continue the session in this file (one pitrio or Pi wrote)",
+        help="continue the session in this file (one pitrio or Pi wrote), or start one "
+        "there when it does not exist (FILE ends in .jsonl)",
     )
     sessions.add_argument(
         "--no-session", action="store_true", help="keep nothing: the conversation is not saved"
