@@ -342,8 +342,7 @@ class _Interactive:
         }
 
     def _say(self, text: str) -> None:
-        self.out.write(text.rstrip("\n") + "\n")
-        self.out.flush()
+        self.renderer.say(text)
 
     async def _help(self, _: str) -> None:
         lines = [f"  {name:<26} {text}" for name, text in COMMANDS.items()]

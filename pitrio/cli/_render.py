@@ -448,6 +448,15 @@ class Renderer:
         """A line in red."""
         self.note(text, color=_RED)
 
+    def say(self, text: str) -> None:
+        """Lines of the CLI's own output (a slash command's answer), above the live
+        region while a run is on."""
+        self._line_break()
+        self._write(text.rstrip("\n") + "\n")
+        if self._stale and self._running:
+            self._draw()
+        self.out.flush()
+
     def _update(self, event: MessageUpdate) -> None:
         update = event.assistant_message_event
         if isinstance(update, TextDeltaEvent):

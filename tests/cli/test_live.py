@@ -8,6 +8,7 @@ open (a ``wait`` part) while it looks at the screen.
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -127,6 +128,8 @@ def test_markdown_is_rendered_while_the_answer_streams(
 
     server = serve(script)
     child = spawn("--base-url", server.url, "--model", "m")
+    log = io.StringIO()
+    child.logfile_read = log
     child.expect_exact("> ")
     child.send("plan\r")
     # Rendered (an escape sequence right before the heading's text) while held open.
@@ -141,6 +144,13 @@ def test_markdown_is_rendered_while_the_answer_streams(
     release.set()
     child.expect_exact("Still streaming.")
     child.expect_exact("> ")
+    # On screen at the end: each block once (the live drawing of the open block is gone).
+    pyte = pytest.importorskip("pyte", reason="pyte is in the test extra: pip install -e .[test]")
+    screen = pyte.Screen(120, 40)
+    pyte.Stream(screen).feed(log.getvalue())
+    lines = [line.strip() for line in screen.display if line.strip()]
+    answer = lines[lines.index("> plan") + 1 : -2]  # up to the usage line and the prompt
+    assert answer == ["Plan of attack", "First a bold move, then code.", "Still streaming."]
     child.send(CTRL_D)
     child.expect(pexpect.EOF)
 
@@ -163,3 +173,46 @@ def test_no_spinner_frames_or_escapes_in_a_pipe(
     assert not set(FRAMES) & set(result.stdout + result.stderr)
     assert "\x1b[" not in result.stdout + result.stderr
     assert "waiting for the model" not in result.stdout + result.stderr
+
+
+def test_the_screen_after_a_run_keeps_no_trace_of_the_live_region(
+    serve: Callable[..., ChatServer], spawn: Spawn
+) -> None:
+    """The whole byte stream replayed on a terminal emulator (pyte): after a run with a
+    spinner, streamed tool output, a slash command and a steering line typed mid-run,
+    the screen holds each line once, no spinner frame, no stray typed text."""
+    pyte = pytest.importorskip("pyte", reason="pyte is in the test extra: pip install -e .[test]")
+
+    def script(body: dict[str, Any]) -> Reply:
+        if len(body["messages"]) > 2:  # after the tool (and the steering line)
+            return text_reply("finished")
+        return tool_reply("Running it.", "bash", {"command": "echo started; sleep 2; echo ended"})
+
+    server = serve(script)
+    child = spawn("--base-url", server.url, "--model", "m", "--yes")
+    log = io.StringIO()
+    child.logfile_read = log
+    child.expect_exact("> ")
+    child.send("go\r")
+    child.expect_exact("│ started")
+    child.expect(SPINNER)
+    child.send("/cost\r")
+    child.expect_exact("this session: input")
+    child.expect(SPINNER)
+    child.send("go on\r")
+    child.expect_exact("[steering: go on]")
+    child.expect_exact("finished")
+    child.expect_exact("> ")
+    screen = pyte.Screen(120, 40)
+    pyte.Stream(screen).feed(log.getvalue())
+    lines = [line.rstrip() for line in screen.display if line.strip()]
+    text = "\n".join(lines)
+    assert not set(FRAMES) & set(text), text
+    assert "waiting for the model" not in text
+    for once in ("● bash", "│ started", "│ ended", "└ bash", "this session: input",
+                 "[steering: go on]", "finished"):  # fmt: skip
+        assert sum(once in line for line in lines) == 1, (once, text)
+    assert sum("go on" in line for line in lines) == 1, text  # only in the steering note
+    assert lines[-1] == ">"
+    child.send(CTRL_D)
+    child.expect(pexpect.EOF)
