@@ -162,17 +162,16 @@ async def _invoke(
     for prompt in prompts:
         await emitter(MessageStart(message=prompt))
         await emitter(MessageEnd(message=prompt))
-    stream_fn = _resolve_stream_fn(stream_fn)
-    if not context.tools:
-        await _run_loop(context, new_messages, config, signal or AbortSignal(), emitter, stream_fn)
-        return new_messages
-    # The run's nursery: what a tool call must run beside it (the rest of a batch whose
-    # call waits, async update emissions) lives here, one nursery per run instead of
-    # one per batch; each batch waits for its own before it returns.
-    async with trio.open_nursery() as nursery:
-        await _run_loop(
-            context, new_messages, config, signal or AbortSignal(), emitter, stream_fn, nursery
-        )
+    await _run_loop(
+        context,
+        new_messages,
+        config,
+        signal or AbortSignal(),
+        emitter,
+        _resolve_stream_fn(stream_fn),
+        None,
+        None,
+    )
     return new_messages
 
 
@@ -259,6 +258,13 @@ async def _poll(fn: Callable[[], MaybeAwaitable] | None) -> list[AgentMessage]:
     return list(result) if result else []
 
 
+_Resume: TypeAlias = tuple[
+    "_Requests", bool, "TurnContext | None", AssistantMessage, list[ToolCall]
+]
+"""Where :func:`_run_loop` goes on inside the run's nursery: its requests, whether a turn
+completed, the last turn, and the response whose tool calls are to run."""
+
+
 async def _run_loop(
     context: AgentContext,
     new_messages: list[AgentMessage],
@@ -266,63 +272,92 @@ async def _run_loop(
     signal: AbortSignal,
     emit: Emit,
     stream_fn: StreamFn,
-    nursery: trio.Nursery | None = None,
+    nursery: trio.Nursery | None,
+    resume: _Resume | None,
 ) -> None:
-    requests = _Requests(stream_fn)
-    # Pi's lastCompletedTurn: built only for the hooks that receive it.
-    turned = False
-    last_turn: TurnContext | None = None
+    """The loop (Pi's ``runLoop``). The run's nursery, where what a tool call must run
+    beside it lives (the rest of a batch whose call waits, async update emissions), is
+    opened at the first tool batch: the rest of the run then goes on inside it
+    (``resume``), one nursery per run instead of one per batch, none for a run without
+    tool calls. Each batch waits for its own tasks before it returns."""
     wants_turn = config.prepare_next_turn is not None or config.should_stop_after_turn is not None
-    pending = await _poll(config.get_steering_messages)
+    pending: list[AgentMessage] = []
+    if resume is None:
+        requests = _Requests(stream_fn)
+        # Pi's lastCompletedTurn: built only for the hooks that receive it.
+        turned = False
+        last_turn: TurnContext | None = None
+        pending = await _poll(config.get_steering_messages)
+    else:
+        requests, turned, last_turn, _, _ = resume
     while True:
         has_more_tool_calls = True
         while has_more_tool_calls or pending:
-            if turned:
-                if config.prepare_next_turn is not None:
-                    assert last_turn is not None
-                    update = await maybe_await(config.prepare_next_turn(last_turn))
-                    if update is not None:
-                        if update.context is not None:
-                            context = update.context
-                        if update.model is not None or update.thinking_level is not None:
-                            config = attrs.evolve(
-                                config,
-                                model=update.model if update.model is not None else config.model,
-                                reasoning=(
-                                    config.reasoning
-                                    if update.thinking_level is None
-                                    else None
-                                    if update.thinking_level == "off"
-                                    else update.thinking_level
-                                ),
-                            )
-                if not pending:
-                    pending = await _poll(config.get_steering_messages)
-                pending_emit = emit.now(TurnStart())
-                if pending_emit is not None:
-                    await pending_emit
+            if resume is not None:
+                _, _, _, message, tool_calls = resume  # the resumed turn's
+                resume = None
+            else:
+                if turned:
+                    if config.prepare_next_turn is not None:
+                        assert last_turn is not None
+                        update = await maybe_await(config.prepare_next_turn(last_turn))
+                        if update is not None:
+                            if update.context is not None:
+                                context = update.context
+                            if update.model is not None or update.thinking_level is not None:
+                                config = attrs.evolve(
+                                    config,
+                                    model=(
+                                        update.model if update.model is not None else config.model
+                                    ),
+                                    reasoning=(
+                                        config.reasoning
+                                        if update.thinking_level is None
+                                        else None
+                                        if update.thinking_level == "off"
+                                        else update.thinking_level
+                                    ),
+                                )
+                    if not pending:
+                        pending = await _poll(config.get_steering_messages)
+                    pending_emit = emit.now(TurnStart())
+                    if pending_emit is not None:
+                        await pending_emit
 
-            if pending:
-                for message in pending:
-                    await emit(MessageStart(message=message))
-                    await emit(MessageEnd(message=message))
-                    context.messages.append(message)
-                    new_messages.append(message)
-                pending = []
+                if pending:
+                    for pending_message in pending:
+                        await emit(MessageStart(message=pending_message))
+                        await emit(MessageEnd(message=pending_message))
+                        context.messages.append(pending_message)
+                        new_messages.append(pending_message)
+                    pending = []
 
-            message = await _stream_assistant_response(context, config, signal, emit, requests)
-            new_messages.append(message)
-            if message.stop_reason == "error" or message.stop_reason == "aborted":
-                await emit(TurnEnd(message=message, tool_results=()))
-                await emit(AgentEnd(messages=tuple(new_messages)))
-                return
+                message = await _stream_assistant_response(context, config, signal, emit, requests)
+                new_messages.append(message)
+                if message.stop_reason == "error" or message.stop_reason == "aborted":
+                    await emit(TurnEnd(message=message, tool_results=()))
+                    await emit(AgentEnd(messages=tuple(new_messages)))
+                    return
+                tool_calls = [b for b in message.content if type(b) is ToolCall]
 
-            tool_calls = [b for b in message.content if type(b) is ToolCall]
             tool_results: tuple[ToolResultMessage, ...] = ()
             has_more_tool_calls = False
             if tool_calls:
                 if message.stop_reason == "length":
                     tool_results, terminate = await fail_truncated(tool_calls, emit)
+                elif nursery is None:
+                    async with trio.open_nursery() as opened:
+                        await _run_loop(
+                            context,
+                            new_messages,
+                            config,
+                            signal,
+                            emit,
+                            stream_fn,
+                            opened,
+                            (requests, turned, last_turn, message, tool_calls),
+                        )
+                    return
                 else:
                     tool_results, terminate = await run_tool_batch(
                         context, message, tool_calls, config, signal, emit, nursery
