@@ -1,6 +1,6 @@
 """The ``model.compat`` flags of an ``anthropic-messages`` model, and the Claude Code identity.
 
-pi-ai 0.85.0's ``getCompat`` of ``api/anthropic-messages.js``: :class:`_Compat` holds
+pi-ai 0.85.0's ``getAnthropicCompat`` (``api/anthropic-messages.js``): :class:`_Compat` holds
 the flags read from ``model.compat`` (camelCase on the wire, Python names here) with
 pi-ai's defaults (tool references on first-party Claude 4.5+). An OAuth token
 (``sk-ant-oat``) makes pi-ai speak as Claude Code: the identity system prompt, Claude

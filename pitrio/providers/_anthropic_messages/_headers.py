@@ -2,8 +2,9 @@
 
 pi-ai 0.85.0's ``createClient`` and ``@anthropic-ai/sdk`` 0.123.0's ``buildHeaders``:
 the API key (``x-api-key``) or bearer token (OAuth, GitHub Copilot), the SDK's fixed
-headers, ``anthropic-version``, the ``anthropic-beta`` features (:func:`_beta_features`:
-fine-grained tool streaming, interleaved thinking, fallbacks, managed effort, OAuth),
+headers, ``anthropic-version``, the ``anthropic-beta`` features (:func:`_beta_features`,
+pi-ai's ``getBetaFeatures``: fine-grained tool streaming, interleaved thinking,
+fallbacks, managed effort, OAuth),
 session affinity, the model's and the caller's headers, merged as the SDK merges them;
 and ``<baseUrl>/v1/messages?beta=true``.
 """
