@@ -19,6 +19,9 @@ from pitrio import (
     MessageUpdate,
     TextContent,
     TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolResult,
@@ -153,3 +156,36 @@ def test_without_live_there_are_no_frames_or_cursor_moves() -> None:
         renderer(event)
     text = out.getvalue()
     assert text == "## Title\n\nbody\n"
+
+
+def update(event: Any) -> MessageUpdate:
+    return MessageUpdate(message=PARTIAL, assistant_message_event=event)
+
+
+async def test_thinking_streams_dimmed_lines_with_the_open_one_live(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    out = Terminal()
+    renderer = Renderer(out, style="ansi", live=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(renderer.animate)
+        renderer(AgentStart())
+        renderer(MessageStart(message=PARTIAL))
+        renderer(update(ThinkingStartEvent(content_index=0, partial=PARTIAL)))
+        for piece in ("first ", "thought\nsecond", " half"):
+            renderer(update(ThinkingDeltaEvent(content_index=0, delta=piece, partial=PARTIAL)))
+        await trio.sleep(0.25)
+        during = out.getvalue()
+        # The complete line printed once, dimmed italic; the open line drawn live.
+        assert during.count("\x1b[2;3mthinking: first thought\x1b[0m\n") == 1
+        assert "\x1b[2;3msecond half\x1b[0m" in during
+        end = ThinkingEndEvent(content_index=0, content="", partial=PARTIAL)
+        renderer(update(end))
+        renderer(delta("answer"))
+        final = AssistantMessage(content=(TextContent(text="answer"),))
+        renderer(MessageEnd(message=final))
+        renderer(AgentEnd(messages=(final,)))
+        text = out.getvalue()
+        assert text.count("\x1b[2;3msecond half\x1b[0m\n") == 1  # printed when it ended
+        assert text.index("second half\x1b[0m\n") < text.rindex("answer\n")
+        nursery.cancel_scope.cancel()
