@@ -124,7 +124,10 @@ class _Finalized:
 
 
 def _terminates(finalized: Sequence[_Finalized]) -> bool:
-    return bool(finalized) and all(f.result.terminate is True for f in finalized)
+    for f in finalized:
+        if f.result.terminate is not True:
+            return False
+    return bool(finalized)
 
 
 async def run_tool_batch(
@@ -193,7 +196,10 @@ class _Batch:
             return _Finalized(call, error_result(f"Tool {call.name} not found"), True)
         try:
             arguments = call.arguments
-            prepare = getattr(tool, "prepare_arguments", None)
+            if type(tool) is Tool:  # its prepare_arguments() only forwards to the function
+                prepare = tool.prepare_arguments_fn
+            else:
+                prepare = getattr(tool, "prepare_arguments", None)
             if prepare is not None:
                 arguments = prepare(arguments)
             # Inline for normal arguments; huge ones move to a thread that abort stops.
@@ -457,7 +463,8 @@ class _Batch:
                 raise updates.failure  # see execute()
             if result is None:
                 result, is_error = error_result("Operation aborted"), True
-            for _ in range(hops):
+            while hops:
+                hops -= 1
                 await _HOP
             if self.config.after_tool_call is None:
                 finalized = _Finalized(call, result, is_error)
