@@ -690,6 +690,7 @@ class _WebApp:
         if level != old_level:
             await app.set_thinking(level)
             text += f" (it has no thinking level {old_level}: now {level})"
+        await self._flush()
         self._output(client, name, text)
         self._broadcast(self._info())
 
@@ -707,9 +708,16 @@ class _WebApp:
         changed = level != app.thinking
         if changed:
             await app.set_thinking(level)
+            await self._flush()
         self._output(client, name, f"thinking: {level}")
         if changed:
             self._broadcast(self._info())
+
+    async def _flush(self) -> None:
+        """Write a switch to the session file now (the harness writes at a turn's end):
+        a reload, or another pitrio opening the session, sees it at once."""
+        if self.app.session is not None:
+            await self.app.session.flush()
 
     async def _tools(self, client: _Client, name: str, _: str) -> None:
         app = self.app

@@ -410,6 +410,8 @@ async def _socket_session(info: ServerInfo, requests: Requests, tmp_path: Path) 
             "text": "model: scripted/deep",
             "error": False,
         }
+        # In the file at once, not only at the next turn's end.
+        assert recorded_changes(tmp_path) == [("scripted/deep", "off")]
         info_now = await socket.receive()
         assert info_now["type"] == "info"
         assert info_now["model"] == "scripted/deep"
@@ -472,6 +474,9 @@ async def _socket_session(info: ServerInfo, requests: Requests, tmp_path: Path) 
             "text": "Review a.py for bugs, then say a.py now.",
         }
         await ws.send_message('{"type": "abort"}')
+        # Settled before the session file is read.
+        while (await socket.receive()) != {"type": "status", "working": False}:
+            pass
 
 
 async def test_compact_summarises_in_the_background_and_reports(
