@@ -319,7 +319,9 @@ class _Interactive:
             if hint:
                 self.renderer.error(hint)
         if self._answer is None:
-            self.out.write(IDLE_PROMPT)
+            # A line typed during the run but not sent is still being read: show it again
+            # (the live region it was drawn in is gone).
+            self.out.write(IDLE_PROMPT + (self.reader.typed() or ""))
             self.out.flush()
 
     # -- slash commands ----------------------------------------------------------------------

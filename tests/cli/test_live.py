@@ -9,6 +9,7 @@ open (a ``wait`` part) while it looks at the screen.
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -214,5 +215,31 @@ def test_the_screen_after_a_run_keeps_no_trace_of_the_live_region(
         assert sum(once in line for line in lines) == 1, (once, text)
     assert sum("go on" in line for line in lines) == 1, text  # only in the steering note
     assert lines[-1] == ">"
+    child.send(CTRL_D)
+    child.expect(pexpect.EOF)
+
+
+def test_a_line_typed_but_not_sent_during_a_run_is_shown_at_the_next_prompt(
+    serve: Callable[..., ChatServer], spawn: Spawn
+) -> None:
+    pyte = pytest.importorskip("pyte", reason="pyte is in the test extra: pip install -e .[test]")
+    server = serve(bash_then_text("sleep 1"))
+    child = spawn("--base-url", server.url, "--model", "m", "--yes")
+    log = io.StringIO()
+    child.logfile_read = log
+    child.expect_exact("> ")
+    child.send("go\r")
+    child.expect(SPINNER)
+    child.send("half a tho")
+    child.expect_exact("finished")
+    child.expect_exact("> half a tho")
+    screen = pyte.Screen(120, 40)
+    pyte.Stream(screen).feed(log.getvalue())
+    lines = [line.rstrip() for line in screen.display if line.strip()]
+    assert lines[-1] == "> half a tho"
+    assert sum("half a tho" in line for line in lines) == 1
+    child.send("ught\r")  # the reader had it all along: the line is sent whole
+    child.expect_exact("> ")
+    assert "half a thought" in json.dumps(server.requests[-1]["messages"])
     child.send(CTRL_D)
     child.expect(pexpect.EOF)
