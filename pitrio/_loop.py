@@ -7,11 +7,15 @@ exactly (see ``docs/loop.md``). What Trio adds is structure:
 * a provider stream is opened with ``async with`` and its producer is cancelled when
   the run's :class:`AbortSignal` fires; the loop then still emits ``message_end``,
   ``turn_end`` and ``agent_end`` (the aborted message is data);
-* a parallel tool batch is a child nursery: tools finish in any order, their
+* a parallel tool batch runs its calls together: tools finish in any order, their
   ``tool_execution_end`` events follow completion order, and their result messages
-  enter the transcript in the assistant's source order;
-* each tool runs in a cancel scope that the abort cancels; a tool that must finish
-  shields itself.
+  enter the transcript in the assistant's source order. The calls run in the loop's
+  own task until one of them waits; only then does the rest go on in a task of the
+  run's nursery (opened at the first tool batch, so a run without tool calls has
+  none), and the batch waits for its tasks before it ends;
+* tools run in a cancel scope that the abort cancels (one per round of calls that
+  return at once, not one per call); a tool that must finish shields itself, and an
+  after-hook or listener never runs inside it.
 """
 
 from __future__ import annotations
