@@ -50,3 +50,7 @@ def __getattr__(name: str) -> Any:
         return getattr(_strategies, name)
     msg = f"module 'pitrio.testing' has no attribute {name!r}"
     raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_STRATEGIES})

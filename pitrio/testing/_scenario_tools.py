@@ -48,6 +48,7 @@ class ScenarioTools:
         return default
 
     def make_tool(self, t: Record) -> Any:
+        """The pitrio tool for one ``tools[]`` entry of the scenario."""
         scripted = self
 
         async def execute(

@@ -135,6 +135,7 @@ def normalize_message(message: AgentMessage) -> Record:
 
 
 def normalize_tool_result(result: ToolResult) -> Record:
+    """A tool result as the oracle writes it (``null`` details kept, absent ones dropped)."""
     record: Record = _norm_obj(unstructure(result))  # a ToolResult unstructures to a dict
     return record
 
