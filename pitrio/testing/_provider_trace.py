@@ -10,10 +10,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 from .. import _wire as wire
-from .._events import AssistantMessageEvent
+from .._events import (
+    AssistantMessageEvent,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
 from .._messages import AssistantMessage, ToolCall
 
 __all__ = ["canon", "format_trace", "normalize_event", "normalize_message"]
@@ -47,22 +61,30 @@ def _normalize_block(block: ToolCall) -> dict[str, Any]:
 def normalize_event(event: AssistantMessageEvent) -> dict[str, Any]:
     """One event record (``PROVIDERS.md`` §3.3)."""
     record: dict[str, Any] = {"type": event.type}
-    for name, key in (
-        ("content_index", "contentIndex"),
-        ("delta", "delta"),
-        ("content", "content"),
-        ("reason", "reason"),
-    ):
-        value = getattr(event, name, None)
-        if value is not None:
-            record[key] = value
-    tool_call = getattr(event, "tool_call", None)
-    if tool_call is not None:
-        record["toolCall"] = _normalize_block(tool_call)
-    for name in ("partial", "message", "error"):
-        value = getattr(event, name, None)
-        if value is not None:
-            record[name] = normalize_message(value)
+    match event:
+        case StartEvent():
+            pass
+        case TextStartEvent() | ThinkingStartEvent() | ToolCallStartEvent():
+            record["contentIndex"] = event.content_index
+        case TextDeltaEvent() | ThinkingDeltaEvent() | ToolCallDeltaEvent():
+            record["contentIndex"] = event.content_index
+            record["delta"] = event.delta
+        case TextEndEvent() | ThinkingEndEvent():
+            record["contentIndex"] = event.content_index
+            record["content"] = event.content
+        case ToolCallEndEvent():
+            record["contentIndex"] = event.content_index
+            record["toolCall"] = _normalize_block(event.tool_call)
+        case DoneEvent():
+            record["reason"] = event.reason
+            record["message"] = normalize_message(event.message)
+        case ErrorEvent():
+            record["reason"] = event.reason
+            record["error"] = normalize_message(event.error)
+        case _:
+            assert_never(event)
+    if not isinstance(event, DoneEvent | ErrorEvent):
+        record["partial"] = normalize_message(event.partial)
     return record
 
 
