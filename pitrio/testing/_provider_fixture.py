@@ -81,15 +81,18 @@ def _check_keys(obj: object, allowed: Sequence[str], path: str) -> None:
 
 
 def _type_ok(value: object, kind: str) -> bool:
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(value, float) and value.is_integer():
-        is_int = True
+    # JSON has one number type: an integer is an int or a float with no fraction.
+    integer: int | float | None = None
+    if (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and value.is_integer()
+    ):
+        integer = value
     checks: dict[str, Callable[[], bool]] = {
         "array": lambda: isinstance(value, list),
         "object": lambda: isinstance(value, dict),
-        "integer": lambda: is_int,
-        "nonneg-integer": lambda: is_int and value >= 0,  # type: ignore[operator]  # is_int
-        "positive-integer": lambda: is_int and value > 0,  # type: ignore[operator]  # is_int
+        "integer": lambda: integer is not None,
+        "nonneg-integer": lambda: integer is not None and integer >= 0,
+        "positive-integer": lambda: integer is not None and integer > 0,
         "string": lambda: isinstance(value, str),
         "number": lambda: isinstance(value, int | float) and not isinstance(value, bool),
         "boolean": lambda: isinstance(value, bool),
@@ -475,7 +478,7 @@ def build_model(fixture: Mapping[str, Any], port: int) -> Model:
     return model
 
 
-_ZERO_USAGE: Final = {
+_ZERO_USAGE: Final[dict[str, Any]] = {
     "input": 0,
     "output": 0,
     "cacheRead": 0,
@@ -492,8 +495,8 @@ def _message_json(spec: Mapping[str, Any], model: Model) -> dict[str, Any]:
         return {"role": "user", "content": content, "timestamp": timestamp}
     if spec["role"] == "assistant":
         content = [{"type": "text", "text": spec["text"]}] if "text" in spec else spec["content"]
-        usage = {**_ZERO_USAGE, **spec.get("usage", {})}
-        usage["cost"] = {**_ZERO_USAGE["cost"], **spec.get("usage", {}).get("cost", {})}  # type: ignore[dict-item]  # a dict
+        usage: dict[str, Any] = {**_ZERO_USAGE, **spec.get("usage", {})}
+        usage["cost"] = {**_ZERO_USAGE["cost"], **spec.get("usage", {}).get("cost", {})}
         has_call = any(b.get("type") == "toolCall" for b in content)
         message = {
             "role": "assistant",

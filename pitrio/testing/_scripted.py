@@ -425,10 +425,12 @@ def _events(r: ScriptedResponse, template: AssistantMessage) -> Iterator[Assista
         ),
         deferred=r.deferred,
     )
-    if final.stop_reason == "error" or final.stop_reason == "aborted":
-        yield ErrorEvent(reason=final.stop_reason, error=final)
+    reason = final.stop_reason
+    if reason == "error" or reason == "aborted":
+        yield ErrorEvent(reason=reason, error=final)
     else:
-        yield DoneEvent(reason=final.stop_reason, message=final)  # type: ignore[arg-type]  # checked above
+        assert reason != "pending"  # a response's stop reason is checked when it is built
+        yield DoneEvent(reason=reason, message=final)
 
 
 def _chunks(text: str, size: int | None) -> list[str]:
