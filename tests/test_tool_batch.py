@@ -181,3 +181,31 @@ async def test_a_listener_failing_in_a_batch_fails_the_run_as_data(
     assert agent.state.error_message == "listener broke"
     assert not agent.is_running
     assert trio.current_time() == 0  # the slow call was cancelled with the batch
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+async def test_async_update_listeners_run_while_the_tool_runs(
+    autojump_clock: trio.testing.MockClock, calls: int
+) -> None:
+    """An async listener's work for an update (what it awaits) happens while the tool is
+    still running, as Pi's listener promises do, for a lone call and in a batch."""
+    seen: list[tuple[str, float]] = []
+
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        on_update(text_result("half way"))
+        await trio.sleep(10)
+        seen.append(("tool done", trio.current_time()))
+        return text_result("ok")
+
+    async def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "tool_execution_update":
+            await trio.sleep(1)
+            seen.append(("update handled", trio.current_time()))
+
+    ids = [f"c{i}" for i in range(calls)]
+    model = ScriptedModel([ScriptedResponse.tool_calls(*[(i, "t", {}) for i in ids])])
+    agent = Agent(stream_fn=model, model=MODEL, tools=[Tool(name="t", execute=execute)])
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    assert seen == [("update handled", 1)] * calls + [("tool done", 10)] * calls
+    assert not agent.is_running
