@@ -55,7 +55,8 @@ async def test_a_mixed_batch_keeps_every_guarantee_under_abort(
 ) -> None:
     """Five calls: two return at once, one waits 1 s, one ignores the abort forever, one
     is shielded for 3 s. The after-hook waits 1 s for every finished call; the abort at
-    1.5 s lands while the 1 s call's after-hook runs: that hook still completes."""
+    1.5 s lands while the 1 s call's after-hook and a listener of the fast calls' ends
+    run: both still complete."""
     hooks: list[tuple[str, float, float]] = []
 
     async def after_tool_call(ctx: AfterToolCallContext, signal: AbortSignal) -> None:
@@ -87,6 +88,16 @@ async def test_a_mixed_batch_keeps_every_guarantee_under_abort(
     )
     events: list[AgentEvent] = []
     agent.subscribe(lambda event, signal: events.append(event))
+    listened: list[tuple[str, float, float]] = []
+
+    async def slow_listener(event: AgentEvent, signal: AbortSignal) -> None:
+        # The fast calls' ends come at 1 s: this listener's work spans the abort.
+        if isinstance(event, ToolExecutionEnd) and event.tool_call_id.startswith("fast"):
+            start = trio.current_time()
+            await trio.sleep(1)
+            listened.append((event.tool_call_id, start, trio.current_time()))
+
+    agent.subscribe(slow_listener)
     async with trio.open_nursery() as nursery:
         await nursery.start(agent.prompt, "go")
         await trio.sleep(1.5)
@@ -118,6 +129,7 @@ async def test_a_mixed_batch_keeps_every_guarantee_under_abort(
         ("slow", 1, 2),  # started before the abort, not cancelled by it
         ("stuck", 1.5, 2.5),
     ]
+    assert sorted(listened) == [("fast1", 1, 2), ("fast2", 1, 2)]  # not cancelled either
     results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
     assert [m.tool_call_id for m in results] == ["fast1", "slow", "stuck", "safe", "fast2"]
     assert agent.state.messages[-1].stop_reason == "aborted"
