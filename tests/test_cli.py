@@ -322,7 +322,13 @@ def test_json_mode_prints_every_event_as_one_wire_line(env: dict[str, str], proj
     assert status == 0
     events = [json.loads(line) for line in out.splitlines()]
     types = [e["type"] for e in events]
-    assert types[0] == "agent_start"
+    header = events[0]  # as Pi's json mode: the session file's header first
+    assert set(header) == {"type", "version", "id", "timestamp", "cwd"}
+    assert (header["type"], header["version"], header["cwd"]) == ("session", 3, str(project))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", header["timestamp"])
+    sessions = list(Path(env["PITRIO_SESSIONS_DIR"]).rglob("*.jsonl"))
+    assert header["id"] in sessions[0].name
+    assert types[1] == "agent_start"
     assert types[-1] == "agent_end"
     deltas = [
         e["assistantMessageEvent"]["delta"]

@@ -408,6 +408,17 @@ async def _run_json(app: App, prompt: str) -> int:
             out.write(json.dumps(data, ensure_ascii=False) + "\n")
             out.flush()
 
+    session = app.session
+    if session is not None:  # Pi's json mode starts with the session file's header
+        created = datetime.datetime.fromtimestamp(session.created_at / 1000, datetime.UTC)
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": session.id,
+            "timestamp": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "cwd": app.cwd,
+        }
+        out.write(json.dumps(header, ensure_ascii=False) + "\n")
     app.subscribe(emit)
     async with open_interrupts() as interrupts:
         return await run_once(app, prompt, interrupts)
