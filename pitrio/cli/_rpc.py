@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, TextIO, get_args
 import trio
 
 from pitrio import ImageContent, Model, ThinkingLevel, UsageError, wire
-from pitrio.harness import HarnessEvent, SessionError
+from pitrio.harness import CompactionEnd, CompactionStart, HarnessEvent, SessionError
 
 from ._app import App, event_to_pi
 from ._errors import RpcCommandError
@@ -45,7 +45,11 @@ async def run_rpc(app: App, stdin: TextIO, out: TextIO) -> int:
         out.write(json.dumps(data, ensure_ascii=False) + "\n")
         out.flush()
 
+    compacting = [False]  # get_state's isCompacting
+
     def emit(event: HarnessEvent) -> None:
+        if isinstance(event, (CompactionStart, CompactionEnd)):
+            compacting[0] = isinstance(event, CompactionStart)
         data = event_to_pi(event, app.session)
         if data is not None:
             write(data)
@@ -91,7 +95,7 @@ async def run_rpc(app: App, stdin: TextIO, out: TextIO) -> int:
             if "id" in command:
                 response = {"id": command["id"], **response}
             try:
-                data = await _handle(app, nursery, command)
+                data = await _handle(app, nursery, command, compacting=compacting[0])
             except (RpcCommandError, UsageError, SessionError, ValueError) as exc:
                 write({**response, "success": False, "error": str(exc)})
             else:
@@ -142,7 +146,9 @@ def _message(command: dict[str, Any]) -> str:
     return message
 
 
-async def _handle(app: App, nursery: trio.Nursery, command: dict[str, Any]) -> Any:
+async def _handle(
+    app: App, nursery: trio.Nursery, command: dict[str, Any], *, compacting: bool
+) -> Any:
     harness = app.harness
     name = command.get("type")
     if name == "prompt":
@@ -190,7 +196,7 @@ async def _handle(app: App, nursery: trio.Nursery, command: dict[str, Any]) -> A
             "model": model_to_pi(app.model),
             "thinkingLevel": app.thinking,
             "isStreaming": harness.is_busy,
-            "isCompacting": False,
+            "isCompacting": compacting,
             "steeringMode": agent.steering_mode,
             "followUpMode": agent.follow_up_mode,
             "sessionFile": await _session_file(app),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -256,6 +257,7 @@ def test_rpc_sends_pis_auto_compaction_events_and_a_manual_compact_none(
     ``auto_compaction_end`` with the result and ``willRetry``, then the retried answer;
     the ``compact`` command answers in its response only, as Pi's does."""
     requests: list[str] = []
+    summarising = threading.Event()  # the summary request is held until get_state saw it
 
     def script(body: dict[str, Any]) -> Reply:
         requests.append(last_user_text(body))
@@ -263,6 +265,8 @@ def test_rpc_sends_pis_auto_compaction_events_and_a_manual_compact_none(
             message = "This model's maximum context length is 8192 tokens. However, your "
             message += "messages resulted in 9000 tokens."
             return [{"status": 400, "body": {"error": {"message": message}}}]
+        if len(requests) == 4:
+            return [{"wait": summarising}, *text_reply("answer 4")]
         return text_reply(f"answer {len(requests)}")
 
     server = serve(script)
@@ -289,9 +293,17 @@ def test_rpc_sends_pis_auto_compaction_events_and_a_manual_compact_none(
                 return lines[-1]
         raise AssertionError(proc.stderr)
 
+    compacting_seen = False
+
     def wait_idle() -> None:
-        while send({"type": "get_state"})["data"]["isStreaming"]:
-            pass
+        nonlocal compacting_seen
+        while True:
+            state = send({"type": "get_state"})["data"]
+            if state["isCompacting"]:
+                compacting_seen = True
+                summarising.set()
+            if not state["isStreaming"]:
+                return
 
     with proc, proc.stdin, proc.stdout:
         for text in ("one", "two", "three"):
@@ -300,6 +312,7 @@ def test_rpc_sends_pis_auto_compaction_events_and_a_manual_compact_none(
         compacted = send({"type": "compact"})
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
+    assert compacting_seen  # get_state said isCompacting while the summary was requested
     extra = harness_lines(lines)
     assert [e["type"] for e in extra] == ["auto_compaction_start", "auto_compaction_end"]
     start, end = extra
