@@ -7,7 +7,7 @@ Events are frozen and carry frozen messages, so one message object can be shared
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, TypeAlias, final
+from typing import ClassVar, Literal, TypeAlias, final, get_args
 
 import attrs
 
@@ -19,6 +19,7 @@ from ._messages import (
     ToolResultMessage,
     Usage,
     UserContent,
+    fast_construct,
 )
 
 # --------------------------------------------------------------------------------------
@@ -26,7 +27,7 @@ from ._messages import (
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class StartEvent:
     """The stream began; ``partial`` is the (empty) message so far."""
 
@@ -35,7 +36,7 @@ class StartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextStartEvent:
     type: ClassVar[Literal["text_start"]] = "text_start"
     content_index: int
@@ -43,7 +44,7 @@ class TextStartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextDeltaEvent:
     type: ClassVar[Literal["text_delta"]] = "text_delta"
     content_index: int
@@ -52,7 +53,7 @@ class TextDeltaEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextEndEvent:
     type: ClassVar[Literal["text_end"]] = "text_end"
     content_index: int
@@ -61,7 +62,7 @@ class TextEndEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ThinkingStartEvent:
     type: ClassVar[Literal["thinking_start"]] = "thinking_start"
     content_index: int
@@ -69,7 +70,7 @@ class ThinkingStartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ThinkingDeltaEvent:
     type: ClassVar[Literal["thinking_delta"]] = "thinking_delta"
     content_index: int
@@ -78,7 +79,7 @@ class ThinkingDeltaEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ThinkingEndEvent:
     type: ClassVar[Literal["thinking_end"]] = "thinking_end"
     content_index: int
@@ -87,7 +88,7 @@ class ThinkingEndEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallStartEvent:
     type: ClassVar[Literal["toolcall_start"]] = "toolcall_start"
     content_index: int
@@ -95,7 +96,7 @@ class ToolCallStartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallDeltaEvent:
     type: ClassVar[Literal["toolcall_delta"]] = "toolcall_delta"
     content_index: int
@@ -104,7 +105,7 @@ class ToolCallDeltaEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallEndEvent:
     type: ClassVar[Literal["toolcall_end"]] = "toolcall_end"
     content_index: int
@@ -113,7 +114,7 @@ class ToolCallEndEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class DoneEvent:
     """The stream finished normally; ``message`` is final."""
 
@@ -123,7 +124,7 @@ class DoneEvent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ErrorEvent:
     """The stream failed or was aborted; ``error`` is the final message."""
 
@@ -165,7 +166,7 @@ UpdateEvent: TypeAlias = (
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolResult:
     """What a tool returns (``AgentToolResult``): content for the model, details for the app.
 
@@ -185,26 +186,26 @@ class ToolResult:
 
 
 @final
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class AgentStart:
     type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentEnd:
     type: ClassVar[Literal["agent_end"]] = "agent_end"
     messages: tuple[AgentMessage, ...]
 
 
 @final
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class TurnStart:
     type: ClassVar[Literal["turn_start"]] = "turn_start"
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TurnEnd:
     type: ClassVar[Literal["turn_end"]] = "turn_end"
     message: AgentMessage
@@ -212,14 +213,14 @@ class TurnEnd:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MessageStart:
     type: ClassVar[Literal["message_start"]] = "message_start"
     message: AgentMessage
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MessageUpdate:
     type: ClassVar[Literal["message_update"]] = "message_update"
     message: AgentMessage
@@ -227,14 +228,14 @@ class MessageUpdate:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MessageEnd:
     type: ClassVar[Literal["message_end"]] = "message_end"
     message: AgentMessage
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolExecutionStart:
     type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
     tool_call_id: str
@@ -243,7 +244,7 @@ class ToolExecutionStart:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolExecutionUpdate:
     type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
     tool_call_id: str
@@ -253,7 +254,7 @@ class ToolExecutionUpdate:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolExecutionEnd:
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
     tool_call_id: str
@@ -274,3 +275,5 @@ AgentEvent: TypeAlias = (
     | ToolExecutionUpdate
     | ToolExecutionEnd
 )
+
+fast_construct(*get_args(AssistantMessageEvent), ToolResult, *get_args(AgentEvent))

@@ -37,7 +37,7 @@ ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "x
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextContent:
     """A block of text."""
 
@@ -47,7 +47,7 @@ class TextContent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ThinkingContent:
     """Model reasoning; ``thinking_signature`` carries the provider's opaque token."""
 
@@ -58,7 +58,7 @@ class ThinkingContent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ImageContent:
     """An image as base64 ``data`` with its MIME type."""
 
@@ -68,7 +68,7 @@ class ImageContent:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCall:
     """A tool call requested by the model. ``arguments`` is the decoded JSON object."""
 
@@ -86,7 +86,7 @@ AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Cost:
     """Cost in dollars, split like :class:`Usage`."""
 
@@ -101,7 +101,7 @@ ZERO_COST = Cost()
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Usage:
     """Token counts of one model response, and what they cost."""
 
@@ -119,7 +119,7 @@ ZERO_USAGE = Usage()
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class DeferredHandle:
     """A durable handle to a response that a provider finishes asynchronously."""
 
@@ -133,7 +133,7 @@ class DeferredHandle:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UserMessage:
     """What the user said. ``content`` may be a plain string, as in Pi."""
 
@@ -143,7 +143,7 @@ class UserMessage:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AssistantMessage:
     """A model response, final or (with ``stop_reason="pending"``) partial."""
 
@@ -176,7 +176,7 @@ class AssistantMessage:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolResultMessage:
     """The result of one tool call, as the model will see it."""
 
@@ -192,7 +192,7 @@ class ToolResultMessage:
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CustomMessage:
     """An application-defined message (any role other than the three LLM roles).
 
@@ -266,6 +266,113 @@ class _LazyField:
 
 for _cls, _name in ((TextContent, "text"), (ThinkingContent, "thinking"), (ToolCall, "arguments")):
     setattr(_cls, _name, _LazyField(_cls.__dict__[_name]))
+
+
+# ---------------------------------------------------------------------------------------
+# Fast construction of frozen values
+
+
+_FACTORY: type[Any] = type(attrs.Factory(dict))
+
+
+def fast_construct(*classes: type[Any]) -> None:
+    """Give frozen attrs classes a constructor that costs what a plain slotted class's does.
+
+    attrs fills a frozen instance through ``object.__setattr__`` once per field (the
+    class's own ``__setattr__`` refuses), which makes a frozen value two to three times
+    as dear to build as a mutable one; messages and events are built for every delta
+    and every step of a turn. Here each class gets a ``__new__`` that fills an instance
+    of a private *mutable* twin with the same slots (plain, specialised stores) and then
+    turns it into the frozen class (``__class__`` assignment, allowed between
+    classes of the same layout). ``__init__`` becomes ``object.__init__``.
+
+    Everything else is still attrs': the fields, ``__setattr__`` refusing mutation,
+    ``__eq__``, ``__hash__``, ``__repr__``, ``__match_args__``, ``attrs.evolve``; the
+    signature (keyword-only, same defaults) is the one attrs would generate, and
+    pickling/copying go through ``__reduce__``. The classes must be slotted, frozen,
+    ``kw_only``, declared with ``weakref_slot=False`` (a ``__weakref__`` slot makes
+    the layouts incompatible), and have no validators, converters or aliases. All the
+    constructors of one call are compiled together (one ``compile()`` at import).
+    """
+    namespace: dict[str, Any] = {"_new": object.__new__, "_NOTHING": attrs.NOTHING}
+    lines: list[str] = []
+    built: list[tuple[type[Any], str, tuple[str, ...]]] = []
+    for number, cls in enumerate(classes):
+        fields = attrs.fields(cls)
+        names = tuple(field.name for field in fields)
+        if not names:
+            continue  # object.__new__ already builds a field-less instance
+        twin = type(f"_{cls.__name__}Fields", (), {"__slots__": names})
+        namespace[f"_twin{number}"] = twin
+        params: list[str] = []
+        body: list[str] = []
+        for field in fields:
+            name = field.name
+            if (
+                not field.kw_only
+                or field.validator is not None
+                or field.converter is not None
+                or field.alias != name
+                or not field.init
+            ):
+                msg = f"fast_construct() cannot build {cls.__name__}.{name}"
+                raise TypeError(msg)
+            default = field.default
+            if default is attrs.NOTHING:
+                params.append(name)
+            elif isinstance(default, _FACTORY):
+                if default.takes_self:
+                    msg = f"fast_construct() cannot build {cls.__name__}.{name}"
+                    raise TypeError(msg)
+                namespace[f"_factory{number}_{name}"] = default.factory
+                params.append(f"{name}=_NOTHING")
+                body.append(
+                    f"    if {name} is _NOTHING:\n        {name} = _factory{number}_{name}()"
+                )
+            else:
+                namespace[f"_default{number}_{name}"] = default
+                params.append(f"{name}=_default{number}_{name}")
+        body.extend(f"    self.{name} = {name}" for name in names)
+        lines.append(
+            f"def _new{number}(cls, *, {', '.join(params)}):\n"
+            f"    self = _new(_twin{number})\n" + "\n".join(body) + "\n"
+            "    self.__class__ = cls\n"
+            "    return self\n"
+        )
+        built.append((cls, f"_new{number}", names))
+    code = compile("\n".join(lines), f"<pitrio constructors of {classes[0].__module__}>", "exec")
+    exec(code, namespace)  # source built above from attrs field names only
+    for cls, function_name, names in built:
+        cls.__new__ = staticmethod(namespace[function_name])
+        cls.__init__ = object.__init__
+        setattr(cls, "__reduce__", _make_reduce(names))  # noqa: B010  # mypy: a method
+
+
+def _make_reduce(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    def __reduce__(self: Any) -> tuple[Any, ...]:  # installed as the method
+        return _rebuild, (self.__class__, names, tuple(getattr(self, n) for n in names))
+
+    return __reduce__
+
+
+def _rebuild(cls: type[Any], names: tuple[str, ...], values: tuple[Any, ...]) -> Any:
+    """Unpickle/copy a value built by :func:`fast_construct`."""
+    return cls(**dict(zip(names, values, strict=True)))
+
+
+fast_construct(
+    TextContent,
+    ThinkingContent,
+    ImageContent,
+    ToolCall,
+    Cost,
+    Usage,
+    DeferredHandle,
+    UserMessage,
+    AssistantMessage,
+    ToolResultMessage,
+    CustomMessage,
+)
 
 
 LlmMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
