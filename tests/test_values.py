@@ -1,0 +1,133 @@
+"""Messages and events stay frozen attrs values with the fast constructor of
+``pitrio._messages.fast_construct``: every behaviour attrs' own ``__init__`` gave them."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import pickle
+from typing import Any, get_args
+
+import attrs
+import pytest
+
+from pitrio import _events, _messages
+from pitrio._messages import LazyValue, TextContent, ToolCall, ToolResultMessage, fast_construct
+
+CLASSES: list[type[Any]] = [
+    _messages.TextContent,
+    _messages.ThinkingContent,
+    _messages.ImageContent,
+    _messages.ToolCall,
+    _messages.Cost,
+    _messages.Usage,
+    _messages.DeferredHandle,
+    _messages.UserMessage,
+    _messages.AssistantMessage,
+    _messages.ToolResultMessage,
+    _messages.CustomMessage,
+    _events.ToolResult,
+    *get_args(_events.AssistantMessageEvent),
+    *get_args(_events.AgentEvent),
+]
+
+
+def _sample(cls: type[Any]) -> dict[str, Any]:
+    """Keyword arguments giving every field of ``cls`` a distinct non-default value."""
+    values: dict[str, Any] = {}
+    for number, field in enumerate(attrs.fields(cls)):
+        values[field.name] = f"value-{number}"
+    return values
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_constructor_keeps_attrs_semantics(cls: type[Any]) -> None:
+    kwargs = _sample(cls)
+    value = cls(**kwargs)
+    assert type(value) is cls
+    assert {f.name: getattr(value, f.name) for f in attrs.fields(cls)} == kwargs
+    # Equal by value, hashable, frozen.
+    twin = cls(**kwargs)
+    assert value == twin
+    assert hash(value) == hash(twin)
+    for name in kwargs:
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(value, name, "changed")
+        other = cls(**{**kwargs, name: "other"})
+        assert other != value
+    # repr names every field; evolve, copy, deepcopy and pickle round-trip.
+    assert all(f"{name}={kwargs[name]!r}" in repr(value) for name in kwargs)
+    if kwargs:
+        first = next(iter(kwargs))
+        assert getattr(attrs.evolve(value, **{first: "new"}), first) == "new"
+    assert copy.copy(value) == value
+    assert copy.deepcopy(value) == value
+    assert pickle.loads(pickle.dumps(value)) == value
+    assert type(pickle.loads(pickle.dumps(value))) is cls
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_signature_is_the_attrs_one(cls: type[Any]) -> None:
+    parameters = inspect.signature(cls).parameters
+    fields = attrs.fields(cls)
+    assert list(parameters) == [f.name for f in fields]
+    for field in fields:
+        parameter = parameters[field.name]
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        if field.default is attrs.NOTHING:
+            assert parameter.default is inspect.Parameter.empty
+        elif not isinstance(field.default, type(attrs.Factory(dict))):
+            assert parameter.default is field.default
+    if fields and fields[0].default is attrs.NOTHING:
+        with pytest.raises(TypeError, match=fields[0].name):
+            cls()
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        cls(**_sample(cls), not_a_field=1)
+
+
+def test_defaults_and_fresh_factories() -> None:
+    message = ToolResultMessage(tool_call_id="a", tool_name="b")
+    assert (message.content, message.details, message.is_error, message.timestamp) == (
+        (),
+        None,
+        False,
+        0,
+    )
+    first, second = ToolCall(id="1", name="n"), ToolCall(id="2", name="n")
+    assert first.arguments == {}
+    assert first.arguments is not second.arguments
+
+
+def test_lazy_fields_still_build_on_first_read() -> None:
+    calls: list[int] = []
+
+    def build() -> str:
+        calls.append(1)
+        return "joined"
+
+    lazy: Any = LazyValue(build)
+    block = TextContent(text=lazy)
+    assert calls == []
+    assert block.text == "joined"
+    assert block.text == "joined"
+    assert calls == [1]
+    assert block == TextContent(text="joined")
+
+
+def test_class_patterns_match() -> None:
+    partial = _messages.AssistantMessage(stop_reason="pending")
+    event: Any = _events.TextDeltaEvent(content_index=2, delta="x", partial=partial)
+    match event:
+        case _events.TextDeltaEvent(content_index=index, delta=delta):
+            assert (index, delta) == (2, "x")
+        case _:
+            pytest.fail("no match")
+
+
+def test_refuses_classes_it_cannot_build() -> None:
+    @attrs.frozen(kw_only=True, weakref_slot=False)
+    class Validated:
+        x: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    with pytest.raises(TypeError, match=r"Validated\.x"):
+        fast_construct(Validated)
