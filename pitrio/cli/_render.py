@@ -183,6 +183,10 @@ class _Lines:
         self._chunks = [pieces[-1]] if pieces[-1] else []
         return [first, *pieces[1:-1]]
 
+    def starts_line(self) -> bool:
+        """The open line has begun, with something other than a space."""
+        return bool(self._chunks) and not self._chunks[0][0].isspace()
+
     def partial(self) -> str:
         if len(self._chunks) > 1:
             self._chunks = ["".join(self._chunks)]
@@ -217,6 +221,11 @@ class _Blocks:
             block = self._line(line)
             if block is not None:
                 done.append(block)
+        if self._fence is None and self._blank and self._has_text and self._lines.starts_line():
+            # An unindented line has begun after a blank one: the open block is complete.
+            done.append("\n".join(self.open).strip("\n"))
+            self.open = []
+            self._has_text = False
         return done
 
     def _line(self, line: str) -> str | None:
@@ -243,12 +252,20 @@ class _Blocks:
         self._has_text = self._has_text or not self._blank
         return block
 
-    def view(self, max_lines: int) -> str:
-        """The open block (its last ``max_lines`` lines, a code fence re-opened)."""
-        lines = self.open[-max_lines:]
-        if self._fence is not None and len(self.open) > max_lines:
+    def view(self, max_lines: int, max_chars: int) -> str:
+        """The open block for the live region: its last ``max_lines`` lines and at most
+        its last ``max_chars`` characters (a code fence re-opened), so that drawing it
+        costs no more than a screenful however long the block grows."""
+        lines = [*self.open[-max_lines:], self._lines.partial()]
+        room = max_chars
+        for keep in range(len(lines) - 1, -1, -1):
+            if len(lines[keep]) >= room:
+                lines = [lines[keep][len(lines[keep]) - room :], *lines[keep + 1 :]]
+                break
+            room -= len(lines[keep]) + 1
+        if self._fence is not None and len(lines) < len(self.open) + 1:
             lines = [self._fence_line, *lines[1:]]
-        return "\n".join([*lines, self._lines.partial()]).strip("\n")
+        return "\n".join(lines).strip("\n")
 
     def close(self) -> str:
         """The rest of the text, as the last block."""
@@ -419,8 +436,8 @@ class Renderer:
         self._frame += 1
         if self._open_dirty and self._blocks is not None:
             self._open_dirty = False
-            budget = max(1, self._rows() - 4)
-            text = self._blocks.view(budget)
+            rows = max(1, self._rows() - 4)
+            text = self._blocks.view(rows, max_chars=rows * (self._columns() + 1))
             self._open_render = self._markdown(text) if text else []
         self._draw()
         self.out.flush()

@@ -189,3 +189,41 @@ async def test_thinking_streams_dimmed_lines_with_the_open_one_live(
         assert text.count("\x1b[2;3msecond half\x1b[0m\n") == 1  # printed when it ended
         assert text.index("second half\x1b[0m\n") < text.rindex("answer\n")
         nursery.cancel_scope.cancel()
+
+
+async def test_a_huge_open_block_costs_a_screenful_per_redraw(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """One 200,000-character paragraph (no blank line ends it): each redraw renders at
+    most about a screen of it, not the whole block so far."""
+    text = "word " * 40_000
+    render = CountingRenderer()
+    await stream(render, answer_events(text, pieces=2000), gap=0.01)
+    screen = 24 * 80
+    # 2,000 redraws of at most a screenful, plus the complete block once at the end.
+    assert render.rendered_chars <= len(text) + render.renders * screen
+    assert render.renders > 100
+    assert "word word" in render.out.getvalue()
+
+
+def test_blocks_split_at_blank_lines_outside_fences() -> None:
+    from pitrio.cli._render import _Blocks
+
+    blocks = _Blocks()
+    text = (
+        "# T\n\npara one\nstill one\n\n```py\nx = 1\n\ny = 2\n```\n\n- a\n\n  more a\n- b\n\nlast"
+    )
+    done = [block for i in range(0, len(text), 3) for block in blocks.feed(text[i : i + 3])]
+    assert done == [
+        "# T",
+        "para one\nstill one",
+        "```py\nx = 1\n\ny = 2\n```",  # the blank line inside the fence does not split
+        "- a\n\n  more a\n- b",  # nor does an indented continuation
+    ]
+    assert blocks.view(10, 1000) == "last"
+    assert blocks.close() == "last"
+
+    code = _Blocks()
+    code.feed("```py\n" + "".join(f"line {i}\n" for i in range(100)))
+    assert code.view(5, 1000).splitlines() == ["```py", "line 96", "line 97", "line 98", "line 99"]
+    assert code.view(50, 20).splitlines()[0] == "```py"  # re-opened when cut by size too
