@@ -766,7 +766,11 @@ class _WebApp:
         listing = await self._sessions()
         items: list[dict[str, Any]] = listing["items"]
         if not arg:
-            text = "this directory's sessions, newest first (click one to continue it):"
+            text = (
+                "this directory's sessions, newest first (click one, or /resume ID):"
+                if items
+                else "no sessions for this directory yet"
+            )
             self._output(client, name, text, sessions=items)
             return
         self._idle_guard(name)
@@ -820,6 +824,9 @@ class _WebApp:
                     self._output(client, name, "nothing to compact yet")
                 elif end.status == "completed":
                     self._output(client, name, "compacted")
+                else:  # aborted (Stop) or failed: the notice says which and why
+                    failure = f": {end.error_message}" if end.error_message else ""
+                    self._output(client, name, f"not compacted ({end.status}{failure})", error=True)
             finally:
                 self.running = False
                 self._publish([Status(working=False)])

@@ -479,8 +479,9 @@ async def _socket_session(info: ServerInfo, requests: Requests, tmp_path: Path) 
             pass
 
 
+@pytest.mark.parametrize("stop", [False, True])
 async def test_compact_summarises_in_the_background_and_reports(
-    server: Callable[..., Any],
+    server: Callable[..., Any], stop: bool
 ) -> None:
     info, requests = await server()
     with trio.fail_after(60):
@@ -495,6 +496,13 @@ async def test_compact_summarises_in_the_background_and_reports(
             seen: list[dict[str, Any]] = []
             while not seen or seen[-1]["type"] != "output":
                 seen.append(await socket.receive())
+                if stop and seen[-1] == {"type": "status", "working": True}:
+                    await ws.send_message('{"type": "abort"}')  # the Stop button
+            if stop:
+                assert seen[-1]["text"] == "not compacted (aborted)"
+                assert seen[-1]["error"] is True
+                assert await socket.receive() == {"type": "status", "working": False}
+                return
             # A notice and "working" while it runs (Stop would abort it)...
             notices = [m["text"] for m in seen if m["type"] == "append"]
             assert notices[0] == "Compacting the conversation (manual)..."
