@@ -927,8 +927,25 @@ class _WebApp:
         return session
 
     async def _adopt(self, session: Session) -> None:
-        """Continue in ``session`` and show it in every page."""
-        await self.app.switch_session(session)
+        """Continue in ``session`` (with the model and thinking level it recorded, when
+        this server offers them) and show it in every page."""
+        app = self.app
+        recorded = session.model
+        model = next(
+            (
+                m
+                for m in self.models
+                if recorded is not None
+                and (m.provider, m.id) == (recorded.provider, recorded.model_id)
+            ),
+            None,
+        )
+        if model is not None:
+            app.model = model
+        level = session.thinking_level
+        if level is not None and level in thinking_levels(app.model):
+            app.thinking = level
+        await app.switch_session(session)
         self.app.consent.ask = self._ask
         self.app.consent.mode_hint = "the web UI"
         self._show_history()

@@ -545,3 +545,30 @@ def test_offered_models_follow_the_configuration(tmp_path: Path) -> None:
     assert thinking_levels(thinking.model) == ["off", "minimal", "low", "medium", "high"]
     offline, _ = _settings(["--offline"], {"HOME": str(tmp_path)}, None)
     assert offered_models(offline) == (offline.model,)
+
+
+async def test_a_resumed_session_brings_back_its_model_and_thinking(
+    server: Callable[..., Any],
+) -> None:
+    info, _ = await server()
+    with trio.fail_after(30):
+        async with await _connect(info) as ws:
+            socket = Socket(ws)
+            hello = [await socket.receive() for _ in range(3)]
+            first = hello[1]["session"]
+
+            async def state() -> str:
+                shown = await _command(socket, ws, "/model")
+                first_line: str = shown["text"].splitlines()[0]
+                return first_line
+
+            await _command(socket, ws, "/model thinker")
+            await _command(socket, ws, "/thinking high")
+            await _command(socket, ws, "/clear")  # a new session keeps them...
+            assert await state() == "model: scripted/thinker (thinking high)"
+            await _command(socket, ws, "/model small")  # ...until changed there
+            assert await state() == "model: scripted/small (thinking off)"
+            reply = await _command(socket, ws, f"/resume {first}")
+            assert reply["text"] == f"resumed session {first} (0 messages)"
+            # The first session's model and level, for the header and the next request.
+            assert await state() == "model: scripted/thinker (thinking high)"
