@@ -48,6 +48,8 @@ The package, in the order Pi's steps need it:
 - :mod:`._formats`: the string formats TypeBox registers;
 - :mod:`._typebox`: the schema compiled into nodes and TypeBox's ``Check``;
 - :mod:`._typebox_errors`: TypeBox's ``Errors()`` walk and its English texts;
+- :mod:`._flat`: the flat-object shortcut (an object of scalar properties whose values
+  already have their types needs no coercion: checked by one generated function);
 - :mod:`._fast`: the fastjsonschema fast path;
 - :mod:`._coerce`: Pi's ``structuredClone``, ``normalizeOptionalNulls`` and coercion;
 - :mod:`._validator`: :class:`Validator`, its cache, the exceptions, and the async

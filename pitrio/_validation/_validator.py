@@ -29,6 +29,7 @@ from ._coerce import (
     _strip_functions,
 )
 from ._fast import _compile_fast
+from ._flat import compile_flat
 from ._jsvalues import _strict_equal, js_json_dumps_capped
 from ._typebox import _Compiler
 from ._typebox_errors import MAX_ERRORS, _Sink, node_errors
@@ -118,7 +119,8 @@ class Validator:
     """
 
     __slots__ = (
-        "_coercer", "_engine", "_fast", "_prep", "_prep_dict", "_schema", "_schema_error", "_strip"
+        "_coercer", "_engine", "_fast", "_flat", "_prep", "_prep_dict", "_schema", "_schema_error",
+        "_strip",
     )  # fmt: skip
 
     def __init__(self, schema: Mapping[str, Any] | bool) -> None:
@@ -127,6 +129,8 @@ class Validator:
         self._engine = engine.top
         self._schema_error = engine.error or engine.unsupported
         self._fast = None if self._schema_error else _compile_fast(self._schema)
+        # Flat object schemas: a valid call that needs no coercion is checked directly.
+        self._flat = None if self._schema_error else compile_flat(self._schema)
         self._coercer = _Coercer()
         preparer = _Preparer(self._coercer)
         self._prep = preparer.get(self._schema, True, True)
@@ -217,6 +221,11 @@ class Validator:
                 (V8's ``Maximum call stack size exceeded`` for a ``$ref`` cycle that
                 never consumes the value, ``DataCloneError`` texts, ...).
         """
+        flat = self._flat
+        if flat is not None and type(arguments) is dict:
+            valid = flat(arguments)
+            if valid is not None:
+                return valid
         try:
             return self._validate(tool_name, arguments)
         except RecursionError:
