@@ -152,6 +152,7 @@ def _result_text(content: Any) -> str:
 
 
 _FRAMES: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_COMPACTION: Final = "\0compaction"  # the spinner key of a compaction (no tool call id)
 
 
 class InputEcho(Protocol):
@@ -338,7 +339,8 @@ class Renderer:
         self._frame = 0
         self._stale = False
         self._pending: list[str] = []
-        self._spinners: dict[str, tuple[str, float]] = {}
+        self._spinners: dict[str, tuple[str, float]] = {}  # id -> what runs, since when
+        self._live_for_compaction = False
         self._tool_partial: dict[str, str] = {}  # a running tool's last, open output line
         self._waiting_since = 0.0
         self._text: _Lines | None = None  # the answer's open line (no markdown)
@@ -379,7 +381,7 @@ class Renderer:
             self._tool_lines[event.tool_call_id] = 0
             self._tool_args[event.tool_call_id] = _args_text(event.args)
             self._last_block = event.tool_call_id
-            self._spinners[event.tool_call_id] = (event.tool_name, _now())
+            self._spinners[event.tool_call_id] = (f"{event.tool_name} running…", _now())
         elif isinstance(event, ToolExecutionUpdate):
             self._tool_update(event)
         elif isinstance(event, ToolExecutionEnd):
@@ -403,7 +405,15 @@ class Renderer:
         elif isinstance(event, CompactionStart):
             self._line_break()
             self._write(self._paint(f"[compacting the context ({event.reason})…]", _DIM) + "\n")
+            if self.live and not self._running:  # /compact, or after a run: a region of its own
+                self._start_live()
+                self._live_for_compaction = True
+            self._spinners[_COMPACTION] = ("compacting the context…", _now())
         elif isinstance(event, CompactionEnd):
+            self._spinners.pop(_COMPACTION, None)
+            if self._live_for_compaction:
+                self._live_for_compaction = False
+                self._stop_live()
             self._compaction_end(event)
         elif isinstance(event, AgentEnd):
             self._clear_wait()
@@ -715,11 +725,11 @@ class Renderer:
             partial = self._text.partial()
             if partial:
                 lines.append((self._tail(partial, width), 1))
-        for call_id, (name, started) in self._spinners.items():
+        for call_id, (label, started) in self._spinners.items():
             open_line = self._tool_partial.get(call_id)
             if open_line and self._tool_lines.get(call_id, 0) < self.MAX_RESULT_LINES:
                 lines.append((self._paint(self._tail(f"  │ {open_line}", width), _DIM), 1))
-            text = f"{frame} {name} running… {now - started:.0f}s"
+            text = f"{frame} {label} {now - started:.0f}s"
             lines.append((self._paint(self._tail(text, width), _CYAN), 1))
         if self._waiting and not self._spinners:
             text = f"{frame} waiting for the model… {now - self._waiting_since:.0f}s"

@@ -227,3 +227,23 @@ def test_blocks_split_at_blank_lines_outside_fences() -> None:
     code.feed("```py\n" + "".join(f"line {i}\n" for i in range(100)))
     assert code.view(5, 1000).splitlines() == ["```py", "line 96", "line 97", "line 98", "line 99"]
     assert code.view(50, 20).splitlines()[0] == "```py"  # re-opened when cut by size too
+
+
+async def test_a_compaction_outside_a_run_gets_its_own_spinner(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from pitrio.harness import CompactionEnd, CompactionStart
+
+    out = Terminal()
+    renderer = Renderer(out, style="ansi", live=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(renderer.animate)
+        renderer(CompactionStart(reason="manual"))  # /compact: no run around it
+        await trio.sleep(1.25)
+        assert "compacting the context… 1s" in out.getvalue()
+        renderer(CompactionEnd(reason="manual", status="completed", tokens_before=2000))
+        size = len(out.getvalue())
+        await trio.sleep(1)
+        assert len(out.getvalue()) == size  # the region is gone, nothing redrawn
+        assert "[compacted from ~2.0k tokens: older messages summarised]" in out.getvalue()
+        nursery.cancel_scope.cancel()
