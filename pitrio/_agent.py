@@ -591,15 +591,29 @@ class Agent:
         if run is None:
             msg = "Agent listener invoked outside active run"
             raise RuntimeError(msg)
+        # Pi's finishRun() follows agent_end's listeners at once: the run is idle when
+        # they are done, not later when the loop has closed its nursery (a schedule
+        # point where another task would see a run that has ended still running).
         listeners = self._listeners
         if not listeners:
+            if type(event) is AgentEnd:
+                self._finish_run(run)
             return None
         signal = run.signal
         for index, listener in enumerate(listeners):
             result = listener(event, signal)
             if result is not None and is_awaitable(result):
-                return _finish_listeners(result, listeners, index + 1, event, signal)
+                pending = _finish_listeners(result, listeners, index + 1, event, signal)
+                if type(event) is AgentEnd:
+                    return self._finish_after(pending, run)
+                return pending
+        if type(event) is AgentEnd:
+            self._finish_run(run)
         return None
+
+    async def _finish_after(self, pending: Awaitable[None], run: _Run) -> None:
+        await pending
+        self._finish_run(run)
 
 
 async def _finish_listeners(
