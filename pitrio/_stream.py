@@ -14,6 +14,9 @@ so nothing a stream starts outlives the block::
         message = await events.result()
 
 Events wait in a deque; a consumer with nothing to read waits on a :class:`trio.Event`.
+A stream whose events are all known in advance (a scripted answer) can take them as an
+iterable instead (:meth:`EventStream.push_lazily`): each is made when a consumer reaches
+it, so a long answer's snapshots are never all alive at once.
 (A Trio memory channel does the same job but costs about eight times as much to create,
 and a stream is created for every model request.)
 
@@ -25,8 +28,9 @@ keep reading after a cancel, so a producer can report its cancellation as data (
 from __future__ import annotations
 
 import enum
+import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Final, Generic, Literal, TypeVar
@@ -75,6 +79,7 @@ class EventStream(Generic[T, R]):
         "_queue",
         "_result",
         "_result_ready",
+        "_source",
         "_started",
         "_wakeup",
     )
@@ -97,16 +102,45 @@ class EventStream(Generic[T, R]):
         self._nursery_manager: AsyncExitStack | None = None
         self._producer_scope: trio.CancelScope | None = None
         self._started = False
+        self._source: Iterator[T] | None = None
 
     # -- producing ---------------------------------------------------------------------
 
     @property
     def done(self) -> bool:
         """Whether the stream has completed (no further events are accepted)."""
+        if self._source is not None:
+            self._drain()
         return self._done
 
     def push(self, event: T) -> None:
         """Add an event without waiting. Ignored once the stream has completed."""
+        if self._source is not None:
+            self._drain()
+        self._push(event)
+
+    def push_lazily(self, events: Iterable[T]) -> None:
+        """Add the events of ``events`` as if each were pushed, but take each one only
+        when a consumer reaches it (or when the stream's state is asked for: ``done``,
+        ``result()``, a later ``push`` or ``end``).
+
+        For streams whose whole content is known when they are returned, such as a
+        scripted answer given as a generator: reading a 50,000-delta answer then keeps
+        one snapshot alive at a time instead of all of them. An exception raised by the
+        iterable reaches whoever made it take the next event.
+        """
+        if self._source is None:
+            self._source = iter(events)
+        else:
+            self._source = itertools.chain(self._source, events)
+
+    def _drain(self) -> None:
+        source, self._source = self._source, None
+        if source is not None:
+            for event in source:
+                self._push(event)
+
+    def _push(self, event: T) -> None:
         if self._done:
             return
         self._queue.append(event)
@@ -120,6 +154,8 @@ class EventStream(Generic[T, R]):
 
     def end(self, result: R | None = None) -> None:
         """Complete the stream; ``result`` is used unless a result was already set."""
+        if self._source is not None:
+            self._drain()
         if result is not None:
             self._set_result(result)
         if not self._done:
@@ -149,6 +185,18 @@ class EventStream(Generic[T, R]):
         while True:
             if self._queue:
                 return self._queue.popleft()
+            source = self._source
+            if source is not None:
+                for event in source:
+                    if self._done:
+                        break
+                    if self._is_complete(event):
+                        self._set_result(self._extract_result(event))
+                        self._done = True
+                        self._source = None
+                    return event
+                self._source = None
+                continue
             if self._done:
                 await trio.lowlevel.checkpoint()
                 raise StopAsyncIteration
@@ -163,6 +211,8 @@ class EventStream(Generic[T, R]):
             IncompleteStreamError: the stream ended without a result (``end()`` with no value
                 and no completing event).
         """
+        if self._source is not None:
+            self._drain()
         if self._result is _UNSET and not self._done:
             if self._result_ready is None:
                 self._result_ready = trio.Event()
@@ -176,6 +226,8 @@ class EventStream(Generic[T, R]):
 
     def result_nowait(self) -> R:
         """The result if the stream has one already; raises ``trio.WouldBlock`` if not."""
+        if self._result is _UNSET and self._source is not None:
+            self._drain()
         if self._result is _UNSET:
             raise trio.WouldBlock
         return self._result
@@ -296,11 +348,23 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
         self.abort_message = abort_message
         self._last_partial: AssistantMessage | None = None
 
-    def push(self, event: AssistantMessageEvent) -> None:
+    def _push(self, event: AssistantMessageEvent) -> None:
         partial = getattr(event, "partial", None)
         if partial is not None:
             self._last_partial = partial
-        super().push(event)
+        super()._push(event)
+
+    def push_lazily(self, events: Iterable[AssistantMessageEvent]) -> None:
+        # Only a producer's failure reads the partial (see _fail).
+        super().push_lazily(events if self._producer is None else self._tracked(events))
+
+    def _tracked(self, events: Iterable[AssistantMessageEvent]) -> Iterator[AssistantMessageEvent]:
+        # What was streamed so far is kept by a failure's message (see _fail).
+        for event in events:
+            partial = getattr(event, "partial", None)
+            if partial is not None:
+                self._last_partial = partial
+            yield event
 
     def _fail(self, stop_reason: Literal["error", "aborted"], text: str) -> None:
         base = self._last_partial if self._last_partial is not None else self.template

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import trio
 import trio.testing
@@ -257,3 +259,60 @@ async def test_a_generic_producer_error_reaches_the_consumer_unwrapped() -> None
 
     with pytest.raises(KeyError, match="lost"):
         await consume()
+
+
+# -- push_lazily: events taken from an iterable as consumers reach them -----------------
+
+
+def _counted(values: list[int], taken: list[int]) -> Iterator[int]:
+    for value in values:
+        taken.append(value)
+        yield value
+
+
+async def test_push_lazily_takes_each_event_when_it_is_read() -> None:
+    """The iterable is advanced only as far as the consumer has read, and the stream
+    behaves as if every event had been pushed: same order, completion, result."""
+    stream = _int_stream()
+    taken: list[int] = []
+    stream.push_lazily(_counted([1, 2, -3, 4], taken))
+    assert taken == []
+    iterator = stream.__aiter__()
+    assert await iterator.__anext__() == 1
+    assert taken == [1]
+    assert await iterator.__anext__() == 2
+    assert taken == [1, 2]
+    assert [n async for n in stream] == [-3]  # completes at -3; 4 is never taken
+    assert taken == [1, 2, -3]
+    assert stream.done
+    assert await stream.result() == "ended with -3"
+
+
+@pytest.mark.parametrize("ask", ["done", "result", "result_nowait", "push", "end"])
+async def test_asking_for_the_state_takes_the_rest(ask: str) -> None:
+    """done, result(), result_nowait(), push() and end() see every lazily added event,
+    exactly as if they had been pushed."""
+    stream = _int_stream()
+    stream.push(0)
+    stream.push_lazily([1, 2])
+    stream.push_lazily([-3, 9])
+    if ask == "done":
+        assert stream.done
+    elif ask == "result":
+        assert await stream.result() == "ended with -3"
+    elif ask == "result_nowait":
+        assert stream.result_nowait() == "ended with -3"
+    elif ask == "push":
+        stream.push(-7)  # after the completing -3: dropped
+    else:
+        stream.end("explicit")
+    assert [n async for n in stream] == [0, 1, 2, -3]
+    assert stream.result_nowait() == "ended with -3"
+
+
+async def test_push_lazily_without_a_completing_event_ends_on_end() -> None:
+    stream = _int_stream()
+    stream.push_lazily([1, 2])
+    stream.end("closed")
+    assert [n async for n in stream] == [1, 2]
+    assert await stream.result() == "closed"

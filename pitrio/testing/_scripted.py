@@ -181,10 +181,10 @@ class ScriptedModel:
             return AssistantMessageEventStream(
                 lambda stream: _produce(stream, response, template), template=template
             )
-        # Nothing to wait for: the whole response is in the stream before it is returned.
+        # Nothing to wait for: the whole response is in the stream when it is returned,
+        # each event made when it is read (one snapshot alive at a time).
         stream = AssistantMessageEventStream(template=template)
-        for event in _events(response, template):
-            stream.push(event)
+        stream.push_lazily(_events(response, template))
         return stream
 
     # -- deferred responses (pi-ai's faux provider protocol) ---------------------------
@@ -226,8 +226,7 @@ class ScriptedModel:
             entry.pending_fetches -= 1
             return _deferred_stream(template, handle)
         stream = AssistantMessageEventStream(template=template)
-        for event in _events(entry.response, template):
-            stream.push(event)
+        stream.push_lazily(_events(entry.response, template))
         return stream
 
     async def cancel_deferred(
