@@ -1,0 +1,62 @@
+"""What ``import pitrio`` loads: the kernel, not the optional layers (structure, not time;
+the time is measured by ``python -m benchmarks --metrics import``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# Loaded only when used: HTTP providers, the wire converter, terminal rendering, schema
+# compilation, and the layers above the kernel.
+NOT_AT_IMPORT = (
+    "httpx",
+    "httpcore",
+    "cattrs",
+    "rich",
+    "fastjsonschema",
+    "yaml",
+    "pitrio.providers",
+    "pitrio.harness",
+    "pitrio.cli",
+    "pitrio.testing",
+    "pitrio.coding",
+    "pitrio.ui",
+)
+
+
+def _modules_after(code: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules: list[str] = json.loads(out.stdout.splitlines()[-1])
+    return modules
+
+
+def _loaded(modules: list[str], name: str) -> bool:
+    return any(m == name or m.startswith(f"{name}.") for m in modules)
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["import pitrio", "from pitrio import Agent, AgentTool, wire, register_message_role"],
+)
+def test_import_pitrio_loads_only_the_kernel(code: str) -> None:
+    modules = _modules_after(code)
+    assert "pitrio._agent" in modules  # the check would see a failed import
+    assert [name for name in NOT_AT_IMPORT if _loaded(modules, name)] == []
+
+
+def test_the_wire_converter_is_built_on_first_use() -> None:
+    modules = _modules_after(
+        "import pitrio\n"
+        "assert pitrio.wire.unstructure(pitrio.user_text('hi'))['role'] == 'user'\n"
+        "assert pitrio.wire.converter is pitrio.wire.converter"
+    )
+    assert _loaded(modules, "cattrs")
+    assert not _loaded(modules, "httpx")
