@@ -291,3 +291,21 @@ def _minimal_fields(cls: type[Any]) -> dict[str, Any]:
 
 def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def test_a_role_registered_after_the_converter_cached_its_class_is_written_as_a_role() -> None:
+    """The converter is built lazily and caches per-class functions: a class converted
+    once before it was registered is still written (and read) as a role afterwards."""
+
+    @attrs.frozen(kw_only=True)
+    class LateNote:
+        role: ClassVar[str] = "lateNote"
+        note_text: str
+        timestamp: int = 0
+
+    before = wire.unstructure(LateNote(note_text="x"))
+    assert before == {"note_text": "x", "timestamp": 0}  # plain attrs, before registering
+    register_message_role(LateNote)
+    data = wire.unstructure(LateNote(note_text="x"))
+    assert data == {"role": "lateNote", "noteText": "x", "timestamp": 0}
+    assert wire.structure_message(data) == LateNote(note_text="x")
