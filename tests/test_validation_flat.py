@@ -155,3 +155,18 @@ def test_common_schemas_take_the_shortcut() -> None:
 )
 def test_other_schemas_take_the_full_path(schema: dict[str, Any]) -> None:
     assert compile_flat(schema) is None
+
+
+async def test_validate_async_takes_the_shortcut_with_the_same_results() -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"}}}
+    fast, full = Validator(schema), _full_path(schema)
+    big = "x" * 5_000_000  # above the inline size: the full path would use a worker thread
+    for arguments in ({"s": "a", "n": 1}, {"s": big}, {"s": 5, "n": "7"}):
+        assert await fast.validate_async("tool", arguments) == await full.validate_async(
+            "tool", arguments
+        )
+    with pytest.raises(ToolArgumentsError) as fast_error:
+        await fast.validate_async("tool", {"n": "x"})
+    with pytest.raises(ToolArgumentsError) as full_error:
+        await full.validate_async("tool", {"n": "x"})
+    assert str(fast_error.value) == str(full_error.value)

@@ -189,6 +189,11 @@ class Validator:
             ValidationAborted: ``signal`` aborted during a validation in a worker.
             trio.Cancelled: The enclosing scope was cancelled during it.
         """
+        flat = self._flat
+        if flat is not None and type(arguments) is dict:
+            valid = flat(arguments)  # a flat schema's check is cheap whatever the size
+            if valid is not None:
+                return valid
         if not exceeds(arguments, INLINE_UNITS):
             return self.validate(tool_name, arguments)
         stop = threading.Event()
