@@ -27,7 +27,7 @@ from ._messages import (
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class StartEvent:
     """The stream began; ``partial`` is the (empty) message so far."""
 
@@ -36,7 +36,7 @@ class StartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class TextStartEvent:
     type: ClassVar[Literal["text_start"]] = "text_start"
     content_index: int
@@ -44,7 +44,7 @@ class TextStartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class TextDeltaEvent:
     type: ClassVar[Literal["text_delta"]] = "text_delta"
     content_index: int
@@ -53,7 +53,7 @@ class TextDeltaEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class TextEndEvent:
     type: ClassVar[Literal["text_end"]] = "text_end"
     content_index: int
@@ -62,7 +62,7 @@ class TextEndEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ThinkingStartEvent:
     type: ClassVar[Literal["thinking_start"]] = "thinking_start"
     content_index: int
@@ -70,7 +70,7 @@ class ThinkingStartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ThinkingDeltaEvent:
     type: ClassVar[Literal["thinking_delta"]] = "thinking_delta"
     content_index: int
@@ -79,7 +79,7 @@ class ThinkingDeltaEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ThinkingEndEvent:
     type: ClassVar[Literal["thinking_end"]] = "thinking_end"
     content_index: int
@@ -88,7 +88,7 @@ class ThinkingEndEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolCallStartEvent:
     type: ClassVar[Literal["toolcall_start"]] = "toolcall_start"
     content_index: int
@@ -96,7 +96,7 @@ class ToolCallStartEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolCallDeltaEvent:
     type: ClassVar[Literal["toolcall_delta"]] = "toolcall_delta"
     content_index: int
@@ -105,7 +105,7 @@ class ToolCallDeltaEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolCallEndEvent:
     type: ClassVar[Literal["toolcall_end"]] = "toolcall_end"
     content_index: int
@@ -114,7 +114,7 @@ class ToolCallEndEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class DoneEvent:
     """The stream finished normally; ``message`` is final."""
 
@@ -124,7 +124,7 @@ class DoneEvent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ErrorEvent:
     """The stream failed or was aborted; ``error`` is the final message."""
 
@@ -166,7 +166,7 @@ UpdateEvent: TypeAlias = (
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolResult:
     """What a tool returns (``AgentToolResult``): content for the model, details for the app.
 
@@ -186,26 +186,26 @@ class ToolResult:
 
 
 @final
-@attrs.frozen(weakref_slot=False)
+@attrs.frozen(weakref_slot=False, repr=False)
 class AgentStart:
     type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class AgentEnd:
     type: ClassVar[Literal["agent_end"]] = "agent_end"
     messages: tuple[AgentMessage, ...]
 
 
 @final
-@attrs.frozen(weakref_slot=False)
+@attrs.frozen(weakref_slot=False, repr=False)
 class TurnStart:
     type: ClassVar[Literal["turn_start"]] = "turn_start"
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class TurnEnd:
     type: ClassVar[Literal["turn_end"]] = "turn_end"
     message: AgentMessage
@@ -213,14 +213,14 @@ class TurnEnd:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class MessageStart:
     type: ClassVar[Literal["message_start"]] = "message_start"
     message: AgentMessage
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class MessageUpdate:
     type: ClassVar[Literal["message_update"]] = "message_update"
     message: AgentMessage
@@ -228,14 +228,14 @@ class MessageUpdate:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class MessageEnd:
     type: ClassVar[Literal["message_end"]] = "message_end"
     message: AgentMessage
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolExecutionStart:
     type: ClassVar[Literal["tool_execution_start"]] = "tool_execution_start"
     tool_call_id: str
@@ -244,7 +244,7 @@ class ToolExecutionStart:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolExecutionUpdate:
     type: ClassVar[Literal["tool_execution_update"]] = "tool_execution_update"
     tool_call_id: str
@@ -254,7 +254,7 @@ class ToolExecutionUpdate:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolExecutionEnd:
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
     tool_call_id: str

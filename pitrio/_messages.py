@@ -10,6 +10,7 @@ same object can be shared by every event that carries it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, TypeAlias, final
 
@@ -37,7 +38,7 @@ ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "x
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class TextContent:
     """A block of text."""
 
@@ -47,7 +48,7 @@ class TextContent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ThinkingContent:
     """Model reasoning; ``thinking_signature`` carries the provider's opaque token."""
 
@@ -58,7 +59,7 @@ class ThinkingContent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ImageContent:
     """An image as base64 ``data`` with its MIME type."""
 
@@ -68,7 +69,7 @@ class ImageContent:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolCall:
     """A tool call requested by the model. ``arguments`` is the decoded JSON object."""
 
@@ -86,7 +87,7 @@ AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class Cost:
     """Cost in dollars, split like :class:`Usage`."""
 
@@ -101,7 +102,7 @@ ZERO_COST = Cost()
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class Usage:
     """Token counts of one model response, and what they cost."""
 
@@ -119,7 +120,7 @@ ZERO_USAGE = Usage()
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class DeferredHandle:
     """A durable handle to a response that a provider finishes asynchronously."""
 
@@ -133,7 +134,7 @@ class DeferredHandle:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class UserMessage:
     """What the user said. ``content`` may be a plain string, as in Pi."""
 
@@ -143,7 +144,7 @@ class UserMessage:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class AssistantMessage:
     """A model response, final or (with ``stop_reason="pending"``) partial."""
 
@@ -176,7 +177,7 @@ class AssistantMessage:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class ToolResultMessage:
     """The result of one tool call, as the model will see it."""
 
@@ -192,7 +193,7 @@ class ToolResultMessage:
 
 
 @final
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class CustomMessage:
     """An application-defined message (any role other than the three LLM roles).
 
@@ -300,6 +301,8 @@ def fast_construct(*classes: type[Any]) -> None:
     for number, cls in enumerate(classes):
         fields = attrs.fields(cls)
         names = tuple(field.name for field in fields)
+        if "__repr__" not in cls.__dict__:  # declared with repr=False: attrs' format
+            setattr(cls, "__repr__", _make_repr(names))  # noqa: B010  # mypy: a method
         if not names:
             continue  # object.__new__ already builds a field-less instance
         twin = type(f"_{cls.__name__}Fields", (), {"__slots__": names})
@@ -346,6 +349,31 @@ def fast_construct(*classes: type[Any]) -> None:
         cls.__new__ = staticmethod(namespace[function_name])
         cls.__init__ = object.__init__
         setattr(cls, "__reduce__", _make_reduce(names))  # noqa: B010  # mypy: a method
+
+
+_repr_context = threading.local()
+
+
+def _make_repr(names: tuple[str, ...]) -> Callable[[Any], str]:
+    """attrs' ``__repr__`` (same text, same ``...`` for a value inside itself), shared
+    code instead of one generated per class: ~0.9M instructions less per class at import.
+    """
+
+    def __repr__(self: Any) -> str:  # installed as the method
+        running: set[int] | None = getattr(_repr_context, "running", None)
+        if running is None:
+            running = _repr_context.running = set()
+        key = id(self)
+        if key in running:
+            return "..."
+        running.add(key)
+        try:
+            fields = ", ".join([f"{name}={getattr(self, name)!r}" for name in names])
+        finally:
+            running.discard(key)
+        return f"{self.__class__.__qualname__.rsplit('>.', 1)[-1]}({fields})"
+
+    return __repr__
 
 
 def _make_reduce(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:

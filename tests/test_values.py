@@ -131,3 +131,15 @@ def test_refuses_classes_it_cannot_build() -> None:
 
     with pytest.raises(TypeError, match=r"Validated\.x"):
         fast_construct(Validated)
+
+
+def test_repr_is_attrs_format() -> None:
+    details: dict[str, Any] = {}
+    message = ToolResultMessage(tool_call_id="a", tool_name="b", details=details)
+    details["self"] = message  # a value inside itself is shown as ...
+    assert repr(message) == (
+        "ToolResultMessage(tool_call_id='a', tool_name='b', content=(), "
+        "details={'self': ...}, usage=None, added_tool_names=None, is_error=False, "
+        "timestamp=0)"
+    )
+    assert repr(_events.TurnStart()) == "TurnStart()"
