@@ -313,10 +313,14 @@ async def test_resume_lists_the_sessions_to_pick_one(
     await page.wait_for("document.querySelectorAll('#log .item.assistant[data-state=done]').length")
     await wait_idle(page)
     first = await page.wait_for("location.hash.includes('session=') && location.hash.slice(9)")
+    await select(page, "#model", "scripted/thinker")  # recorded in the first session
+    await page.wait_for("document.querySelectorAll('#log .item.output').length === 1")
     await send(page, "/clear")
     await page.wait_for(f"!location.hash.endsWith({json.dumps(first)})")
     await page.wait_for("document.querySelectorAll('#log .item.output').length === 1")
     assert (await outputs(page))[0]["text"].startswith("new session ")
+    await select(page, "#model", "scripted/deep")  # recorded in the new one
+    await page.wait_for("document.querySelectorAll('#log .item.output').length === 2")
     await send(page, "/resume")
     picker = "#log .item.output ol.picker li"
     await page.wait_for(f"document.querySelectorAll({json.dumps(picker)}).length === 2")
@@ -331,6 +335,8 @@ async def test_resume_lists_the_sessions_to_pick_one(
         "[...document.querySelectorAll('#log .item.assistant .body')]"
         ".some(e => e.textContent === 'You said: first conversation')"
     )
+    # The header shows the first session's model again.
+    assert await page.evaluate("document.getElementById('model').value") == "scripted/thinker"
 
 
 # --------------------------------------------------------------------------------------
