@@ -717,3 +717,23 @@ async def test_session_listing_is_newest_first_with_real_dates(tmp_path: Path) -
     assert set(listed) == set(ids)
     year = str(datetime.date.today().year)
     assert all(line.split()[1].startswith(year) for line in lines[1:]), lines
+
+
+def test_a_key_goes_only_to_its_provider(env: dict[str, str], tmp_path: Path) -> None:
+    """The configured key answers for its model's provider only: a /model switch to
+    another provider gets that provider's key from the config file, else None (the
+    environment's), never the first provider's key."""
+    from pitrio.cli._setup import api_key_lookup, configure
+
+    config = tmp_path / "config" / "pitrio"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[keys]\nopenai = "sk-config-openai"\n')
+    env = {**env, "ANTHROPIC_API_KEY": "sk-ant-env"}
+    parser = build_parser()
+    args = parser.parse_args(["--model", "anthropic/claude-sonnet-4-5", "-p", "hi"])
+    settings = configure(parser, args, env, None, io.StringIO())
+    lookup = api_key_lookup(settings)
+    assert settings.model.provider == "anthropic"
+    assert lookup("anthropic") == "sk-ant-env"
+    assert lookup("openai") == "sk-config-openai"
+    assert lookup("google") is None

@@ -49,6 +49,7 @@ from ._setup import (
     EXIT_MODEL_ERROR,
     EXIT_OK,
     AppSettings,
+    api_key_lookup,
     open_session,
     open_stream_fn,
     templates_dirs,
@@ -192,7 +193,6 @@ class App:
 
     def _make_harness(self, session: Session | None) -> Harness:
         settings = self.settings
-        key = settings.api_key
         system_prompt = (
             settings.system_prompt
             if settings.system_prompt is not None
@@ -207,7 +207,7 @@ class App:
             thinking_level=self.thinking,
             cwd=self.cwd,
             resources=Resources(prompt_templates=self.templates),
-            get_api_key=(lambda _provider: key) if key else None,
+            get_api_key=api_key_lookup(settings),
             stream_options=_local_options() if settings.local_port is not None else None,
         )
         harness.hooks.on("tool_call", self.consent)

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TextIO, final, get_args
 
 import attrs
@@ -687,8 +687,23 @@ async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack
         return settings.stream_fn
     from pitrio.providers import Models
 
-    key = settings.api_key
     models = await stack.enter_async_context(
-        Models(env=settings.env, get_api_key=(lambda _provider: key) if key else None)
+        Models(env=settings.env, get_api_key=api_key_lookup(settings))
     )
     return models.stream_fn
+
+
+def api_key_lookup(settings: AppSettings) -> Callable[[str], str | None]:
+    """``provider -> key``: the configured key for the configured model's provider only.
+
+    Another provider (a ``/model`` switch) gets its own key from the config file, else
+    ``None`` so the environment answers: a key is never sent to a provider it is not for.
+    """
+    provider, key, config = settings.model.provider, settings.api_key, settings.config_keys
+
+    def lookup(asked: str) -> str | None:
+        if asked == provider and key:
+            return key
+        return config.get(asked)
+
+    return lookup
