@@ -24,9 +24,9 @@ import pytest
 from pitrio import TextContent, ToolCall
 from pitrio.cli import main
 from pitrio.cli._app import event_to_wire
+from pitrio.cli._args import build_parser
 from pitrio.cli._consent import Consent, Policy, PolicyError, load_policy
 from pitrio.cli._offline import DEMO_PROMPT, OfflineStreamFn
-from pitrio.cli._setup import build_parser
 from pitrio.harness import ToolCallEvent
 from pitrio.testing import ScriptedModel, ScriptedResponse
 

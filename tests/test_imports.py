@@ -60,3 +60,22 @@ def test_the_wire_converter_is_built_on_first_use() -> None:
     )
     assert _loaded(modules, "cattrs")
     assert not _loaded(modules, "httpx")
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_load_no_layer_above_the_kernel(flag: str) -> None:
+    """``python -m pitrio --help`` parses with the light argument module only: the
+    harness, the providers, httpx and rich are imported after the arguments are parsed."""
+    code = (
+        "import sys, runpy\n"
+        f"sys.argv = ['pitrio', {flag!r}]\n"
+        "try:\n"
+        "    runpy.run_module('pitrio', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stdout = sys.__stdout__"
+    )
+    loaded = set(_modules_after(code))
+    assert "pitrio.cli._args" in loaded
+    heavy = {"pitrio.harness", "pitrio.providers", "httpx", "rich", "cattrs"}
+    assert not (heavy & loaded), sorted(heavy & loaded)

@@ -8,14 +8,18 @@ error tree (:mod:`pitrio._errors`): ``main`` shows them as one line and returns 
 
 from __future__ import annotations
 
-from ._errors import (
-    CliError as CliError,
-    CliUsageError as CliUsageError,
-    PolicyError as PolicyError,
-    RpcCommandError as RpcCommandError,
-    SessionFileError as SessionFileError,
-)
+from typing import TYPE_CHECKING, Any
+
 from ._main import main as main, run as run
+
+if TYPE_CHECKING:
+    from ._errors import (
+        CliError as CliError,
+        CliUsageError as CliUsageError,
+        PolicyError as PolicyError,
+        RpcCommandError as RpcCommandError,
+        SessionFileError as SessionFileError,
+    )
 
 __all__: list[str] = [
     "CliError",
@@ -26,3 +30,14 @@ __all__: list[str] = [
     "main",
     "run",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The error classes derive from the harness's: imported on first use, so that
+    # ``python -m pitrio --help`` does not load the harness.
+    if name in __all__:
+        from . import _errors
+
+        return getattr(_errors, name)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -40,20 +40,12 @@ from pitrio.harness import (
     load_prompt_templates,
 )
 
+from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
 from ._errors import CliError, CliUsageError
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
-from ._setup import (
-    EXIT_INTERRUPTED,
-    EXIT_MODEL_ERROR,
-    EXIT_OK,
-    AppSettings,
-    api_key_lookup,
-    open_session,
-    open_stream_fn,
-    templates_dirs,
-)
+from ._setup import AppSettings, api_key_lookup, open_session, open_stream_fn, templates_dirs
 
 __all__ = [
     "App",

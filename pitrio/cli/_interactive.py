@@ -29,9 +29,9 @@ from pitrio import ThinkingLevel, UsageError
 from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
 
 from ._app import App, open_interrupts
+from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import parse_answer
 from ._render import Renderer, _args_text, session_cost
-from ._setup import EXIT_INTERRUPTED, EXIT_OK
 
 __all__ = ["COMMANDS", "FOLLOW_UP_PREFIX", "LineReader", "run_interactive"]
 

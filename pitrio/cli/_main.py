@@ -11,15 +11,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import IO, NoReturn, TextIO
+from typing import IO, TYPE_CHECKING, NoReturn, TextIO
 
-import trio
+from ._args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, build_parser
 
-from pitrio import StreamFn
-
-from ._app import run_app
-from ._errors import CliError
-from ._setup import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, build_parser, configure
+if TYPE_CHECKING:
+    from pitrio import StreamFn
 
 __all__ = ["main", "run"]
 
@@ -59,6 +56,13 @@ def main(
         args = parser.parse_args(args_list)
         if args.list_models:
             return _list_models(out)
+        # Imported here: --help and --version have exited above without them.
+        import trio
+
+        from ._app import run_app
+        from ._errors import CliError
+        from ._setup import configure
+
         settings = configure(parser, args, environ, stream_fn, source)
     except SystemExit as exc:  # argparse's way of reporting --help and bad arguments
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE

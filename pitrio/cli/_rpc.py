@@ -27,8 +27,8 @@ from pitrio import ImageContent, Model, ThinkingLevel, UsageError, wire
 from pitrio.harness import CompactionEnd, CompactionStart, HarnessEvent, SessionError
 
 from ._app import App, event_to_pi
+from ._args import EXIT_OK
 from ._errors import RpcCommandError
-from ._setup import EXIT_OK
 
 __all__ = ["model_to_pi", "run_rpc"]
 

@@ -61,19 +61,11 @@ from pitrio.harness import (
 from pitrio.ui import Status, Transcript, UiAdapter, UiMessage, tool_title
 
 from ._app import App, tools_for
+from ._args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
 from ._interactive import COMMANDS
 from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
 from ._render import session_cost
-from ._setup import (
-    EXIT_INTERRUPTED,
-    EXIT_USAGE,
-    AppSettings,
-    build_parser,
-    configure,
-    open_session,
-    open_stream_fn,
-    templates_dirs,
-)
+from ._setup import AppSettings, configure, open_session, open_stream_fn, templates_dirs
 
 __all__ = ["WEB_COMMANDS", "ServerInfo", "main", "serve"]
 
