@@ -2,12 +2,13 @@
 
 A batch runs either sequentially (Pi's ``toolExecution: "sequential"``, or any tool of the
 batch with ``execution_mode="sequential"``) or in parallel. A parallel batch of several
-calls is a child nursery: every call (and its update emitter) lives in it, tools finish in
+calls ends only when every call it started has ended (a call that waits goes on in a task
+of the run's nursery, which the batch joins; a run without one opens its own), tools finish in
 any order, their ``tool_execution_end`` events follow completion order, and their result
 messages enter the transcript in the assistant's source order. Its calls run in the
 batch's own task until one of them waits; only then does the rest go on in a new task
-(:class:`_Calls`). A lone call and a sequential batch need no nursery. Each tool runs in a
-cancel scope that the run's abort cancels (a tool that must finish shields itself); an
+(:class:`_Calls`). A lone call and a sequential batch need no nursery. The tools of a
+round run in one cancel scope that the run's abort cancels (a tool that must finish shields itself); an
 after-hook or listener never does.
 
 Per call, as in Pi: ``tool_execution_start``; preparation (find the tool,
