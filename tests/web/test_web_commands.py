@@ -526,7 +526,8 @@ async def test_compact_summarises_in_the_background_and_reports(
 
 
 def test_offered_models_follow_the_configuration(tmp_path: Path) -> None:
-    from pitrio.cli._serve import _settings, offered_models, thinking_levels
+    from pitrio.cli._serve import _settings, offered_models
+    from pitrio.cli._serve_commands import thinking_levels
     from pitrio.providers import Models
 
     env = {"ANTHROPIC_API_KEY": "sk-test", "HOME": str(tmp_path)}

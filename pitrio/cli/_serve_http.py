@@ -1,0 +1,232 @@
+"""The transport of ``pitrio serve``: HTTP and WebSocket on one Trio socket stream.
+
+Every request must carry the server's token (``?token=...``); any other gets 403. A
+``GET`` of ``/``, ``/app.js`` or ``/app.css`` returns the page's static files (shipped in
+``pitrio/ui/_static``, the token written into ``index.html``); ``/ws`` upgrades to the
+page's WebSocket. Each connected page is a :class:`Client` (a bounded queue of JSON
+texts, sent in batches by :func:`_writer`); what the page sends is handed to the
+:class:`Pages` (:class:`pitrio.cli._serve_pages.WebApp`), which this module knows
+nothing else about.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sys
+import traceback
+import urllib.parse
+from importlib import resources
+from typing import Any, Final, Protocol, final
+
+import trio
+
+__all__ = ["Client", "Pages", "handle_connection"]
+
+_MAX_HEAD: Final = 16 * 1024
+_MAX_MESSAGE: Final = 1024 * 1024
+_CLIENT_QUEUE: Final = 100_000
+_BATCH: Final = 2_000
+_STATIC: Final = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/app.css": ("app.css", "text/css; charset=utf-8"),
+}
+
+
+@final
+class Client:
+    """One connected page: the queue of JSON texts its writer sends."""
+
+    __slots__ = ("closed", "send")
+
+    def __init__(self, send: trio.MemorySendChannel[str]) -> None:
+        self.send = send
+        self.closed = False
+
+
+class Pages(Protocol):
+    """What the transport hands the pages' traffic to."""
+
+    def connect(self, client: Client) -> None:
+        """A page connected: queue its snapshot and start sending it live messages."""
+
+    def disconnect(self, client: Client) -> None:
+        """A page left (or was dropped): send it nothing more."""
+
+    async def receive(self, client: Client, raw: str | bytes) -> None:
+        """One WebSocket message from a page (a JSON command)."""
+
+
+async def handle_connection(stream: trio.SocketStream, *, token: str, pages: Pages) -> None:
+    """Serve one TCP connection: an HTTP request, or a page's WebSocket until it closes."""
+    try:
+        async with stream:
+            await _handle(stream, token, pages)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass
+    except Exception:  # one broken connection must not stop the server
+        traceback.print_exc(file=sys.stderr)
+
+
+async def _handle(stream: trio.SocketStream, token: str, pages: Pages) -> None:
+    head = b""
+    with trio.move_on_after(30):
+        while b"\r\n\r\n" not in head and len(head) <= _MAX_HEAD:
+            chunk = await stream.receive_some(4096)
+            if not chunk:
+                return
+            head += chunk
+    if b"\r\n\r\n" not in head:
+        await _respond(stream, 431, "text/plain", b"Request header too large or too slow.\n")
+        return
+    request = _parse_head(head.split(b"\r\n\r\n", 1)[0])
+    if request is None:
+        await _respond(stream, 400, "text/plain", b"Bad request.\n")
+        return
+    method, path, query, headers = request
+    supplied = query.get("token", [""])[0]
+    if not secrets.compare_digest(supplied.encode(), token.encode()):
+        await _respond(
+            stream,
+            403,
+            "text/plain",
+            b"Forbidden: open the URL pitrio serve printed (it holds the server's token).\n",
+        )
+        return
+    if path == "/ws" and headers.get("upgrade", "").lower() == "websocket":
+        await _websocket(_Prefixed(stream, head), pages)
+        return
+    if method != "GET" or path not in _STATIC:
+        await _respond(stream, 404 if method == "GET" else 405, "text/plain", b"Not found.\n")
+        return
+    name, content_type = _STATIC[path]
+    body = _static(name)
+    if name == "index.html":
+        body = body.replace(b"{{TOKEN}}", token.encode())
+    await _respond(stream, 200, content_type, body)
+
+
+async def _websocket(stream: trio.abc.Stream, pages: Pages) -> None:
+    import trio_websocket
+
+    async with trio.open_nursery() as nursery:
+        request = await trio_websocket.wrap_server_stream(
+            nursery, stream, max_message_size=_MAX_MESSAGE
+        )
+        ws = await request.accept()
+        send, receive = trio.open_memory_channel[str](_CLIENT_QUEUE)
+        client = Client(send)
+        pages.connect(client)
+        try:
+            async with trio.open_nursery() as inner:
+                inner.start_soon(_writer, ws, receive, inner.cancel_scope)
+                await _read_commands(pages, client, ws)
+                inner.cancel_scope.cancel()
+        finally:
+            pages.disconnect(client)
+            send.close()
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await ws.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def _read_commands(pages: Pages, client: Client, ws: Any) -> None:
+    import trio_websocket
+
+    while not client.closed:
+        try:
+            raw = await ws.get_message()
+        except trio_websocket.ConnectionClosed:
+            return
+        await pages.receive(client, raw)
+
+
+async def _writer(
+    ws: Any, receive: trio.MemoryReceiveChannel[str], scope: trio.CancelScope
+) -> None:
+    import trio_websocket
+
+    try:
+        async for text in receive:
+            # Whatever queued up while the last frame was sent goes as one JSON array:
+            # a fast stream costs a frame per batch, not per delta.
+            batch = [text]
+            with contextlib.suppress(trio.WouldBlock):
+                while len(batch) < _BATCH:
+                    batch.append(receive.receive_nowait())
+            await ws.send_message(batch[0] if len(batch) == 1 else f"[{','.join(batch)}]")
+    except trio_websocket.ConnectionClosed:
+        pass
+    scope.cancel()  # the page is gone, or was dropped for not reading
+
+
+@final
+class _Prefixed(trio.abc.Stream):
+    """A stream whose first bytes were already read (the HTTP head)."""
+
+    def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
+        self._stream = stream
+        self._prefix = prefix
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._prefix:
+            size = len(self._prefix) if max_bytes is None else max_bytes
+            data, self._prefix = self._prefix[:size], self._prefix[size:]
+            await trio.lowlevel.checkpoint()
+            return data
+        return await self._stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _parse_head(
+    head: bytes,
+) -> tuple[str, str, dict[str, list[str]], dict[str, str]] | None:
+    try:
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, _version = lines[0].split(" ", 2)
+    except ValueError:
+        return None
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if colon:
+            headers[name.strip().lower()] = value.strip()
+    parts = urllib.parse.urlsplit(target)
+    return method, parts.path, urllib.parse.parse_qs(parts.query), headers
+
+
+_REASONS: Final = {
+    200: "OK",
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    431: "Request Header Fields Too Large",
+}
+
+
+async def _respond(stream: trio.abc.Stream, status: int, content_type: str, body: bytes) -> None:
+    head = (
+        f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Cache-Control: no-store\r\n"
+        "X-Content-Type-Options: nosniff\r\n"
+        "Referrer-Policy: no-referrer\r\n"
+        "Content-Security-Policy: default-src 'self'; connect-src 'self'; img-src 'self' data:\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    await stream.send_all(head.encode("latin-1") + body)
+
+
+def _static(name: str) -> bytes:
+    return resources.files("pitrio.ui").joinpath("_static", name).read_bytes()

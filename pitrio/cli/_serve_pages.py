@@ -1,0 +1,351 @@
+"""The pages' side of ``pitrio serve``: one agent session shared by every open page.
+
+:class:`WebApp` holds the :class:`~pitrio.cli._app.App` (harness and session) all pages
+see. It turns the agent's events into :mod:`pitrio.ui` messages for every page (and keeps
+the transcript a page that connects gets as its snapshot), runs the commands pages send
+(prompts, steering, follow-ups, Stop, consent answers; the protocol is described in
+:mod:`pitrio.cli._serve`), lists, resumes and starts sessions, and asks the pages for
+consent to run ``bash``, ``write`` and ``edit``. Slash commands and the model and
+thinking switches are :mod:`pitrio.cli._serve_commands`; the sockets are
+:mod:`pitrio.cli._serve_http`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final, final
+
+import trio
+
+from pitrio import Model, TextContent, UserMessage
+from pitrio.harness import JsonlSessionStore, Session, SessionError, ToolCallEvent
+from pitrio.ui import Transcript, UiAdapter, UiMessage, tool_title
+
+from ._app import App
+from ._serve_commands import WEB_COMMANDS, Commands, model_name, same_model, thinking_levels
+from ._serve_http import Client
+
+__all__ = ["WebApp"]
+
+_LISTED: Final = 50  # sessions shown, newest first
+_TITLE: Final = 80
+
+
+@final
+class WebApp:
+    """The state shared by every connected page: one App (harness + session)."""
+
+    def __init__(
+        self,
+        app: App,
+        store: JsonlSessionStore | None,
+        *,
+        banner: str | None,
+        models: Sequence[Model] = (),
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.banner = banner
+        current = app.model
+        self.models = tuple(models)
+        if not any(same_model(m, current) for m in self.models):
+            self.models = (current, *self.models)
+        self.nursery: trio.Nursery | None = None
+        self.clients: set[Client] = set()
+        self.adapter = UiAdapter(harness=True)
+        self.view = Transcript()
+        self.running = False
+        self._consents: dict[str, tuple[dict[str, Any], trio.Event, list[str]]] = {}
+        self._consent_counter = 0
+        self.switch_lock = trio.Lock()
+        self._titles: dict[str, tuple[float, str]] = {}
+        self.commands = Commands(self)
+        app.subscribe(self._on_event)
+        app.consent.ask = self._ask
+        app.consent.mode_hint = "the web UI"
+        self._show_history()
+
+    # -- events to pages ---------------------------------------------------------------
+
+    def _on_event(self, event: Any) -> None:
+        self.publish(self.adapter.feed(event))
+
+    def publish(self, messages: Sequence[UiMessage]) -> None:
+        for message in messages:
+            self.view.apply(message)
+            self.broadcast(message.to_json())
+
+    def broadcast(self, data: dict[str, Any]) -> None:
+        text = json.dumps(data, ensure_ascii=False)
+        for client in list(self.clients):
+            self.send(client, text)
+
+    def send(self, client: Client, text: str) -> None:
+        try:
+            client.send.send_nowait(text)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            # A page that stopped reading: drop it (it reconnects and gets a snapshot).
+            client.closed = True
+            self.clients.discard(client)
+            client.send.close()
+
+    def _show_history(self) -> None:
+        self.adapter = UiAdapter(harness=True)
+        self.view.clear()
+        self.view.apply_all(self.adapter.history(self.app.harness.messages))
+
+    def info(self) -> dict[str, Any]:
+        """The page's header: model and thinking switches, directory, banner, commands."""
+        app = self.app
+        model = app.model
+        levels = thinking_levels(model)
+        fixed = len(self.models) == 1
+        commands = [[name, text] for name, text in WEB_COMMANDS.items()]
+        commands += [[f"/{t.name} ARGS", t.description] for t in app.templates]
+        return {
+            "type": "info",
+            "model": model_name(model),
+            "models": [{"id": model_name(m), "name": m.name} for m in self.models],
+            "modelNote": (
+                "The model is fixed for this server: restart pitrio serve with --model"
+                if fixed
+                else "The model of this session (recorded in it; /model does the same)"
+            ),
+            "thinking": app.thinking,
+            "thinkingLevels": levels,
+            "thinkingNote": (
+                f"{model_name(model)} has no reasoning levels to choose from"
+                if len(levels) < 2
+                else "The reasoning level (recorded in the session; /thinking does the same)"
+            ),
+            "commands": commands,
+            "cwd": app.cwd,
+            "banner": self.banner,
+        }
+
+    def hello(self) -> list[dict[str, Any]]:
+        session = self.app.session
+        first: list[dict[str, Any]] = [
+            self.info(),
+            {"type": "reset", "session": session.id if session is not None else None},
+        ]
+        first.extend(m.to_json() for m in self.view.snapshot())
+        first.extend(request for request, _, _ in self._consents.values())
+        return first
+
+    # -- the pages' connections and commands -------------------------------------------
+
+    def connect(self, client: Client) -> None:
+        """Queue the snapshot for a page that connected, then its live messages."""
+        for item in self.hello():  # the snapshot, then the live messages, in order
+            client.send.send_nowait(json.dumps(item, ensure_ascii=False))
+        self.clients.add(client)
+
+    def disconnect(self, client: Client) -> None:
+        """A page left: broadcast nothing more to it."""
+        self.clients.discard(client)
+
+    async def receive(self, client: Client, raw: str | bytes) -> None:
+        """One WebSocket message from a page: a JSON command; a bad one is answered with
+        an ``error`` message (the page keeps its socket)."""
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            self.send(client, _error("a command must be JSON"))
+            return
+        try:
+            await self.command(client, data)
+        except Exception as exc:  # a bad command must not cost the page its socket
+            self.send(client, _error(f"{data.get('type')!r} failed: {exc}"))
+
+    async def command(self, client: Client, data: Any) -> None:
+        if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+            self.send(client, _error("a command is a JSON object with a string 'type'"))
+            return
+        kind = data["type"]
+        text = data.get("text")
+        if kind in ("prompt", "steer", "follow_up"):
+            if not isinstance(text, str) or not text.strip():
+                self.send(client, _error(f"{kind} needs a non-empty 'text'"))
+                return
+            if text.lstrip().startswith("/"):
+                expanded = await self.commands.slash(client, text.strip())
+                if expanded is None:
+                    return
+                text = expanded
+            if not self.running:
+                self._start_prompt(text)
+            elif kind == "follow_up":
+                self.app.harness.follow_up(text)
+                self.broadcast({"type": "queued", "mode": "follow_up", "text": text})
+            else:
+                self.app.harness.steer(text)
+                self.broadcast({"type": "queued", "mode": "steer", "text": text})
+        elif kind == "abort":
+            self.app.harness.abort()
+            for _, event, answer in self._consents.values():
+                answer.append("n")
+                event.set()
+        elif kind == "sessions":
+            self.send(client, json.dumps(await self.sessions()))
+        elif kind in ("open", "new", "hello"):
+            await self.switch(client, kind, data.get("id") or data.get("session"))
+        elif kind in ("set_model", "set_thinking"):
+            name, key = ("/model", "model") if kind == "set_model" else ("/thinking", "level")
+            value = data.get(key)
+            if not isinstance(value, str):
+                self.send(client, _error(f"{kind} needs a {key!r} string"))
+                return
+            await self.commands.run(client, name, value)
+        elif kind == "consent":
+            entry = self._consents.get(str(data.get("id")))
+            reply = data.get("answer")
+            if entry is not None and reply in ("y", "n", "a"):
+                entry[2].append(str(reply))
+                entry[1].set()
+        else:
+            self.send(client, _error(f"unknown command type {kind!r}"))
+
+    def _start_prompt(self, text: str) -> None:
+        assert self.nursery is not None
+        self.running = True
+
+        async def run() -> None:
+            try:
+                await self.app.harness.prompt(text)
+            except Exception as exc:  # a failed run is data; anything else is reported
+                self.broadcast(json.loads(_error(f"the prompt could not run: {exc}")))
+            finally:
+                self.running = False
+
+        self.nursery.start_soon(run)
+
+    async def sessions(self) -> dict[str, Any]:
+        items: list[dict[str, Any]] = []
+        if self.store is not None:
+            current = self.app.session.id if self.app.session is not None else None
+            infos = (await self.store.list(cwd=self.app.cwd))[:_LISTED]  # newest first
+            for info in infos:
+                items.append(
+                    {
+                        "id": info.id,
+                        "modified": info.modified_at,  # seconds since the epoch
+                        "title": await self._title(info.id, info.modified_at),
+                        "current": info.id == current,
+                    }
+                )
+        return {"type": "sessions", "items": items}
+
+    async def _title(self, session_id: str, modified: float) -> str:
+        """A session's first prompt (shortened), read once per modification."""
+        cached = self._titles.get(session_id)
+        if cached is not None and cached[0] == modified:
+            return cached[1]
+        title = ""
+        assert self.store is not None
+        messages: Sequence[Any]
+        if self.app.session is not None and self.app.session.id == session_id:
+            messages = self.app.harness.messages  # the open one, as it is now
+        else:
+            try:
+                session = await self.store.open(session_id, read_only=True)
+                try:
+                    messages = session.build_context().messages
+                finally:
+                    await session.close()
+            except (SessionError, OSError, ValueError):
+                messages = ()
+        for message in messages:
+            if isinstance(message, UserMessage):
+                text = (
+                    message.content
+                    if isinstance(message.content, str)
+                    else "".join(b.text for b in message.content if isinstance(b, TextContent))
+                )
+                title = " ".join(text.split())
+                break
+        if len(title) > _TITLE:
+            title = title[: _TITLE - 1] + "…"
+        if title:  # a session without a prompt yet will have one soon
+            self._titles[session_id] = (modified, title)
+        return title
+
+    async def switch(self, client: Client, kind: str, session_id: Any) -> Session | None:
+        """Open (``open``, ``hello``) or start (``new``) a session and show it in every
+        page; the session, or ``None`` when the page was told why not."""
+        store = self.store
+        current = self.app.session
+        if kind == "hello" and (not session_id or (current and current.id == session_id)):
+            return None
+        if store is None:
+            self.send(client, _error("this server keeps no sessions"))
+            return None
+        if self.running:
+            self.send(client, _error("the agent is working: stop it before switching sessions"))
+            return None
+        async with self.switch_lock:
+            try:
+                if kind == "new":
+                    session = await store.create(cwd=self.app.cwd)
+                else:
+                    session = await store.open(str(session_id))
+            except (SessionError, OSError, ValueError) as exc:
+                self.send(client, _error(f"cannot open session {session_id}: {exc}"))
+                return None
+            await self.adopt(session)
+        return session
+
+    async def adopt(self, session: Session) -> None:
+        """Continue in ``session`` (with the model and thinking level it recorded, when
+        this server offers them) and show it in every page."""
+        app = self.app
+        recorded = session.model
+        model = next(
+            (
+                m
+                for m in self.models
+                if recorded is not None
+                and (m.provider, m.id) == (recorded.provider, recorded.model_id)
+            ),
+            None,
+        )
+        if model is not None:
+            app.model = model
+        level = session.thinking_level
+        if level is not None and level in thinking_levels(app.model):
+            app.thinking = level
+        await app.switch_session(session)
+        self.app.consent.ask = self._ask
+        self.app.consent.mode_hint = "the web UI"
+        self._show_history()
+        for page in list(self.clients):
+            for item in self.hello():
+                self.send(page, json.dumps(item, ensure_ascii=False))
+        self.broadcast(await self.sessions())
+
+    async def _ask(self, event: ToolCallEvent) -> str:
+        self._consent_counter += 1
+        ask_id = f"c{self._consent_counter}"
+        request = {
+            "type": "consent",
+            "id": ask_id,
+            "tool": event.tool_name,
+            "title": tool_title(event.tool_name, event.args),
+        }
+        done = trio.Event()
+        answer: list[str] = []
+        self._consents[ask_id] = (request, done, answer)
+        self.broadcast(request)
+        try:
+            await done.wait()
+        finally:
+            del self._consents[ask_id]
+            self.broadcast({"type": "consentDone", "id": ask_id})
+        return answer[0] if answer else "n"
+
+    # -- HTTP and WebSocket ------------------------------------------------------------
+
+
+def _error(text: str) -> str:
+    return json.dumps({"type": "error", "text": text})
