@@ -8,8 +8,8 @@ any order, their ``tool_execution_end`` events follow completion order, and thei
 messages enter the transcript in the assistant's source order. Its calls run in the
 batch's own task until one of them waits; only then does the rest go on in a new task
 (:class:`_Calls`). A lone call and a sequential batch need no nursery. The tools of a
-round run in one cancel scope that the run's abort cancels (a tool that must finish shields itself); an
-after-hook or listener never does.
+round run in one cancel scope that the run's abort cancels (a tool that must finish shields
+itself); an after-hook or listener never does.
 
 Per call, as in Pi: ``tool_execution_start``; preparation (find the tool,
 ``prepare_arguments``, validation, ``before_tool_call``), which may finish the call at
