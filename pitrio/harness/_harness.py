@@ -8,9 +8,10 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
   and the system prompt (a string, or a function of the turn state called every turn).
   A change made mid-run (:meth:`Harness.set_model`, :meth:`Harness.set_tools`, ...)
   applies from the next request;
-* every ``message_end`` is appended to the session; after each ``turn_end`` the session
-  is flushed and :class:`SavePoint` emitted; after the prompt (retries included)
-  :class:`Settled`;
+* every ``message_end`` is appended to the session, which writes it to storage at
+  once (a process killed mid-tool keeps the prompt and the tool call); after each
+  ``turn_end`` the session is flushed (synced by the store's ``fsync`` policy) and
+  :class:`SavePoint` emitted; after the prompt (retries included) :class:`Settled`;
 * a run ending with a retryable provider error is retried with back-off
   (:class:`RetrySettings`); a context overflow is compacted and continued once;
   above the compaction threshold the session is compacted after a turn.
