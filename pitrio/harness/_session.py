@@ -460,7 +460,11 @@ class Session:
         next append starts a new branch there. Nothing is deleted."""
         if entry_id is not None:
             self.get_entry(entry_id)
-        self._commit([self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)])
+        # Pi's branch keeps its tip when it points before the first entry: a set to null,
+        # never a delete (Pi's restore needs the value: "missing branch.tip").
+        tip: Write = {"kind": "value", "op": "set", "namespace": BRANCH_TIP, "key": MAIN_BRANCH}
+        tip["value"] = entry_id
+        self._commit([tip])
         await self._write()
 
     async def fork(

@@ -589,3 +589,17 @@ async def test_a_session_knows_where_it_is_stored(open_store: StoreFactory) -> N
     else:
         assert session.path is not None
         assert await trio.Path(session.path).exists()
+
+
+async def test_a_leaf_before_the_first_entry_survives_a_reopen(open_store: StoreFactory) -> None:
+    store = open_store()
+    session = await store.create()
+    first = await session.append_message(user("first"))
+    await session.set_leaf(None)
+    again = await reopen(open_store, session)
+    assert again.leaf_id is None
+    assert again.get_branch() == []
+    second = await again.append_message(user("a second root"))
+    assert again.get_entry(second).parent_id is None
+    assert [e.id for e in again.entries] == [first, second]
+    await again.close()
