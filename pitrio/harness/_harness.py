@@ -726,6 +726,14 @@ class Harness:
         except Exception as exc:
             self._cancel_scope = None
             end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+        except BaseException:
+            # The caller's own cancellation (not abort(); it may come as a group of
+            # Cancelled from the summary's requests): the compaction still ends, as
+            # aborted (Pi's ``aborted: true``), before the cancellation goes on.
+            self._cancel_scope = None
+            with trio.CancelScope(shield=True):
+                await self._bus.emit(CompactionEnd(reason=reason, status="aborted"))
+            raise
         await self._bus.emit(end)
         return end
 
