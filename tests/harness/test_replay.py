@@ -215,17 +215,18 @@ async def test_a_message_or_tool_list_that_grew_or_shrank_is_a_mismatch(
         parameters={"type": "object"},
         execute=_tool().execute,
     )
+    brief = "Be brief."
     cases = [
-        (Context(system_prompt="Be brief.", messages=[], tools=[_tool()]), "$.messages.length", 1, 0),
+        (Context(system_prompt=brief, messages=[], tools=[_tool()]), "$.messages.length", 1, 0),
         (
-            Context(system_prompt="Be brief.", messages=[prompt, user_text("more")], tools=[_tool()]),
+            Context(system_prompt=brief, messages=[prompt, user_text("+")], tools=[_tool()]),
             "$.messages.length",
             1,
             2,
         ),
-        (Context(system_prompt="Be brief.", messages=[prompt], tools=[]), "$.tools.length", 1, 0),
+        (Context(system_prompt=brief, messages=[prompt], tools=[]), "$.tools.length", 1, 0),
         (
-            Context(system_prompt="Be brief.", messages=[prompt], tools=[_tool(), other]),
+            Context(system_prompt=brief, messages=[prompt], tools=[_tool(), other]),
             "$.tools.length",
             1,
             2,
