@@ -528,7 +528,13 @@ class Harness:
             if self._retry_attempt > 0:
                 await self._end_retry(False, error)
             return False
-        delay = retry_delay(self._retry_attempt + 1, settings, error, random=self._random)
+        delay = retry_delay(
+            self._retry_attempt + 1,
+            settings,
+            error,
+            random=self._random,
+            headers=self._bridge.error_headers,
+        )
         if delay is None:
             if self._retry_attempt > 0:
                 await self._end_retry(False, error)
