@@ -29,12 +29,12 @@ from pitrio.harness import (
     CompactionStart,
     Harness,
     HarnessEvent,
-    JsonlSessionStore,
     PromptTemplate,
     Resources,
     SavePoint,
     Session,
     SessionError,
+    SessionStore,
     Settled,
     ToolContext,
     load_prompt_templates,
@@ -155,7 +155,7 @@ class App:
         *,
         cwd: str,
         stream_fn: StreamFn | None,
-        store: JsonlSessionStore | None,
+        store: SessionStore | None,
         session: Session | None,
         templates: tuple[PromptTemplate, ...],
         out: TextIO,
@@ -359,7 +359,7 @@ async def _close_quietly(session: Session) -> None:
         await session.close()
 
 
-async def _list_sessions(store: JsonlSessionStore | None, cwd: str, out: TextIO) -> int:
+async def _list_sessions(store: SessionStore | None, cwd: str, out: TextIO) -> int:
     assert store is not None
     infos = await store.list(cwd=cwd)
     if not infos:

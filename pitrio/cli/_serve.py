@@ -17,7 +17,7 @@ The page is a chat view fed by :mod:`pitrio.ui` messages (``append``, ``appendDe
   ``/thinking``; recorded in the session), offered in the ``info`` message;
 * ``{"type": "abort"}``: stop the running answer and tools;
 * ``{"type": "sessions"}``, ``{"type": "open", "id": ...}``, ``{"type": "new"}``:
-  list, resume and start sessions (the CLI's JSONL store);
+  list, resume and start sessions (the CLI's store: Pi's coding-agent files);
 * ``{"type": "hello", "session": ...}``: sent on connecting; a page reloaded on a
   session the server has left switches back to it;
 * ``{"type": "consent", "id": ..., "answer": "y" | "n" | "a"}``: the answer to a
@@ -51,7 +51,13 @@ import attrs
 import trio
 
 from pitrio import Model, StreamFn
-from pitrio.harness import JsonlSessionStore, Session, SessionError, load_prompt_templates
+from pitrio.harness import (
+    PiSessionStore,
+    Session,
+    SessionError,
+    SessionStore,
+    load_prompt_templates,
+)
 
 from ._app import App
 from ._args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
@@ -281,11 +287,11 @@ async def _serve(
         for listener in listeners:
             stack.push_async_callback(listener.aclose)
         cwd = settings.cwd
-        store: JsonlSessionStore | None
+        store: SessionStore | None
         if cwd is None:  # the offline replay: a throwaway project and session store
             temp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pitrio-offline-"))
             cwd = copy_sample_project(os.path.join(temp, "greet"))
-            store = JsonlSessionStore(os.path.join(temp, "sessions"))
+            store = PiSessionStore(os.path.join(temp, "sessions"))
             session: Session | None = await store.create(cwd=cwd)
         else:
             store, session = await open_session(settings, cwd, sys.stderr)

@@ -19,7 +19,7 @@ from typing import Any, Final, final
 import trio
 
 from pitrio import Model, TextContent, UserMessage
-from pitrio.harness import JsonlSessionStore, Session, SessionError, ToolCallEvent
+from pitrio.harness import Session, SessionError, SessionStore, ToolCallEvent
 from pitrio.ui import Transcript, UiAdapter, UiMessage, tool_title
 
 from ._app import App
@@ -39,7 +39,7 @@ class WebApp:
     def __init__(
         self,
         app: App,
-        store: JsonlSessionStore | None,
+        store: SessionStore | None,
         *,
         banner: str | None,
         models: Sequence[Model] = (),

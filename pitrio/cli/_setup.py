@@ -12,11 +12,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import functools
 import json
 import os
-import shutil
-import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TextIO, final
@@ -27,8 +24,12 @@ import trio
 from pitrio import Model, StreamFn, ThinkingLevel
 from pitrio.harness import (
     JsonlSessionStore,
+    PiSessionStore,
     Session,
+    SessionExistsError,
     SessionFormatError,
+    SessionNotFoundError,
+    default_pi_sessions_root,
     default_sessions_root,
 )
 
@@ -416,13 +417,19 @@ def _isatty(stream: TextIO) -> bool:
 
 async def open_session(
     settings: AppSettings, cwd: str, err: TextIO
-) -> tuple[JsonlSessionStore | None, Session | None]:
+) -> tuple[PiSessionStore | None, Session | None]:
     """The session store and the session the settings ask for (``None`` for
-    ``--no-session``, and for ``--resume`` without an id: the caller lists them)."""
+    ``--no-session``, and for ``--resume`` without an id: the caller lists them).
+
+    Sessions are Pi's coding-agent files where ``pi`` keeps them (:func:`sessions_root`),
+    so ``pi`` and pitrio resume each other's sessions; ``--resume ID`` also finds a
+    session of an older pitrio (Pi's harness format, in pitrio's data directory), which
+    then stays in that format.
+    """
     choice = settings.session
     if choice.kind == "none":
         return None, None
-    store = JsonlSessionStore(sessions_root(settings.env))
+    store = PiSessionStore(sessions_root(settings.env))
     if choice.kind == "file":
         return store, await _session_file(store, choice.value or "", cwd)
     if choice.kind == "continue":
@@ -434,12 +441,20 @@ async def open_session(
     if choice.kind == "resume":
         if choice.value is None:
             return store, None  # listed by the caller
-        return store, await store.open(choice.value)
+        try:
+            return store, await store.open(choice.value)
+        except (SessionNotFoundError, SessionFormatError) as exc:
+            first = exc
+        for root in (store.root, legacy_sessions_root(settings.env)):
+            with contextlib.suppress(SessionNotFoundError):
+                return store, await JsonlSessionStore(root).open(choice.value)
+        raise first
     return store, await store.create(cwd=cwd)
 
 
-async def _session_file(store: JsonlSessionStore, path: str, cwd: str) -> Session:
-    """``--session FILE``: open the session in ``path``, created there when missing."""
+async def _session_file(store: PiSessionStore, path: str, cwd: str) -> Session:
+    """``--session FILE``: open the session in ``path`` (a file ``pi`` or pitrio wrote, in
+    its own format), created there in Pi's format when missing."""
     where = f"--session {path!r}"
     directory = os.path.dirname(path) or "."
     if not await trio.Path(directory).is_dir():
@@ -455,8 +470,16 @@ async def _session_file(store: JsonlSessionStore, path: str, cwd: str) -> Sessio
         msg = f"{where}: a session file's name ends in .jsonl, e.g. {path}.jsonl"
         raise SessionFileError(msg)
     if not await trio.Path(path).exists():
-        await _create_session_file(path, cwd)
+        try:
+            return await store.create_at(path, cwd=cwd)
+        except SessionExistsError:
+            pass  # made meanwhile: it is opened instead
+        except OSError as exc:
+            msg = f"{where} cannot be created: {exc}"
+            raise SessionFileError(msg) from None
     try:
+        if await trio.to_thread.run_sync(_is_harness_file, path):
+            return await JsonlSessionStore(os.path.dirname(path)).open(path)
         return await store.open(path)
     except SessionFormatError as exc:
         msg = (
@@ -466,33 +489,28 @@ async def _session_file(store: JsonlSessionStore, path: str, cwd: str) -> Sessio
         raise SessionFileError(msg) from None
 
 
-async def _create_session_file(path: str, cwd: str) -> None:
-    """A new, empty session at ``path``: made by a store in a scratch directory next to
-    it, then linked into place (never over a file another process just made)."""
-    directory = os.path.dirname(path) or "."
+def _is_harness_file(path: str) -> bool:
+    """Whether ``path`` starts with the header of Pi's harness format (v4)."""
     try:
-        scratch = await trio.to_thread.run_sync(
-            functools.partial(tempfile.mkdtemp, prefix=".pitrio-new-", dir=directory)
-        )
-    except OSError as exc:
-        msg = f"--session {path!r} cannot be created: {exc}"
-        raise SessionFileError(msg) from None
-    try:
-        session = await JsonlSessionStore(scratch).create(cwd=cwd)
-        await session.close()
-        assert session.path is not None
-        with contextlib.suppress(FileExistsError):  # made meanwhile: it is opened instead
-            await trio.to_thread.run_sync(os.link, session.path, path)
-    finally:
-        await trio.to_thread.run_sync(shutil.rmtree, scratch, True)
+        with open(path, "rb") as f:
+            first = json.loads(f.readline() or b"null")
+    except (OSError, ValueError):
+        return False
+    return isinstance(first, dict) and first.get("kind") == "header" and first.get("v") == 4
 
 
-def sessions_root(env: Mapping[str, str]) -> str | None:
-    """Where sessions are saved: ``$PITRIO_SESSIONS_DIR``, else under ``$XDG_DATA_HOME``,
-    else the harness's default."""
+def sessions_root(env: Mapping[str, str]) -> str:
+    """Where sessions are saved: ``$PITRIO_SESSIONS_DIR``, else where ``pi`` keeps its
+    own (``$PI_CODING_AGENT_DIR/sessions``, default ``~/.pi/agent/sessions``)."""
     override = env.get("PITRIO_SESSIONS_DIR")
     if override:
         return os.path.abspath(os.path.expanduser(override))
+    return default_pi_sessions_root(env)
+
+
+def legacy_sessions_root(env: Mapping[str, str]) -> str:
+    """Where earlier pitrio versions saved sessions (Pi's harness format, v4): under
+    ``$XDG_DATA_HOME``, else the harness's default."""
     xdg = env.get("XDG_DATA_HOME")
     if xdg:
         return os.path.join(xdg, "pitrio", "sessions")

@@ -82,6 +82,10 @@ from ._messages import (
     bash_execution_to_text as bash_execution_to_text,
     convert_to_llm as convert_to_llm,
 )
+from ._pi_sessions import (
+    PiSessionStore as PiSessionStore,
+    default_pi_sessions_root as default_pi_sessions_root,
+)
 from ._replay import (
     RecordingStreamFn as RecordingStreamFn,
     ReplayedRaiseError as ReplayedRaiseError,
@@ -163,6 +167,7 @@ __all__: list[str] = [
     "Hooks",
     "InMemorySessionStore",
     "JsonlSessionStore",
+    "PiSessionStore",
     "MessageEntry",
     "ModelRef",
     "PromptTemplate",
@@ -209,6 +214,7 @@ __all__: list[str] = [
     "collect_entries_for_branch_summary",
     "compact",
     "convert_to_llm",
+    "default_pi_sessions_root",
     "default_sessions_root",
     "estimate_context_tokens",
     "estimate_tokens",

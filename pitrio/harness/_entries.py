@@ -294,21 +294,25 @@ class SessionContext:
 EntryProjector: TypeAlias = Callable[[CustomEntry], Iterable[AgentMessage] | None]
 
 
-def _is_context_message(message: AgentMessage) -> bool:
+def _is_context_message(message: AgentMessage, keep_failed: bool = False) -> bool:
     if message.role != "assistant":
         return True
-    return getattr(message, "stop_reason", None) not in ("error", "aborted", "deferred")
+    left_out = ("deferred",) if keep_failed else ("error", "aborted", "deferred")
+    return getattr(message, "stop_reason", None) not in left_out
 
 
 def build_session_context(
     path: Sequence[SessionEntry],
     *,
     projectors: Mapping[str, EntryProjector] | None = None,
+    keep_failed: bool = False,
 ) -> list[AgentMessage]:
     """The messages the model sees for a branch (``path``: entries from the root down).
 
     Pi's ``buildSessionContext``: the last compaction entry replaces everything before
-    it with its summary and retained tail; branch summaries become
+    it with its summary and retained tail; failed and aborted answers are left out
+    (``keep_failed=True`` keeps them, as Pi's coding agent does: the providers drop them
+    from requests anyway); branch summaries become
     :class:`BranchSummaryMessage`; custom entries are shown only through
     ``projectors[custom_type]``.
     """
@@ -321,7 +325,7 @@ def build_session_context(
     for entry in path[start:]:
         match entry:
             case MessageEntry():
-                if _is_context_message(entry.message):
+                if _is_context_message(entry.message, keep_failed):
                     messages.append(entry.message)
             case CompactionEntry():
                 messages.append(
@@ -331,7 +335,9 @@ def build_session_context(
                         timestamp=entry.timestamp,
                     )
                 )
-                messages.extend(m for m in entry.retained_tail if _is_context_message(m))
+                messages.extend(
+                    m for m in entry.retained_tail if _is_context_message(m, keep_failed)
+                )
             case BranchSummaryEntry():
                 if entry.summary:
                     messages.append(

@@ -496,6 +496,13 @@ class Harness:
     async def _continue(self) -> None:
         await self._apply_turn_state()
         if not self._abort_requested:
+            # A context that keeps failed answers (Pi's coding-agent sessions) may end in
+            # the one being retried: Pi's coding agent drops it from the Agent's messages
+            # (not from the session) before it continues, and so does this.
+            messages = self._agent.state.messages
+            last = messages[-1] if messages else None
+            if isinstance(last, AssistantMessage) and last.stop_reason in _ERROR_STOPS:
+                self._agent.state.messages = messages[:-1]
             await self._agent.resume()
             self._sync_after_run()
 

@@ -36,7 +36,7 @@ import os
 import sys
 import urllib.parse
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 import attrs
@@ -371,13 +371,20 @@ def _custom_message(entry: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[str, Any]]:
+def legacy_v3_writes(
+    records: list[Any],
+    path: str,
+    *,
+    transparent: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> tuple[list[Write], dict[str, Any]]:
     """Pi's ``normalizeLegacyV3Records``: v3 records as v4 writes, and their summed usage.
 
     Unlike Pi, entry ids are kept (Pi mints new UUIDs); everything else follows Pi:
     model, thinking-level and tool changes become the lane configuration of the last
     entry's branch, labels and the session name become values, a compaction's kept
-    entries are copied into its retained tail.
+    entries are copied into its retained tail (or its ``retainedTail`` is taken as it
+    stands). Records for which ``transparent`` is true are read through like the change
+    records: they are no entries, and a parent naming one is its parent.
     """
     by_id: dict[str, dict[str, Any]] = {}
     for number, record in enumerate(records, start=2):
@@ -389,7 +396,11 @@ def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[s
             msg = f"{path}: duplicate legacy v3 entry id {record.get('id')!r}"
             raise SessionFormatError(msg)
         by_id[record["id"]] = record
-    retained = {r["id"] for r in records if r["type"] not in _V3_DROPPED}
+    retained = {
+        r["id"]
+        for r in records
+        if r["type"] not in _V3_DROPPED and (transparent is None or not transparent(r))
+    }
     resolved: dict[str, str | None] = {}
 
     def resolve(legacy_id: str | None) -> str | None:
@@ -457,7 +468,7 @@ def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[s
 
     writes: list[Write] = []
     for record in records:
-        if record["type"] in _V3_DROPPED:
+        if record["id"] not in retained:
             continue
         base: Write = {
             "kind": "entry",
@@ -484,7 +495,11 @@ def legacy_v3_writes(records: list[Any], path: str) -> tuple[list[Write], dict[s
                 base |= {
                     "type": "compaction",
                     "summary": record.get("summary", ""),
-                    "retainedTail": retained_tail(record),
+                    "retainedTail": (
+                        record["retainedTail"]
+                        if isinstance(record.get("retainedTail"), list)
+                        else retained_tail(record)
+                    ),
                     "tokensBefore": record.get("tokensBefore", 0),
                     "details": record.get("details"),
                     "usage": record.get("usage"),

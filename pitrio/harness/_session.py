@@ -244,9 +244,14 @@ class Session:
         projectors: Mapping[str, EntryProjector] | None = None,
     ) -> SessionContext:
         """The conversation as the model sees it, on the current branch (or the branch
-        ending at ``leaf_id``), with the session's model and thinking level."""
+        ending at ``leaf_id``), with the session's model and thinking level. Failed and
+        aborted answers are left out, except in a store that keeps them as its other
+        reader does (:class:`~pitrio.harness.PiSessionStore`: Pi's coding agent shows
+        them on resume)."""
+        keep = bool(getattr(self._store, "keeps_failed_answers", False))
+        path = self.get_branch(leaf_id)
         return SessionContext(
-            messages=tuple(build_session_context(self.get_branch(leaf_id), projectors=projectors)),
+            messages=tuple(build_session_context(path, projectors=projectors, keep_failed=keep)),
             model=self.model,
             thinking_level=self.thinking_level,
             active_tool_names=self.active_tool_names,
