@@ -1,11 +1,12 @@
 """Session writes are durable as they happen: a harness killed mid-tool loses nothing it
 recorded.
 
-A child process runs a harness on a JSONL or SQLite session with a scripted model (one
-tool call, then text) and a tool that reports on stdout and then blocks; the test kills
-it with SIGKILL while the tool runs. The session must then hold the prompt and the
-assistant's tool call (Pi's harness appends each transaction as it commits; killed the
-same way it keeps them too), and pitrio (and, for JSONL, Pi) must load it.
+A child process runs a harness on a JSONL, SQLite or Pi coding-agent (v3) session with a
+scripted model (one tool call, then text) and a tool that reports on stdout and then
+blocks; the test kills it with SIGKILL while the tool runs. The session must then hold
+the prompt and the assistant's tool call (Pi's harness appends each transaction as it
+commits; killed the same way it keeps them too), and pitrio (and, for JSONL, Pi) must
+load it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pitrio.harness import (
     Harness,
     JsonlSessionStore,
     MessageEntry,
+    PiSessionStore,
     SessionStore,
     SqliteSessionStore,
 )
@@ -39,10 +41,11 @@ import sys
 import trio
 
 from pitrio import Model, Tool, text_result
-from pitrio.harness import Harness, JsonlSessionStore, SqliteSessionStore
+from pitrio.harness import Harness, JsonlSessionStore, PiSessionStore, SqliteSessionStore
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 kind, where, session_id = sys.argv[1:4]
+STORES = {"jsonl": JsonlSessionStore, "sqlite": SqliteSessionStore, "pi": PiSessionStore}
 
 
 async def blocking(call_id, params, signal, on_update):
@@ -53,7 +56,7 @@ async def blocking(call_id, params, signal, on_update):
 
 
 async def main():
-    store = JsonlSessionStore(where) if kind == "jsonl" else SqliteSessionStore(where)
+    store = STORES[kind](where)
     session = await store.create(cwd="/work/project", session_id=session_id)
     model = Model(id="scripted", api="scripted", provider="local", context_window=200_000)
     stream = ScriptedModel(
@@ -75,11 +78,13 @@ MODEL = Model(id="scripted", api="scripted", provider="local", context_window=20
 
 
 def _store(kind: str, where: Path) -> SessionStore:
+    if kind == "pi":
+        return PiSessionStore(where)
     return JsonlSessionStore(where) if kind == "jsonl" else SqliteSessionStore(where)
 
 
 def _where(kind: str, tmp_path: Path) -> Path:
-    return tmp_path / "sessions" if kind == "jsonl" else tmp_path / "sessions.db"
+    return tmp_path / "sessions.db" if kind == "sqlite" else tmp_path / "sessions"
 
 
 async def _kill_mid_tool(kind: str, where: Path, session_id: str) -> None:
@@ -106,7 +111,7 @@ async def _kill_mid_tool(kind: str, where: Path, session_id: str) -> None:
         assert proc.returncode == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "pi"])
 async def test_a_harness_killed_mid_tool_leaves_the_prompt_and_the_tool_call(
     kind: str, tmp_path: Path
 ) -> None:
