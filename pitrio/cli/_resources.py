@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, final
@@ -35,6 +37,7 @@ from typing import Any, Final, final
 import attrs
 import trio
 
+from pitrio import Model, ModelCost
 from pitrio.harness import ContextFile, Skill, load_skills
 
 __all__ = [
@@ -43,7 +46,11 @@ __all__ = [
     "agent_dir",
     "build_system_prompt",
     "format_skills",
+    "CustomProvider",
+    "custom_providers",
     "load_resources",
+    "read_settings",
+    "resolve_config_value",
 ]
 
 CONFIG_DIR: Final = ".pi"
@@ -253,13 +260,11 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _load_sync(
-    cwd: str, env: Mapping[str, str], trust: bool | None
-) -> tuple[CodingResources, list[str]]:
-    cwd = os.path.abspath(cwd)
-    agent = agent_dir(env)
-    home = env.get("HOME") or os.path.expanduser("~")
-    warnings: list[str] = []
+def _settings(
+    cwd: str, agent: str, home: str, trust: bool | None, warnings: list[str]
+) -> tuple[bool, dict[str, Any]]:
+    """Whether the project is trusted, and the settings (the project's over the global
+    ones when it is)."""
     global_settings = _settings_file(os.path.join(agent, "settings.json"), warnings)
     if trust is not None:
         trusted = trust
@@ -271,11 +276,28 @@ def _load_sync(
             trusted = decision
         else:
             trusted = global_settings.get("defaultProjectTrust") == "always"
+    if not trusted:
+        return False, global_settings
+    project = _settings_file(os.path.join(cwd, CONFIG_DIR, "settings.json"), warnings)
+    return True, _merge(global_settings, project)
+
+
+def read_settings(cwd: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """Pi's ``settings.json`` for ``cwd`` (read at start-up, before the model is chosen);
+    a file that is not valid JSON counts as empty."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    return _settings(os.path.abspath(cwd), agent_dir(env), home, None, [])[1]
+
+
+def _load_sync(
+    cwd: str, env: Mapping[str, str], trust: bool | None
+) -> tuple[CodingResources, list[str]]:
+    cwd = os.path.abspath(cwd)
+    agent = agent_dir(env)
+    home = env.get("HOME") or os.path.expanduser("~")
+    warnings: list[str] = []
+    trusted, settings = _settings(cwd, agent, home, trust, warnings)
     project = os.path.join(cwd, CONFIG_DIR)
-    settings = global_settings
-    if trusted:
-        project_settings = _settings_file(os.path.join(project, "settings.json"), warnings)
-        settings = _merge(settings, project_settings)
 
     def pick(name: str) -> str | None:
         for directory in (project, agent) if trusted else (agent,):
@@ -441,3 +463,105 @@ def build_system_prompt(
         + skills_text
         + f"\nCurrent working directory: {prompt_cwd}"
     )
+
+
+# -- models.json ------------------------------------------------------------------------
+
+_INTERPOLATION = re.compile(r"\$\$|\$!|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def resolve_config_value(value: str, env: Mapping[str, str]) -> str | None:
+    """A ``models.json`` ``apiKey`` or header value as Pi resolves it: ``!command`` runs
+    the command (its stdout, trimmed), ``$VAR`` / ``${VAR}`` interpolate the environment
+    (a missing variable: ``None``), ``$$`` and ``$!`` are a literal ``$`` and ``!``, any
+    other text is literal."""
+    if value.startswith("!"):
+        done = subprocess.run(
+            value[1:], shell=True, capture_output=True, text=True, timeout=60, check=False
+        )
+        return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+    missing = False
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal missing
+        text = match.group(0)
+        if text in ("$$", "$!"):
+            return text[1]
+        name = match.group(1) or match.group(2)
+        if name not in env:
+            missing = True
+            return ""
+        return env[name]
+
+    out = _INTERPOLATION.sub(sub, value)
+    return None if missing else out
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CustomProvider:
+    """A provider of Pi's ``models.json`` with its models (``api_key``: the unresolved
+    ``apiKey`` value)."""
+
+    name: str
+    models: tuple[Model, ...]
+    api_key: str | None = None
+
+
+def custom_providers(env: Mapping[str, str]) -> tuple[dict[str, CustomProvider], list[str]]:
+    """The providers of ``models.json`` in the agent directory that declare models, and
+    warnings for what cannot be used (named with the file)."""
+    path = os.path.join(agent_dir(env), "models.json")
+    warnings: list[str] = []
+    data = _settings_file(path, warnings)
+    providers = data.get("providers")
+    out: dict[str, CustomProvider] = {}
+    if not isinstance(providers, Mapping):
+        return out, warnings
+    for name, config in providers.items():
+        if not isinstance(config, Mapping) or not isinstance(config.get("models"), list):
+            continue
+        models = []
+        for entry in config["models"]:
+            api = (entry.get("api") if isinstance(entry, Mapping) else None) or config.get("api")
+            base_url = (entry.get("baseUrl") if isinstance(entry, Mapping) else None) or config.get(
+                "baseUrl"
+            )
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
+                warnings.append(f"{path}: provider {name!r} has a model without an id; skipped")
+                continue
+            if not isinstance(api, str) or not isinstance(base_url, str):
+                warnings.append(
+                    f"{path}: model {name}/{entry['id']} needs baseUrl and api (on the model "
+                    "or its provider); skipped"
+                )
+                continue
+            cost: Mapping[str, Any] = entry.get("cost") or {}
+            headers = {**(config.get("headers") or {}), **(entry.get("headers") or {})}
+            models.append(
+                Model(
+                    id=entry["id"],
+                    name=str(entry.get("name") or entry["id"]),
+                    api=api,
+                    provider=str(name),
+                    base_url=base_url,
+                    reasoning=entry.get("reasoning") is True,
+                    input=tuple(entry.get("input") or ("text",)),
+                    cost=ModelCost(
+                        input=float(cost.get("input", 0)),
+                        output=float(cost.get("output", 0)),
+                        cache_read=float(cost.get("cacheRead", 0)),
+                        cache_write=float(cost.get("cacheWrite", 0)),
+                    ),
+                    context_window=int(entry.get("contextWindow") or 128_000),
+                    max_tokens=int(entry.get("maxTokens") or 16_384),
+                    headers={k: resolve_config_value(str(v), env) or "" for k, v in headers.items()}
+                    or None,
+                    compat={**(config.get("compat") or {}), **(entry.get("compat") or {})} or None,
+                )
+            )
+        key = config.get("apiKey")
+        out[str(name)] = CustomProvider(
+            name=str(name), models=tuple(models), api_key=key if isinstance(key, str) else None
+        )
+    return out, warnings

@@ -16,7 +16,7 @@ import json
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal, TextIO, final
+from typing import Any, Final, Literal, TextIO, cast, final, get_args
 
 import attrs
 import trio
@@ -37,6 +37,9 @@ from ._args import BASE_URL_KEY_ENV, config_dir
 from ._consent import Policy, load_policy
 from ._errors import CliUsageError, SessionFileError
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
+from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
+
+THINKING: Final = frozenset(get_args(ThinkingLevel))
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -160,6 +163,7 @@ def configure(
     except CliUsageError as exc:
         parser.error(str(exc))
 
+    pi_settings = read_settings(cwd or os.getcwd(), env)
     api_key: str | None = None
     key_source: str | None = None
     base_url: str | None = None
@@ -200,7 +204,10 @@ def configure(
             else f"none ({BASE_URL_KEY_ENV} is not set; a placeholder was sent)"
         )
         api_key = api_key or "none"
-    elif args.model:
+    elif (custom := _custom_model(parser, args, env, pi_settings)) is not None:
+        model, api_key, key_source = custom
+        base_url = model.base_url
+    elif args.model or _settings_model(args, pi_settings):
         model, api_key, key_source = _catalog_model(parser, args, env, keys, config_path)
     else:
         found = default_model(env, keys, config_path)
@@ -208,6 +215,9 @@ def configure(
             model, offline = OFFLINE_MODEL, True
         else:
             model, api_key, key_source = found
+    level = pi_settings.get("defaultThinkingLevel")
+    if args.thinking is None and model.reasoning and base_url is None and level in THINKING:
+        thinking = cast("ThinkingLevel", level)  # Pi's settings.json; no reasoning: "off"
     if offline and args.thinking not in (None, "off"):
         parser.error("--thinking needs a model; the offline replay has no reasoning to adjust")
 
@@ -313,6 +323,58 @@ def _openai_compatible(
         context_window=args.context_window or 128_000,
         compat=compat or None,
     )
+
+
+def _custom_model(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    settings: Mapping[str, Any],
+) -> tuple[Model, str, str] | None:
+    """A model of a provider in Pi's ``models.json`` (``--provider NAME --model ID``,
+    ``--model NAME/ID``, or the ``defaultProvider`` / ``defaultModel`` settings), with
+    its key; ``None`` when the model asked for is not from such a provider."""
+    customs, _ = custom_providers(env)
+    if not customs:
+        return None
+    spec: str | None = args.model
+    if spec:
+        provider, slash, model_id = spec.partition("/")
+        if not slash or provider not in customs:
+            provider, model_id = args.provider or "", spec
+    else:
+        default_provider, default_id = settings.get("defaultProvider"), settings.get("defaultModel")
+        if not isinstance(default_provider, str) or not isinstance(default_id, str):
+            return None
+        provider, model_id = default_provider, default_id
+    found = customs.get(provider)
+    if found is None:
+        return None
+    model = next((m for m in found.models if m.id == model_id), None)
+    if model is None:
+        ids = ", ".join(m.id for m in found.models) or "none"
+        parser.error(
+            f"provider {provider!r} of {os.path.join(agent_dir(env), 'models.json')} has no "
+            f"model {model_id!r}; its models: {ids}"
+        )
+    key = resolve_config_value(found.api_key, env) if found.api_key else None
+    if key is None:
+        return model, "none", f"none (set apiKey for {provider!r} in models.json)"
+    return model, key, f"apiKey of {provider!r} in models.json"
+
+
+def _settings_model(args: argparse.Namespace, settings: Mapping[str, Any]) -> bool:
+    """Take Pi's ``defaultProvider`` / ``defaultModel`` settings as ``--model`` when no
+    model was named; whether there was one."""
+    provider, model_id = settings.get("defaultProvider"), settings.get("defaultModel")
+    if args.model or not isinstance(model_id, str) or not isinstance(provider, str):
+        return False
+    from pitrio.providers import Models
+
+    if Models().get(provider, model_id) is None:
+        return False  # a model pitrio's catalog lacks: the usual defaults instead
+    args.model = f"{provider}/{model_id}"
+    return True
 
 
 def _catalog_model(

@@ -182,3 +182,80 @@ def test_the_builder_names_pitrio_and_keeps_pis_structure() -> None:
     assert "Use bash for file operations" not in prompt  # no bash
     assert prompt.endswith("\nCurrent working directory: C:/work")
     assert build_system_prompt(cwd="/w", tools=[]).count("(none)") == 1
+
+
+def test_pis_settings_choose_the_model_and_thinking_level(tmp_path: Path) -> None:
+    """``defaultProvider`` / ``defaultModel`` / ``defaultThinkingLevel`` of the agent
+    directory's settings.json, the project's over them once trusted; a model pitrio's
+    catalog lacks falls back to the usual defaults."""
+    import io
+
+    from pitrio.cli._args import build_parser
+    from pitrio.cli._resources import read_settings
+    from pitrio.cli._setup import configure
+
+    agent, project = make_setup(tmp_path, trusted=True)
+    (agent / "settings.json").write_text(
+        json.dumps(
+            {"defaultProvider": "openai", "defaultModel": "gpt-5", "defaultThinkingLevel": "low"}
+        )
+    )
+    (project / ".pi" / "settings.json").write_text(json.dumps({"defaultThinkingLevel": "high"}))
+    env = {"HOME": str(tmp_path / "home"), "PI_CODING_AGENT_DIR": str(agent), "OPENAI_API_KEY": "k"}
+    assert read_settings(str(project), env)["defaultThinkingLevel"] == "high"
+    parser = build_parser()
+
+    def chosen(*argv: str) -> tuple[str, str, str]:
+        args = parser.parse_args(["--cwd", str(project), *argv, "-p", "hi"])
+        settings = configure(parser, args, env, None, io.StringIO())
+        return settings.model.provider, settings.model.id, settings.thinking
+
+    assert chosen() == ("openai", "gpt-5", "high")
+    assert chosen("--thinking", "minimal") == ("openai", "gpt-5", "minimal")
+    (agent / "trust.json").write_text(json.dumps({os.path.realpath(project): False}))
+    assert chosen() == ("openai", "gpt-5", "low")  # the project's settings need trust
+    (agent / "settings.json").write_text(json.dumps({"defaultProvider": "x", "defaultModel": "y"}))
+    assert chosen()[:2] != ("x", "y")
+
+
+def test_a_models_json_provider_is_chosen_as_in_pi(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """``--provider NAME --model ID`` of Pi's models.json, its ``$VAR`` key resolved; an
+    unknown model of that provider is one line naming its models."""
+    server = serve(lambda body: text_reply("from models.json"))
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "models.json").write_text(
+        json.dumps(
+            {
+                "providers": {
+                    "local": {
+                        "baseUrl": server.url,
+                        "api": "openai-completions",
+                        "apiKey": "${LOCAL_KEY}-x",
+                        "models": [{"id": "m", "contextWindow": 8000, "maxTokens": 100}],
+                    }
+                }
+            }
+        )
+    )
+    env = cli_env | {"PI_CODING_AGENT_DIR": str(agent), "LOCAL_KEY": "secret"}
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pitrio", "--no-session", *argv],
+            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    done = run("--provider", "local", "--model", "m", "-p", "hi")
+    assert done.returncode == 0, done.stderr
+    assert "from models.json" in done.stdout
+    assert server.requests[-1]["model"] == "m"
+    assert server.requests[-1]["max_completion_tokens"] == 100
+    assert server.headers[-1]["Authorization"] == "Bearer secret-x"
+    done = run("--model", "local/m", "-p", "hi")
+    assert done.returncode == 0, done.stderr
+    done = run("--provider", "local", "--model", "nope", "-p", "hi")
+    assert done.returncode == 2
+    assert "has no model 'nope'; its models: m" in done.stderr
