@@ -123,6 +123,10 @@ class StreamOptions:
     deferred: bool | Mapping[str, JSONValue] | None = None
     on_payload: Callable[[JSONValue, Model], Awaitable[JSONValue] | JSONValue] | None = None
     on_response: Callable[[int, Mapping[str, str], Model], Awaitable[None] | None] | None = None
+    on_error_response: Callable[[int, Mapping[str, str], Model], None] | None = None
+    """Called with the status and headers of an HTTP error response that ends the
+    request (after the provider's own retries), before its ``error`` event; pitrio's
+    providers call it (pi-ai has no such hook). The harness reads ``retry-after`` there."""
     extra: dict[str, JSONValue] = attrs.field(factory=dict)
 
 

@@ -8,9 +8,10 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
   and the system prompt (a string, or a function of the turn state called every turn).
   A change made mid-run (:meth:`Harness.set_model`, :meth:`Harness.set_tools`, ...)
   applies from the next request;
-* every ``message_end`` is appended to the session; after each ``turn_end`` the session
-  is flushed and :class:`SavePoint` emitted; after the prompt (retries included)
-  :class:`Settled`;
+* every ``message_end`` is appended to the session, which writes it to storage at
+  once (a process killed mid-tool keeps the prompt and the tool call); after each
+  ``turn_end`` the session is flushed (synced by the store's ``fsync`` policy) and
+  :class:`SavePoint` emitted; after the prompt (retries included) :class:`Settled`;
 * a run ending with a retryable provider error is retried with back-off
   (:class:`RetrySettings`); a context overflow is compacted and continued once;
   above the compaction threshold the session is compacted after a turn.
@@ -534,7 +535,13 @@ class Harness:
             if self._retry_attempt > 0:
                 await self._end_retry(False, error)
             return False
-        delay = retry_delay(self._retry_attempt + 1, settings, error, random=self._random)
+        delay = retry_delay(
+            self._retry_attempt + 1,
+            settings,
+            error,
+            random=self._random,
+            headers=self._bridge.error_headers,
+        )
         if delay is None:
             if self._retry_attempt > 0:
                 await self._end_retry(False, error)
@@ -732,6 +739,14 @@ class Harness:
         except Exception as exc:
             self._cancel_scope = None
             end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+        except BaseException:
+            # The caller's own cancellation (not abort(); it may come as a group of
+            # Cancelled from the summary's requests): the compaction still ends, as
+            # aborted (Pi's ``aborted: true``), before the cancellation goes on.
+            self._cancel_scope = None
+            with trio.CancelScope(shield=True):
+                await self._bus.emit(CompactionEnd(reason=reason, status="aborted"))
+            raise
         await self._bus.emit(end)
         return end
 

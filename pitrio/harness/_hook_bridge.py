@@ -18,7 +18,7 @@ results, errors) are in ``_hooks``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -55,13 +55,15 @@ __all__ = ["HookBridge"]
 class HookBridge:
     """The hooks as the Agent calls them, around the stream function ``inner``."""
 
-    __slots__ = ("failure", "hooks", "inner")
+    __slots__ = ("error_headers", "failure", "hooks", "inner")
 
     def __init__(self, hooks: Hooks, inner: StreamFn) -> None:
         self.hooks = hooks
         self.inner = inner
         self.failure: BaseException | None = None
         """The first failure of the current prompt (a hook's, or the turn state's)."""
+        self.error_headers: dict[str, str] | None = None
+        """The headers of the HTTP error response that ended the latest request."""
 
     def install(self, agent: Agent) -> None:
         """Give the Agent the tool and context callbacks the registered hooks need."""
@@ -124,7 +126,14 @@ class HookBridge:
 
     def stream(self, model: Model, context: Any, options: StreamOptions) -> Any:
         """The stream function the Agent calls: ``inner``, wrapped when a provider hook
-        is registered (or a failure is pending)."""
+        is registered (or a failure is pending).
+
+        The headers of an HTTP error response ending the request are kept as
+        :attr:`error_headers` (until the next request), for the retry's delay."""
+        self.error_headers = None
+        options = attrs.evolve(
+            options, on_error_response=self._error_response_hook(options.on_error_response)
+        )
         inner = self.inner
         hooks = self.hooks
         if self.failure is None and not (
@@ -167,6 +176,14 @@ class HookBridge:
             options = attrs.evolve(options, on_response=self._response_hook(options.on_response))
         returned = inner(model, context, options)
         return returned if isinstance(returned, EventStream) else await returned
+
+    def _error_response_hook(self, previous: Callable[..., Any] | None) -> Callable[..., Any]:
+        def on_error_response(status: int, headers: Mapping[str, str], model: Model) -> None:
+            self.error_headers = dict(headers)
+            if previous is not None:
+                previous(status, headers, model)
+
+        return on_error_response
 
     def _payload_hook(self, previous: Callable[..., Any] | None) -> Callable[..., Any]:
         async def on_payload(payload: Any, model: Model) -> Any:

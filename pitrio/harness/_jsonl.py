@@ -12,7 +12,9 @@ Files live in one directory per working directory, named as Pi names them
 files (first line ``{"type":"session","version":3,…}``) are read too; the first flush
 of new writes rewrites such a file in the v4 format, atomically, as Pi does.
 
-Crash safety: a line is complete once its newline is written. When a file ends in a
+Crash safety: each change is appended as one line when it is made (Pi's
+``appendFile`` per commit), and the store's ``fsync`` policy says when the file is
+synced to the disk. A line is complete once its newline is written. When a file ends in a
 torn line (a crash mid-write), opening the session drops that line, truncates the file
 back to its last complete line, warns with :class:`SessionRecoveredWarning` and records
 what was dropped in :attr:`Session.recovered`. Every complete line is kept. Any other
@@ -59,7 +61,15 @@ from ._session_state import (
     THINKING_LEVELS,
     SessionState,
 )
-from ._store import ReadOnlyWriter, SessionInfo, StoreBase, resolve_cwd, sort_infos
+from ._store import (
+    FsyncPolicy,
+    ReadOnlyWriter,
+    SessionInfo,
+    StoreBase,
+    fsync_policy,
+    resolve_cwd,
+    sort_infos,
+)
 
 __all__ = [
     "JsonlSessionStore",
@@ -626,7 +636,7 @@ def _write_all(fd: int, data: bytes) -> None:
 class _JsonlWriter:
     """Appends transactions to one locked session file."""
 
-    __slots__ = ("_fd", "_fsync", "_legacy", "_legacy_usage", "header", "path")
+    __slots__ = ("_fd", "_fsync", "_legacy", "_legacy_usage", "_unsynced", "header", "path")
 
     def __init__(
         self,
@@ -634,9 +644,10 @@ class _JsonlWriter:
         fd: int,
         header: dict[str, Any],
         *,
-        fsync: bool,
+        fsync: FsyncPolicy,
         legacy: list[Write] | None = None,
         legacy_usage: dict[str, Any] | None = None,
+        unsynced: bool = False,
     ) -> None:
         self.path = path
         self.header = header
@@ -644,6 +655,7 @@ class _JsonlWriter:
         self._fsync = fsync
         self._legacy = legacy
         self._legacy_usage = legacy_usage
+        self._unsynced = unsynced
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         if self._legacy is not None:
@@ -657,8 +669,10 @@ class _JsonlWriter:
         size = os.lseek(self._fd, 0, os.SEEK_END)
         try:
             _write_all(self._fd, data)
-            if self._fsync:
+            if self._fsync == "always":
                 os.fsync(self._fd)
+            else:
+                self._unsynced = True
         except BaseException:
             # A failed write (disk full...) must not leave half a line for the next
             # flush to append to: the session keeps the writes and retries them.
@@ -690,7 +704,7 @@ class _JsonlWriter:
         )
         try:
             _write_all(fd, b"".join(lines))
-            if self._fsync:
+            if self._fsync != "never":  # the rename must not publish an unsynced file
                 os.fsync(fd)
             os.replace(tmp, self.path)
         except BaseException:
@@ -701,6 +715,17 @@ class _JsonlWriter:
         self.header = header
         self._legacy = None
         session._state.usage.append(usage_row)
+
+    async def sync(self) -> None:
+        if self._fsync == "flush" and self._unsynced and self._fd is not None:
+            await trio.to_thread.run_sync(self._sync_sync)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def _sync_sync(self) -> None:
+        assert self._fd is not None
+        self._unsynced = False
+        os.fsync(self._fd)
 
     async def close(self) -> None:
         fd, self._fd = self._fd, None
@@ -715,16 +740,24 @@ class _JsonlWriter:
 class JsonlSessionStore(StoreBase):
     """Sessions as JSONL files in Pi's format, one directory per working directory.
 
-    ``root`` defaults to :func:`default_sessions_root`. With ``fsync=True`` each flush
-    also waits for the data to reach the disk (survives a power loss, not only a crash
-    of the process; slower).
+    ``root`` defaults to :func:`default_sessions_root`. Each change is appended to its
+    file as it is made (a killed process loses nothing it recorded). ``fsync`` says when
+    the file is also synced to the disk, so that it survives a power loss: ``"flush"``
+    (the default) at each :meth:`Session.flush` (the harness's save points, after each
+    ``turn_end``), ``"always"`` (or ``True``) after every change, ``"never"`` (or
+    ``False``) never, as Pi does.
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        fsync: bool | FsyncPolicy = "flush",
+    ) -> None:
         self.root = (
             os.path.abspath(os.fspath(root)) if root is not None else default_sessions_root()
         )
-        self.fsync = fsync
+        self.fsync: FsyncPolicy = fsync_policy(fsync)
 
     def __repr__(self) -> str:
         return f"JsonlSessionStore({self.root!r})"
@@ -765,7 +798,7 @@ class JsonlSessionStore(StoreBase):
             created_at=created,
             parent_session_id=parent_session_id,
             state=state,
-            writer=_JsonlWriter(path, fd, header, fsync=self.fsync),
+            writer=_JsonlWriter(path, fd, header, fsync=self.fsync, unsynced=True),
             store=self,
             path=path,
         )
@@ -783,7 +816,7 @@ class JsonlSessionStore(StoreBase):
         fd = open_locked(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, f"session {sid}")
         try:
             _write_all(fd, data)
-            if self.fsync:
+            if self.fsync == "always":
                 os.fsync(fd)
             try:
                 os.link(tmp, path)

@@ -29,9 +29,9 @@ them, so ``pi`` finds each change on the path, and pitrio reads through them to 
 entry below. Reading is Pi's harness migration of v3 files (``legacy_v3_writes``) with
 ``pitrio.state`` lines treated as transparent, then their writes applied in file order.
 
-Unlike ``pi``, the header is written when the session is created, and every flush is
-appended at once (``pi`` waits for the first assistant message): a run killed before its
-answer still leaves its prompt in the file.
+Unlike ``pi``, the header is written when the session is created, and every change is
+appended as it is made (``pi`` waits for the first assistant message): a run killed
+before its answer still leaves its prompt in the file.
 """
 
 from __future__ import annotations
@@ -68,7 +68,15 @@ from ._session_state import (
     SESSION_NAME,
     SessionState,
 )
-from ._store import ReadOnlyWriter, SessionInfo, StoreBase, resolve_cwd, sort_infos
+from ._store import (
+    FsyncPolicy,
+    ReadOnlyWriter,
+    SessionInfo,
+    StoreBase,
+    fsync_policy,
+    resolve_cwd,
+    sort_infos,
+)
 
 __all__ = ["PI_STATE_TYPE", "PiSessionStore", "default_pi_sessions_root"]
 
@@ -144,7 +152,9 @@ class _Translator:
             stamp = iso(now_ms())
             if namespace == BRANCH_TIP and key == MAIN_BRANCH:
                 self.tip = value
-                moved = value != appended
+                # Moved unless this transaction appended the entry it points at (a move
+                # to before the first entry points at None, with nothing appended).
+                moved = appended is None or value != appended
             elif namespace == LANE_CONFIG and key == MAIN_BRANCH:
                 transparent += self._config_lines(value, stamp)
             elif namespace == SESSION_NAME:
@@ -289,16 +299,24 @@ def _first_kept(session: Session, write: Write) -> str:
 class _PiWriter:
     """Appends the v3 lines of each transaction to one locked session file."""
 
-    __slots__ = ("_fd", "_fsync", "_translator", "header", "path")
+    __slots__ = ("_fd", "_fsync", "_translator", "_unsynced", "header", "path")
 
     def __init__(
-        self, path: str, fd: int, header: dict[str, Any], translator: _Translator, *, fsync: bool
+        self,
+        path: str,
+        fd: int,
+        header: dict[str, Any],
+        translator: _Translator,
+        *,
+        fsync: FsyncPolicy,
+        unsynced: bool = False,
     ) -> None:
         self.path = path
         self.header = header
         self._fd: int | None = fd
         self._fsync = fsync
         self._translator = translator
+        self._unsynced = unsynced
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         lines = [line for t in transactions for line in self._translator.lines(session, t)]
@@ -310,11 +328,24 @@ class _PiWriter:
         size = os.lseek(self._fd, 0, os.SEEK_END)
         try:
             _write_all(self._fd, data)
-            if self._fsync:
+            if self._fsync == "always":
                 os.fsync(self._fd)
+            else:
+                self._unsynced = True
         except BaseException:
             os.ftruncate(self._fd, size)  # never half a line for pi (or us) to read
             raise
+
+    async def sync(self) -> None:
+        if self._fsync == "flush" and self._unsynced and self._fd is not None:
+            await trio.to_thread.run_sync(self._sync_sync)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def _sync_sync(self) -> None:
+        assert self._fd is not None
+        self._unsynced = False
+        os.fsync(self._fd)
 
     async def close(self) -> None:
         fd, self._fd = self._fd, None
@@ -389,18 +420,24 @@ class PiSessionStore(StoreBase):
 
     ``pi`` opens every file this store writes (``pi --session FILE``, ``pi -c``,
     ``/resume``), and this store appends to files ``pi`` wrote without rewriting them.
-    ``fsync=True`` makes each flush wait for the disk. A session's context keeps failed
+    ``fsync`` is :class:`JsonlSessionStore`'s policy (each change is appended as it is
+    made; the file is synced at each flush by default). A session's context keeps failed
     and aborted answers, as ``pi`` shows them on resume (the providers leave them out of
     requests).
     """
 
     keeps_failed_answers: Final = True
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        fsync: bool | FsyncPolicy = "flush",
+    ) -> None:
         self.root = (
             os.path.abspath(os.fspath(root)) if root is not None else default_pi_sessions_root()
         )
-        self.fsync = fsync
+        self.fsync: FsyncPolicy = fsync_policy(fsync)
 
     def __repr__(self) -> str:
         return f"PiSessionStore({self.root!r})"
@@ -468,7 +505,7 @@ class PiSessionStore(StoreBase):
         data = "".join(_dumps(x) + "\n" for x in [pi_header, *lines]).encode()
         fd = await trio.to_thread.run_sync(self._create_sync, path, sid, data)
         header = legacy_v3_header(pi_header)
-        session._writer = _PiWriter(path, fd, header, translator, fsync=self.fsync)
+        session._writer = _PiWriter(path, fd, header, translator, fsync=self.fsync, unsynced=True)
         return session
 
     def _create_sync(self, path: str, sid: str, data: bytes) -> int:
@@ -482,7 +519,7 @@ class PiSessionStore(StoreBase):
         try:
             os.fchmod(fd, 0o600)
             _write_all(fd, data)
-            if self.fsync:
+            if self.fsync == "always":
                 os.fsync(fd)
             try:
                 os.link(tmp, path)

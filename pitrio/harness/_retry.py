@@ -8,17 +8,23 @@ one is recovered by compaction instead). Authentication and bad-request errors m
 none of the patterns, so they are not retried.
 
 The back-off is the coding agent's ``baseDelayMs * 2**(attempt - 1)`` with up to
-``jitter`` of it taken off at random, capped at ``max_delay``. When the error text
-carries the server's requested delay (``retry-after``, "try again in 20s"), that delay
-is used instead; a requested delay above ``max_delay`` is not waited for (retrying
-stops), as pi-ai's providers refuse a ``retry-after`` above their cap.
+``jitter`` of it taken off at random, capped at ``max_delay``. When the server said how
+long to wait, that delay is used instead: first the failed HTTP response's headers, read
+as pi-ai's provider retry reads them (``utils/provider-retry.js``: ``retry-after-ms`` in
+milliseconds, else ``retry-after`` in seconds or as an HTTP date), then a delay written
+in the error text (``retry-after: 7``, "try again in 20s"). A requested delay above
+``max_delay`` is not waited for (retrying stops), as pi-ai's providers refuse a
+``retry-after`` above their cap. (Pi's own harness and coding agent retry on the fixed
+back-off alone; pitrio adds the server's delay, see ``docs/deviations.md``.)
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
 from typing import Final, final
 
 import attrs
@@ -255,16 +261,64 @@ def server_retry_delay(error_message: str | None) -> float | None:
     return float(match.group(1)) * _UNIT_SECONDS[unit]
 
 
+_FLOAT_PREFIX: Final = re.compile(r"\s*([+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?))")
+
+
+def _parse_float(text: str) -> float | None:
+    """JavaScript's ``Number.parseFloat``: a numeric prefix, else ``None`` (NaN)."""
+    match = _FLOAT_PREFIX.match(text)
+    if match is None:
+        return None
+    return float(match.group(1).replace("Infinity", "inf"))
+
+
+def _wall_clock() -> float:
+    return time.time()
+
+
+def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The delay in seconds an HTTP error response's headers ask for, as pi-ai reads
+    them (``getRetryDelayMs``): ``retry-after-ms`` (milliseconds), else ``retry-after``
+    (seconds, or an HTTP date: the time until then from ``now``, the wall clock by
+    default; a date in the past is no wait). ``None`` when neither says anything
+    readable (pi-ai would then retry at once; the harness uses its own back-off).
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis:
+        value = _parse_float(millis)
+        if value is not None:
+            return max(0.0, value / 1000)
+    after = lowered.get("retry-after")
+    if not after:
+        return None
+    seconds = _parse_float(after)
+    if seconds is not None:
+        return max(0.0, seconds)
+    try:
+        when = parsedate_to_datetime(after).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (_wall_clock() if now is None else now))
+
+
 def retry_delay(
     attempt: int,
     settings: RetrySettings,
     error_message: str | None = None,
     *,
     random: Callable[[], float],
+    headers: Mapping[str, str] | None = None,
 ) -> float | None:
     """Seconds to wait before retry number ``attempt`` (1-based), or ``None`` when the
-    server asked for longer than ``settings.max_delay`` (do not retry)."""
-    requested = server_retry_delay(error_message)
+    server asked for longer than ``settings.max_delay`` (do not retry).
+
+    The server's delay comes from the failed response's ``headers`` (pi-ai's reading:
+    ``retry-after-ms`` in milliseconds, else ``retry-after`` in seconds or as an HTTP
+    date), else from the error text (:func:`server_retry_delay`)."""
+    requested = retry_after(headers) if headers else None
+    if requested is None:
+        requested = server_retry_delay(error_message)
     if requested is not None:
         return requested if requested <= settings.max_delay else None
     delay = min(settings.base_delay * 2.0 ** (attempt - 1), settings.max_delay)

@@ -18,10 +18,15 @@ in a file Pi wrote are kept as values). Going back to an earlier entry
 :meth:`Session.fork` copies the path to an entry into a new session.
 :meth:`Session.build_context` rebuilds what the model sees.
 
-Appends change the session in memory at once and reach storage at :meth:`Session.flush`
-(the harness flushes after each ``turn_end`` and when it settles) and at
-:meth:`Session.close`. Storage is a :class:`SessionStore`: :class:`InMemorySessionStore`
-here, ``JsonlSessionStore`` (Pi's file format, the default) and ``SqliteSessionStore``.
+Durability: every change is written to storage as it is made, one transaction per
+change, as Pi commits them (a JSONL line appended, an SQLite transaction committed):
+when an ``append_*`` call returns, the change is in the operating system's hands, and
+a process killed right after (a SIGKILL mid-tool) keeps it. :meth:`Session.flush` makes
+it survive a power loss as well, by the store's ``fsync`` policy (by default it syncs
+the file at each flush: the harness flushes after each ``turn_end`` and when it
+settles), and retries a write that failed. Storage is a :class:`SessionStore`:
+:class:`InMemorySessionStore` here, ``JsonlSessionStore`` (Pi's file format, the
+default) and ``SqliteSessionStore``.
 
 Timestamps on entries are milliseconds since the epoch, as on messages;
 :class:`SessionInfo` gives seconds, as :func:`os.stat` does.
@@ -76,6 +81,10 @@ class _Writer(Protocol):
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None: ...
 
+    async def sync(self) -> None:
+        """Make what was written survive a power loss, if the store's policy says so."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -95,8 +104,10 @@ class Session:
     """One open conversation: an append-only tree of entries with a current leaf.
 
     Get one from a store (:meth:`SessionStore.create`, :meth:`SessionStore.open`).
-    Every ``append_*`` method changes the session at once and returns after a
-    checkpoint; the change reaches storage at the next :meth:`flush` or :meth:`close`.
+    Every ``append_*`` method changes the session at once and writes the change to
+    storage before it returns (see the module's "Durability"). If the write fails (a
+    full disk) or the call is cancelled before it, the change stays in the session and
+    is written by the next change, :meth:`flush` or :meth:`close`.
     While it is open, no other store or process can open the same session for writing.
     """
 
@@ -312,7 +323,7 @@ class Session:
         if terminate:
             fields["terminate"] = True
         entry_id = self._append_entry(fields, message)
-        await trio.lowlevel.checkpoint()
+        await self._write()
         return entry_id
 
     async def append_custom(self, custom_type: str, data: JSONValue = None) -> str:
@@ -321,7 +332,7 @@ class Session:
         if data is not None:
             fields["data"] = copy.deepcopy(data)
         entry_id = self._append_entry(fields)
-        await trio.lowlevel.checkpoint()
+        await self._write()
         return entry_id
 
     async def append_compaction(
@@ -368,7 +379,7 @@ class Session:
             fields["usage"] = wire.unstructure(usage)
         fields["fromHook"] = from_hook
         entry_id = self._append_entry(fields)
-        await trio.lowlevel.checkpoint()
+        await self._write()
         return entry_id
 
     async def append_branch_summary(
@@ -389,7 +400,7 @@ class Session:
             fields["usage"] = wire.unstructure(usage)
         fields["fromHook"] = from_hook
         entry_id = self._append_entry(fields)
-        await trio.lowlevel.checkpoint()
+        await self._write()
         return entry_id
 
     def _config(self) -> dict[str, Any]:
@@ -412,7 +423,7 @@ class Session:
         config.setdefault("thinkingLevel", self.thinking_level or "off")
         config.setdefault("activeToolNames", [])
         self._write_config(config)
-        await trio.lowlevel.checkpoint()
+        await self._write()
 
     async def append_thinking_level_change(self, level: ThinkingLevel) -> None:
         """Record the session's new thinking level."""
@@ -426,7 +437,7 @@ class Session:
         else:
             # Pi's lane configuration needs a model; keep the level until one is set.
             self._commit([self._value(PENDING_THINKING, MAIN_BRANCH, level)])
-        await trio.lowlevel.checkpoint()
+        await self._write()
 
     async def set_active_tools(self, names: Sequence[str]) -> None:
         """Record which tools are active (by name); needs a model set first, as in Pi."""
@@ -436,26 +447,30 @@ class Session:
             raise SessionError(msg)
         config["activeToolNames"] = list(names)
         self._write_config(config)
-        await trio.lowlevel.checkpoint()
+        await self._write()
 
     async def append_label(self, target_id: str, label: str | None) -> None:
         """Label an entry (``None`` or ``""`` removes its label)."""
         self.get_entry(target_id)
         self._commit([self._value(ENTRY_LABEL, target_id, label or None)])
-        await trio.lowlevel.checkpoint()
+        await self._write()
 
     async def set_name(self, name: str | None) -> None:
         """Name the session (``None`` removes the name)."""
         self._commit([self._value(SESSION_NAME, "", name)])
-        await trio.lowlevel.checkpoint()
+        await self._write()
 
     async def set_leaf(self, entry_id: str | None) -> None:
         """Move the current leaf to an earlier entry (``None``: before the first); the
         next append starts a new branch there. Nothing is deleted."""
         if entry_id is not None:
             self.get_entry(entry_id)
-        self._commit([self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)])
-        await trio.lowlevel.checkpoint()
+        # Pi's branch keeps its tip when it points before the first entry: a set to null,
+        # never a delete (Pi's restore needs the value: "missing branch.tip").
+        tip: Write = {"kind": "value", "op": "set", "namespace": BRANCH_TIP, "key": MAIN_BRANCH}
+        tip["value"] = entry_id
+        self._commit([tip])
+        await self._write()
 
     async def fork(
         self, entry_id: str | None = None, *, position: Literal["at", "before"] = "at"
@@ -523,22 +538,29 @@ class Session:
 
     @property
     def dirty(self) -> bool:
-        """Whether changes are waiting for :meth:`flush`."""
+        """Whether changes wait to be written (a write failed, or an append was cancelled
+        before it wrote); :meth:`flush` writes them."""
         return bool(self._pending)
 
-    async def flush(self) -> None:
-        """Write the pending changes to storage (one call may write many transactions)."""
-        self._check_open()
+    async def _write(self, *, sync: bool = False) -> None:
+        """Write the pending transactions in order (one writer at a time); with ``sync``
+        also make them durable by the store's policy. Checkpoints."""
         async with self._flush_lock:
-            if not self._pending:
-                await trio.lowlevel.checkpoint()
-                return
-            pending, self._pending = self._pending, []
-            try:
-                await self._writer.write(self, pending)
-            except BaseException:
-                self._pending[:0] = pending
-                raise
+            if self._pending:
+                pending, self._pending = self._pending, []
+                try:
+                    await self._writer.write(self, pending)
+                except BaseException:
+                    self._pending[:0] = pending
+                    raise
+            if sync:
+                await self._writer.sync()
+
+    async def flush(self) -> None:
+        """Write what is pending (after a failed or cancelled write), then sync the
+        storage by the store's ``fsync`` policy: a save point. Checkpoints."""
+        self._check_open()
+        await self._write(sync=True)
 
     async def close(self) -> None:
         """Flush, then release the session for other writers. Closing twice is fine."""

@@ -2,8 +2,12 @@
 
 The same sessions as the JSONL files, stored by what they hold rather than as a log:
 a row per entry, the current value per address (later writes replace earlier ones), list
-elements and usage rows. A flush is one SQL transaction, so a crash loses at most the
-changes not flushed yet and never leaves half a transaction behind.
+elements and usage rows. Each change is committed as one SQL transaction when it is
+made, so a killed process loses nothing it recorded and never leaves half a change
+behind. The ``fsync`` policy says when the write-ahead log reaches the disk (survives a
+power loss): ``"flush"`` checkpoints it at each :meth:`Session.flush`, ``"always"``
+syncs every commit (``PRAGMA synchronous=FULL``), ``"never"`` leaves it to SQLite's own
+checkpoints.
 
 Every query runs in a worker thread (:func:`trio.to_thread.run_sync`) on the store's one
 connection. An open session holds an exclusive ``flock`` on a small file in
@@ -30,7 +34,15 @@ from ._errors import SessionExistsError, SessionLockedError, SessionNotFoundErro
 from ._jsonl import open_locked
 from ._session import Session
 from ._session_state import SessionState
-from ._store import ReadOnlyWriter, SessionInfo, StoreBase, resolve_cwd, sort_infos
+from ._store import (
+    FsyncPolicy,
+    ReadOnlyWriter,
+    SessionInfo,
+    StoreBase,
+    fsync_policy,
+    resolve_cwd,
+    sort_infos,
+)
 
 __all__ = ["SqliteSessionStore"]
 
@@ -104,7 +116,7 @@ def _dumps(value: Any) -> str:
 
 @final
 class _SqliteWriter:
-    __slots__ = ("_lock_fd", "_lock_path", "_session_id", "_store")
+    __slots__ = ("_lock_fd", "_lock_path", "_session_id", "_store", "_unsynced")
 
     def __init__(
         self, store: SqliteSessionStore, session_id: str, lock_fd: int, lock_path: str
@@ -113,9 +125,18 @@ class _SqliteWriter:
         self._session_id = session_id
         self._lock_fd: int | None = lock_fd
         self._lock_path = lock_path
+        self._unsynced = True
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         await trio.to_thread.run_sync(self._store._write_sync, self._session_id, transactions)
+        self._unsynced = True
+
+    async def sync(self) -> None:
+        if self._store.fsync == "flush" and self._unsynced:
+            self._unsynced = False
+            await trio.to_thread.run_sync(self._store._checkpoint_sync)
+        else:
+            await trio.lowlevel.checkpoint()
 
     async def close(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
@@ -135,11 +156,15 @@ class SqliteSessionStore(StoreBase):
     """Sessions in the SQLite database at ``path`` (created if missing).
 
     Call :meth:`aclose` (or use ``async with``) to close the database connection when
-    done; sessions opened from the store must be closed first.
+    done; sessions opened from the store must be closed first. ``fsync`` is the policy
+    of :class:`JsonlSessionStore` (see the module docstring for what it does here).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync: bool | FsyncPolicy = "flush"
+    ) -> None:
         self.path = os.path.abspath(os.fspath(path))
+        self.fsync: FsyncPolicy = fsync_policy(fsync)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
 
@@ -167,7 +192,7 @@ class SqliteSessionStore(StoreBase):
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync == 'always' else 'NORMAL'}")
             conn.execute("PRAGMA busy_timeout=5000")
             conn.executescript(_SCHEMA)
             self._conn = conn
@@ -298,6 +323,11 @@ class SqliteSessionStore(StoreBase):
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def _checkpoint_sync(self) -> None:
+        """Sync the write-ahead log (a checkpoint syncs it before copying it back)."""
+        with self._lock:
+            self._connect().execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     async def open(self, session_id: str, *, read_only: bool = False) -> Session:
         """See :meth:`SessionStore.open`."""

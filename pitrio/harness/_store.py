@@ -14,10 +14,12 @@ import copy
 import os
 import time
 from collections.abc import Sequence
-from typing import Protocol, final
+from typing import Literal, Protocol, final
 
 import attrs
 import trio
+
+from pitrio import UsageError
 
 from ._entries import Write, new_id, now_ms
 from ._errors import SessionError, SessionExistsError, SessionLockedError, SessionNotFoundError
@@ -25,11 +27,13 @@ from ._session import Session
 from ._session_state import replay_writes
 
 __all__ = [
+    "FsyncPolicy",
     "InMemorySessionStore",
     "ReadOnlyWriter",
     "SessionInfo",
     "SessionStore",
     "StoreBase",
+    "fsync_policy",
     "most_recent",
     "resolve_cwd",
     "sort_infos",
@@ -68,7 +72,7 @@ class SessionStore(Protocol):
         """Open a stored session for writing (raise :class:`SessionNotFoundError`, or
         :class:`SessionLockedError` if it is open elsewhere).
 
-        With ``read_only=True``: a snapshot of what was flushed, which refuses changes and
+        With ``read_only=True``: a snapshot of what was written, which refuses changes and
         takes no lock (it opens even while another process writes the session).
         """
         ...
@@ -87,6 +91,31 @@ class SessionStore(Protocol):
         ...
 
 
+FsyncPolicy = Literal["never", "flush", "always"]
+"""When a file store makes written changes survive a power loss (``fsync``): never (a
+killed process loses nothing written, a power loss may), at each
+:meth:`Session.flush` (the harness's save points: each ``turn_end``), or after every
+write."""
+
+_FSYNC_POLICIES = ("never", "flush", "always")
+
+
+def fsync_policy(value: object) -> FsyncPolicy:
+    """A store's ``fsync`` argument as a policy (``True``: ``"always"``, ``False``:
+    ``"never"``)."""
+    if value is True:
+        return "always"
+    if value is False:
+        return "never"
+    if value == "never" or value == "flush" or value == "always":
+        return value
+    msg = (
+        f"fsync must be one of {', '.join(map(repr, _FSYNC_POLICIES))} (or a bool); "
+        f"got {value!r} ({type(value).__name__})"
+    )
+    raise UsageError(msg)
+
+
 def resolve_cwd(cwd: str | os.PathLike[str] | None) -> str:
     """An absolute working directory (the process's when ``None``)."""
     return os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())
@@ -101,6 +130,9 @@ class ReadOnlyWriter:
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         msg = f"session {session.id} was opened read-only"  # pragma: no cover - refused earlier
         raise SessionError(msg)  # pragma: no cover
+
+    async def sync(self) -> None:
+        await trio.lowlevel.checkpoint()
 
     async def close(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -117,6 +149,9 @@ class _MemoryWriter:
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         self._record.transactions.extend(copy.deepcopy(list(transactions)))
         self._record.modified_at = time.time()
+        await trio.lowlevel.checkpoint()
+
+    async def sync(self) -> None:
         await trio.lowlevel.checkpoint()
 
     async def close(self) -> None:

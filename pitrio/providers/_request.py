@@ -43,7 +43,7 @@ from .._events import DoneEvent, ErrorEvent, StartEvent
 from .._messages import AssistantMessage, JSONValue
 from .._model import Model, StreamOptions
 from .._stream import AssistantMessageEventStream
-from ._http import close_response, open_body, send_streaming, send_with_retries
+from ._http import APIError, close_response, open_body, send_streaming, send_with_retries
 from ._json import json_parse, json_stringify
 from ._output import PartialMessage
 from ._sse import ServerSentEvent, SSEDecoder
@@ -283,14 +283,20 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
             replaced = await maybe_await(options.on_payload(body, exchange.model))
             if replaced is not None:
                 body = exchange.replace_payload(replaced)
-        response = await send_request(
-            client,
-            request,
-            None if body is None else exchange.encode(body),
-            options,
-            error_member=exchange.error_member,
-            body_fallback=exchange.body_fallback,
-        )
+        try:
+            response = await send_request(
+                client,
+                request,
+                None if body is None else exchange.encode(body),
+                options,
+                error_member=exchange.error_member,
+                body_fallback=exchange.body_fallback,
+            )
+        except APIError as exc:
+            if options.on_error_response is not None and exc.status is not None:
+                headers = dict(exc.headers.items()) if exc.headers is not None else {}
+                options.on_error_response(exc.status, headers, exchange.model)
+            raise
         phase.headers_received = True
         try:
             await call_on_response(options, response, exchange.model)

@@ -526,6 +526,34 @@ async def test_abort_during_a_compaction(autojump_clock: trio.testing.MockClock)
     assert not harness.is_busy
 
 
+async def test_an_outer_cancel_of_compact_still_ends_the_compaction(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    _, session = await _session()
+    scripted = ScriptedModel(
+        [
+            _big("a" * 400, 300),
+            _big("b" * 400, 600),
+            ScriptedResponse.text("slow summary", delay=10),
+        ]
+    )
+    harness = Harness(model=MODEL, stream_fn=scripted, session=session, compaction=SMALL)
+    await harness.prompt("one " * 100)
+    await harness.prompt("two " * 100)
+    entries = len(session.entries)
+    events: list[HarnessEvent] = []
+    harness.subscribe(events.append)
+    with trio.move_on_after(1) as scope:  # the caller's own deadline, not abort()
+        await harness.compact()
+    assert scope.cancelled_caught
+    assert _types(events) == ["compaction_start", "compaction_end"]
+    end = events[-1]
+    assert isinstance(end, CompactionEnd)
+    assert (end.reason, end.status) == ("manual", "aborted")
+    assert len(session.entries) == entries
+    assert not harness.is_busy
+
+
 async def test_abort_before_the_run_starts(autojump_clock: trio.testing.MockClock) -> None:
     scripted = ScriptedModel([ScriptedResponse.text("never")])
 

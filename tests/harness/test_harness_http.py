@@ -42,6 +42,8 @@ class _Server:
 
     answers: list[tuple[int, bytes]]
     requests: list[tuple[dict[str, str], Any]] = attrs.field(factory=list)
+    extra_headers: dict[int, bytes] = attrs.field(factory=dict)
+    """Header lines (``b"name: value\r\n"``) added to the answer of request ``n``."""
     port: int = 0
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -66,10 +68,11 @@ class _Server:
         status, payload = self.answers[len(self.requests) - 1]
         kind = b"text/event-stream" if status == 200 else b"application/json"
         reason = b"OK" if status == 200 else b"Service Unavailable"
+        extra = self.extra_headers.get(len(self.requests) - 1, b"")
         await stream.send_all(
-            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\nx-server: yes\r\n"
+            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\nx-server: yes\r\n%s"
             b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-            % (status, reason, kind, len(payload), payload)
+            % (status, reason, kind, extra, len(payload), payload)
         )
         await stream.aclose()
 
@@ -142,3 +145,28 @@ async def test_a_503_is_retried_over_http() -> None:
     assert "503" in starts[0].error_message
     assert harness.messages[-1].text == "hello"
     assert [m.role for m in harness.messages] == ["user", "assistant"]
+
+
+async def test_a_429_with_retry_after_ms_is_retried_after_that_delay_over_http() -> None:
+    error = json.dumps({"error": {"message": "Rate limit reached", "type": "requests"}})
+    server = _Server(
+        answers=[(429, error.encode()), (200, _sse())],
+        extra_headers={0: b"retry-after-ms: 50\r\n"},
+    )
+    events: list[HarnessEvent] = []
+    async with trio.open_nursery() as nursery, Models(builtin=False) as models:
+        await nursery.start(server.serve)
+        harness = Harness(
+            model=_model(server.port),
+            stream_fn=models.stream_fn,
+            get_api_key=lambda provider: "sk-test",
+            retry=RetrySettings(base_delay=30.0),  # the header's delay, not this one
+        )
+        harness.subscribe(events.append)
+        with trio.fail_after(10):
+            await harness.prompt("hi")
+        nursery.cancel_scope.cancel()
+    assert len(server.requests) == 2
+    starts = [e for e in events if e.type == "auto_retry_start"]
+    assert [(s.delay, s.error_message[:3]) for s in starts] == [(0.05, "429")]
+    assert harness.messages[-1].text == "hello"

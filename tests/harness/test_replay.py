@@ -201,6 +201,51 @@ async def test_a_missing_option_or_extra_request_is_a_mismatch(
     )
 
 
+async def test_a_message_or_tool_list_that_grew_or_shrank_is_a_mismatch(
+    tmp_path: Path, autojump_clock: Clock
+) -> None:
+    from pitrio import Context, user_text
+
+    path = tmp_path / "run.jsonl"
+    await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+    prompt = user_text("compare a and b")
+    other = Tool(
+        name="ls",
+        description="List files",
+        parameters={"type": "object"},
+        execute=_tool().execute,
+    )
+    brief = "Be brief."
+    cases = [
+        (Context(system_prompt=brief, messages=[], tools=[_tool()]), "$.messages.length", 1, 0),
+        (
+            Context(system_prompt=brief, messages=[prompt, user_text("+")], tools=[_tool()]),
+            "$.messages.length",
+            1,
+            2,
+        ),
+        (Context(system_prompt=brief, messages=[prompt], tools=[]), "$.tools.length", 1, 0),
+        (
+            Context(system_prompt=brief, messages=[prompt], tools=[_tool(), other]),
+            "$.tools.length",
+            1,
+            2,
+        ),
+    ]
+    for context, where, recorded, actual in cases:
+        replay = ReplayStreamFn(path)
+        with pytest.raises(ReplayMismatchError) as info:
+            replay(MODEL, context, StreamOptions(temperature=0.5))
+        assert (info.value.index, info.value.path) == (0, where)
+        assert (info.value.recorded, info.value.actual) == (recorded, actual)
+        assert replay.remaining == 2  # nothing was played
+    # The same request as recorded plays.
+    replay = ReplayStreamFn(path)
+    same = Context(system_prompt="Be brief.", messages=[prompt], tools=[_tool()])
+    replay(MODEL, same, StreamOptions(temperature=0.5))
+    assert replay.remaining == 1
+
+
 async def test_an_aborted_request_replays_until_the_replay_is_aborted(
     tmp_path: Path, autojump_clock: Clock
 ) -> None:

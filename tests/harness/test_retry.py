@@ -252,6 +252,104 @@ async def test_retry_after_above_max_delay_is_not_waited_for(
     assert trio.current_time() - start == pytest.approx(0.0, abs=1e-3)
 
 
+class _HttpErrors:
+    """A scripted model whose failed requests also report an HTTP error response with
+    these headers, as pitrio's providers do (``StreamOptions.on_error_response``)."""
+
+    def __init__(self, responses: list[ScriptedResponse], headers: list[dict[str, str]]) -> None:
+        self.scripted = ScriptedModel(responses)
+        self.headers = headers
+
+    def __call__(self, model: Model, context: Any, options: Any) -> Any:
+        index = self.scripted.calls
+        if index < len(self.headers) and options.on_error_response is not None:
+            options.on_error_response(429, self.headers[index], model)
+        return self.scripted(model, context, options)
+
+
+@pytest.mark.parametrize(
+    ("headers", "delay"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "1.5"}, 1.5),
+        ({"retry-after-ms": "2500"}, 2.5),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),  # pi-ai reads -ms first
+        ({"retry-after": "Wed, 21 Oct 2026 07:28:12 GMT"}, 12.0),  # 12 s after "now"
+        ({"retry-after": "Wed, 21 Oct 2026 07:27:00 GMT"}, 0.0),  # in the past: at once
+    ],
+)
+async def test_an_http_retry_after_header_is_honoured(
+    headers: dict[str, str],
+    delay: float,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from email.utils import parsedate_to_datetime
+
+    from pitrio.harness import _retry
+
+    now = parsedate_to_datetime("Wed, 21 Oct 2026 07:28:00 GMT").timestamp()
+    monkeypatch.setattr(_retry, "_wall_clock", lambda: now)
+    stream = _HttpErrors([_error("429 Too Many Requests"), ScriptedResponse.text("ok")], [headers])
+    harness = Harness(
+        model=MODEL, stream_fn=stream, random=lambda: 0.0, retry=RetrySettings(base_delay=30.0)
+    )
+    recorder = Recorder(harness)
+    start = trio.current_time()
+    await harness.prompt("hi")
+    assert [e.delay for _, e in recorder.of("auto_retry_start")] == [pytest.approx(delay)]
+    assert recorder.of("agent_start")[1][0] - start == pytest.approx(delay, abs=1e-3)
+    assert harness.messages[-1].text == "ok"
+
+
+async def test_a_retry_after_header_above_max_delay_stops_retrying(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    stream = _HttpErrors(
+        [_error("429 Too Many Requests"), ScriptedResponse.text("ok")], [{"retry-after": "600"}]
+    )
+    harness = Harness(model=MODEL, stream_fn=stream, random=lambda: 0.0)
+    recorder = Recorder(harness)
+    await harness.prompt("hi")
+    assert stream.scripted.calls == 1
+    assert recorder.of("auto_retry_start") == []
+    assert harness.messages[-1].stop_reason == "error"
+
+
+async def test_headers_of_an_earlier_failure_do_not_leak_into_a_later_retry(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    stream = _HttpErrors(
+        [_error("503 Service Unavailable")] * 2 + [ScriptedResponse.text("ok")],
+        [{"retry-after": "7"}],  # only the first failure said when to come back
+    )
+    harness = Harness(
+        model=MODEL,
+        stream_fn=stream,
+        random=lambda: 0.0,
+        retry=RetrySettings(base_delay=2.0, jitter=0.0),
+    )
+    recorder = Recorder(harness)
+    await harness.prompt("hi")
+    assert [e.delay for _, e in recorder.of("auto_retry_start")] == [7.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({}, None),
+        ({"retry-after": "soon"}, None),  # neither a number nor a date: not a delay
+        ({"retry-after-ms": "x", "retry-after": "3"}, 3.0),  # a bad -ms falls through
+        ({"Retry-After": "4"}, 4.0),  # header names are case-insensitive
+        ({"retry-after": "2abc"}, 2.0),  # JavaScript's parseFloat reads the prefix
+    ],
+)
+def test_retry_after_header_parsing(headers: dict[str, str], seconds: float | None) -> None:
+    from pitrio.harness._retry import retry_after
+
+    assert retry_after(headers, now=0.0) == seconds
+
+
 @pytest.mark.parametrize(
     "text", ["401 Unauthorized", "400 Bad Request", "prompt is too long: 300000 tokens"]
 )

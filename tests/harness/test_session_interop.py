@@ -261,3 +261,42 @@ async def test_a_v3_file_pitrio_upgraded_loads_in_pi(tmp_path: Path, pi_node_mod
     assert comparable(pi) == comparable(pitrio_view(again))  # v4 now: ids are kept by both
     assert pi["stats"]["usage"]["totalTokens"] == 64
     await again.close()
+
+
+async def test_a_leaf_moved_before_the_first_entry_is_a_null_tip_pi_restores(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    store = JsonlSessionStore(tmp_path)
+    session = await store.create(cwd="/home/user/project")
+    await session.append_model_change("anthropic", "claude-sonnet-4-5")
+    await session.append_message(UserMessage(content="first", timestamp=1))
+    await session.set_leaf(None)
+    assert session.leaf_id is None
+    await session.close()
+    assert session.path is not None
+    # Pi keeps the branch with a null tip (a set, not a delete of the value).
+    last = json.loads((await trio.Path(session.path).read_text()).splitlines()[-1])
+    assert {k: last[k] for k in ("kind", "op", "namespace", "key", "value")} == {
+        "kind": "value",
+        "op": "set",
+        "namespace": "pi.branch.tip",
+        "key": "main",
+        "value": None,
+    }
+    result = await trio.run_process(
+        ["node", str(NODE_DIR / "pi_session.mjs"), "lanes", session.path],
+        capture_stdout=True,
+        capture_stderr=True,
+        env={**os.environ, "PITRIO_PI_NODE_MODULES": str(pi_node_modules)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout) == {
+        "lanes": {"main": {"tipId": None, "operation": None, "inbox": 0}}
+    }
+    pi = await run_pi(pi_node_modules, "read", session.path)
+    assert pi["tip"] is None
+    again = await store.open(session.id)
+    assert again.leaf_id is None
+    assert again.build_context().messages == ()
+    await again.close()

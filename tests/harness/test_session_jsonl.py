@@ -287,8 +287,6 @@ async def test_a_failed_write_leaves_no_half_line_and_is_retried(
     store = JsonlSessionStore(tmp_path)
     session = await store.create()
     first = await session.append_message(user("saved"))
-    await session.flush()
-    second = await session.append_message(user("disk full while writing this"))
     real = _jsonl._write_all
 
     def half_then_fail(fd: int, data: bytes) -> None:
@@ -297,8 +295,11 @@ async def test_a_failed_write_leaves_no_half_line_and_is_retried(
 
     monkeypatch.setattr(_jsonl, "_write_all", half_then_fail)
     with pytest.raises(OSError, match="No space left"):
-        await session.flush()
+        await session.append_message(user("disk full while writing this"))
+    second = session.leaf_id  # kept in the session, waiting to be written
     assert session.dirty
+    data = await trio.Path(session.path or "").read_bytes()
+    assert len(data.splitlines()) == 2  # the header and "saved": no half line
     monkeypatch.setattr(_jsonl, "_write_all", real)
     await session.close()
     again = await store.open(session.id)

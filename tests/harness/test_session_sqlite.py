@@ -24,15 +24,16 @@ async def test_the_database_is_in_wal_mode(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
-async def test_a_failed_flush_writes_nothing_and_is_retried(
+def _dirty(session: Session) -> bool:
+    return session.dirty  # a call: mypy would keep the property narrowed across writes
+
+
+async def test_a_failed_write_writes_nothing_and_is_retried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = SqliteSessionStore(tmp_path / "s.db")
     session = await store.create()
     first = await session.append_message(user("one"))
-    await session.flush()
-    second = await session.append_message(user("two"))
-    third = await session.append_message(user("three"))
     real = _sqlite._dumps
     calls = 0
 
@@ -44,11 +45,17 @@ async def test_a_failed_flush_writes_nothing_and_is_retried(
         return real(value)
 
     monkeypatch.setattr(_sqlite, "_dumps", fail_on_the_second_entry)
-    with pytest.raises(OSError, match="disk I/O"):
-        await session.flush()
-    with sqlite3.connect(store.path) as db:  # the first of the two entries was rolled back
+    with pytest.raises(OSError, match="disk I/O"):  # the entry, then its tip: one transaction
+        await session.append_message(user("two"))
+    second = session.leaf_id
+    assert _dirty(session)
+    with sqlite3.connect(store.path) as db:  # the entry written before the failure was rolled back
         assert db.execute("SELECT count(*) FROM entries").fetchone() == (1,)
     monkeypatch.setattr(_sqlite, "_dumps", real)
+    third = await session.append_message(user("three"))  # writes "two" first
+    assert not _dirty(session)
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT count(*) FROM entries").fetchone() == (3,)
     await session.close()
     again = await store.open(session.id)
     assert [e.id for e in again.entries] == [first, second, third]

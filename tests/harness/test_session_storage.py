@@ -113,10 +113,10 @@ async def test_append_flush_reopen_keeps_every_entry(open_store: StoreFactory) -
     session = await store.create(cwd="/work/app")
     first = await session.append_message(user("hello"))
     second = await session.append_message(reply("hi"))
-    assert session.dirty
+    assert not session.dirty  # written as they were appended
     await session.flush()
     assert not session.dirty
-    third = await session.append_message(user("bye"))  # flushed by close()
+    third = await session.append_message(user("bye"))
 
     again = await reopen(open_store, session)
     assert [e.id for e in again.entries] == [first, second, third]
@@ -164,15 +164,13 @@ def _stored_entry_ids(store: Any, session_id: str) -> list[str]:
         return [r[0] for r in rows]
 
 
-async def test_changes_reach_storage_at_flush_and_close(open_store: StoreFactory) -> None:
+async def test_each_change_reaches_storage_as_it_is_made(open_store: StoreFactory) -> None:
     store = open_store()
     session = await store.create()
     kept = await session.append_message(user("kept"))
-    assert await trio.to_thread.run_sync(_stored_entry_ids, store, session.id) == []
-    await session.flush()
     assert await trio.to_thread.run_sync(_stored_entry_ids, store, session.id) == [kept]
     pending = await session.append_message(user("pending"))
-    assert await trio.to_thread.run_sync(_stored_entry_ids, store, session.id) == [kept]
+    assert await trio.to_thread.run_sync(_stored_entry_ids, store, session.id) == [kept, pending]
     await session.close()
     assert await trio.to_thread.run_sync(_stored_entry_ids, store, session.id) == [kept, pending]
     again = await open_store().open(session.id)
@@ -494,14 +492,35 @@ async def test_concurrent_appends_and_flushes_in_one_session(open_store: StoreFa
     await again.close()
 
 
-async def test_a_read_only_open_sees_what_was_flushed_and_changes_nothing(
+async def test_an_append_cancelled_before_its_write_is_kept_and_written_later(
+    open_store: StoreFactory,
+) -> None:
+    store = open_store()
+    session = await store.create()
+    first = await session.append_message(user("written"))
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await session.append_message(user("cancelled before its write"))
+    assert scope.cancelled_caught
+    late = session.leaf_id
+    assert session.dirty
+    assert await trio.to_thread.run_sync(_stored_entry_ids, store, session.id) == [first]
+    await session.flush()
+    assert not session.dirty
+    assert await trio.to_thread.run_sync(_stored_entry_ids, store, session.id) == [first, late]
+    await session.close()
+
+
+async def test_a_read_only_open_sees_what_was_written_and_changes_nothing(
     open_store: StoreFactory,
 ) -> None:
     store = open_store()
     writer = await store.create()
     first = await writer.append_message(user("flushed"))
     await writer.flush()
-    await writer.append_message(user("not yet"))
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await writer.append_message(user("not yet"))  # kept, not written yet
 
     reader = await open_store().open(writer.id, read_only=True)  # no lock needed
     assert reader.read_only
@@ -591,3 +610,17 @@ async def test_a_session_knows_where_it_is_stored(open_store: StoreFactory) -> N
     else:
         assert session.path is not None
         assert await trio.Path(session.path).exists()
+
+
+async def test_a_leaf_before_the_first_entry_survives_a_reopen(open_store: StoreFactory) -> None:
+    store = open_store()
+    session = await store.create()
+    first = await session.append_message(user("first"))
+    await session.set_leaf(None)
+    again = await reopen(open_store, session)
+    assert again.leaf_id is None
+    assert again.get_branch() == []
+    second = await again.append_message(user("a second root"))
+    assert again.get_entry(second).parent_id is None
+    assert [e.id for e in again.entries] == [first, second]
+    await again.close()

@@ -495,6 +495,9 @@ async def test_compact_summarises_in_the_background_and_reports(
             socket = Socket(ws)
             for prompt in ("big", "and then?"):
                 await ws.send_message(json.dumps({"type": "prompt", "text": prompt}))
+                # Working, then idle: the status sent on connecting is not the prompt's end.
+                while (await socket.receive()) != {"type": "status", "working": True}:
+                    pass
                 while (await socket.receive()) != {"type": "status", "working": False}:
                     pass
             assert len(requests.seen) == 2

@@ -4,6 +4,9 @@
 //   node pi_session.mjs write ROOT CWD      Pi writes a session under ROOT; prints what Pi sees
 //   node pi_session.mjs read FILE [TEXT]    Pi opens FILE (optionally appends a user message
 //                                           TEXT, then closes it); prints what Pi sees
+//   node pi_session.mjs lanes FILE          Pi's harness restores FILE's lanes (restoreSession);
+//                                           prints each lane's tip, interrupted operation and
+//                                           inbox size, or the error restoring raised
 //
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core. Output: one JSON object on stdout.
@@ -20,6 +23,7 @@ const S = await core("harness/session/index.js");
 const { NodeExecutionEnv } = await core("harness/env/nodejs.js");
 const { buildSessionContext } = await core("harness/session/context.js");
 const { BACKGROUND_CONTEXT: ctx } = await core("harness/context.js");
+const { restoreSession } = await core("harness/runtime/restore.js");
 
 const usage = (input, output) => ({
 	input,
@@ -172,12 +176,41 @@ async function read(file, appendText) {
 	return out;
 }
 
+async function openFile(file) {
+	const root = path.dirname(path.dirname(file));
+	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
+	const metadata = (await repo.list({}, ctx)).find((m) => m.path === file);
+	if (metadata === undefined) throw new Error(`Pi does not list ${file}`);
+	return repo.open(metadata, ctx);
+}
+
+async function lanes(file) {
+	const session = await openFile(file);
+	try {
+		const restored = await restoreSession(session, ctx);
+		const out = {};
+		for (const [name, lane] of restored) {
+			out[name] = {
+				tipId: lane.tipId,
+				operation: lane.operation ? { intent: lane.operation.meta.intent?.kind, at: lane.operation.state.at } : null,
+				inbox: (lane.inbox ?? []).length,
+			};
+		}
+		return { lanes: out };
+	} catch (error) {
+		return { error: `${error.constructor.name}: ${error.message}` };
+	} finally {
+		await session.close(ctx);
+	}
+}
+
 const [command, ...args] = process.argv.slice(2);
 let result;
 if (command === "write") result = await write(args[0], args[1]);
 else if (command === "read") result = await read(args[0], args[1]);
+else if (command === "lanes") result = await lanes(args[0]);
 else {
-	console.error("usage: pi_session.mjs write ROOT CWD | read FILE [TEXT]");
+	console.error("usage: pi_session.mjs write ROOT CWD | read FILE [TEXT] | lanes FILE");
 	process.exit(2);
 }
 process.stdout.write(`${JSON.stringify(result)}\n`);
