@@ -88,14 +88,14 @@ def visible(text: str) -> str:
     other character the terminal would act on, or draw as nothing, becomes a visible
     mark (see the module's docstring). Text without any is returned as it is.
     """
-    if _UNSAFE.search(text) is None:
-        return text
+    if (text.isascii() and text.isprintable()) or _UNSAFE.search(text) is None:
+        return text  # the common case, the first test in C: a delta of plain words
     return _UNSAFE.sub(_replace, text)
 
 
 def one_line(text: str) -> str:
     """:func:`visible`, and each newline shown as `` ⏎ `` (the text stays on one line)."""
-    if _UNSAFE_OR_NEWLINE.search(text) is None:
+    if (text.isascii() and text.isprintable()) or _UNSAFE_OR_NEWLINE.search(text) is None:
         return text
     return _UNSAFE_OR_NEWLINE.sub(_replace_one_line, text)
 

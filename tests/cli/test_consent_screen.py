@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from pitrio import (
@@ -323,3 +325,30 @@ def test_print_mode_in_a_pipe_shows_escapes_as_text(
     assert "\x1b" not in result.stdout + result.stderr
     assert "Listing.␛]0;owned␇" in result.stdout
     assert "│ out␛[2Jput" in result.stdout
+
+
+async def test_a_call_waiting_for_consent_has_no_running_spinner(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """While the question waits the live region says so (no frames, no seconds); once
+    answered, the call's spinner counts from the answer, when the tool starts."""
+    out = io.StringIO()  # no size: 80x24
+    renderer = Renderer(out, style="ansi", live=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(renderer.animate)
+        renderer(AgentStart())
+        renderer(Start(tool_call_id="c", tool_name="bash", args={"command": "make"}))
+        renderer.ask_consent("c", "bash", {"command": "make"})
+        start = len(out.getvalue())
+        await trio.sleep(5.05)
+        waiting = out.getvalue()[start:]
+        assert f"? bash: {ASKING}" in waiting
+        assert "running…" not in waiting
+        renderer.answered("c")
+        start = len(out.getvalue())
+        await trio.sleep(1.05)
+        running = out.getvalue()[start:]
+        assert "bash running… 1s" in running
+        assert "bash running… 5s" not in running
+        assert ASKING not in running
+        nursery.cancel_scope.cancel()
