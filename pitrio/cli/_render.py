@@ -434,6 +434,7 @@ class Renderer:
         self._thinking: _Lines | None = None
         self._thinking_first = False
         self._console: Any = None
+        self._parser: Any = None
 
     # -- the listener ------------------------------------------------------------------
 
@@ -702,10 +703,19 @@ class Renderer:
             console = self._console = Console(
                 file=io.StringIO(), force_terminal=True, width=width, highlight=False
             )
+        if self._parser is None:
+            from markdown_it import MarkdownIt  # rich's own markdown parser
+
+            # HTML is text: rich draws no HTML, it drops it (a hidden <div> would be gone).
+            options = {"html": False}
+            self._parser = MarkdownIt("commonmark", options).enable(["strikethrough", "table"])
+        # Shown, not obeyed (the answer was made visible as it came: again here, at the
+        # edge); no hyperlinks (a link's text would hide where it goes).
+        text = visible(text)
+        markdown = Markdown("", hyperlinks=False)
+        markdown.markup, markdown.parsed = text, self._parser.parse(text)
         with console.capture() as capture:
-            # Shown, not obeyed (the answer was made visible as it came: again here, at
-            # the edge); no hyperlinks (a link's text would hide where it goes).
-            console.print(Markdown(visible(text), hyperlinks=False))
+            console.print(markdown)
         rendered: str = capture.get()
         # Trailing padding is plain spaces (a styled background ends in an escape).
         return [line.rstrip(" ") for line in rendered.strip("\n").split("\n")]

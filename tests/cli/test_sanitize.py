@@ -286,3 +286,19 @@ def test_rich_never_reads_markup_or_links_in_an_answer() -> None:
     assert "[bold red]not markup[/bold red]" in output
     assert "https://evil.example/x" in output
     assert "\x1b]" not in output
+
+
+def test_rich_shows_html_in_an_answer_as_text() -> None:
+    """rich draws no HTML but drops it: an HTML block or comment would hide its text."""
+    out = Terminal()
+    renderer = Renderer(out, style="rich", live=True)
+    text = "a <span>inline</span> b\n\n<div>\nhidden block\n</div>\n\n<!-- hidden comment -->"
+    renderer(AgentStart())
+    renderer(MessageStart(message=PARTIAL))
+    renderer(delta(text))
+    final = AssistantMessage(content=(TextContent(text=text),))
+    renderer(MessageEnd(message=final))
+    renderer(AgentEnd(messages=(final,)))
+    output = out.getvalue()
+    for shown in ("<span>inline</span>", "<div>", "hidden block", "<!-- hidden comment -->"):
+        assert shown in output
