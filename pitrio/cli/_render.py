@@ -8,6 +8,11 @@ with the optional ``rich`` package (``pip install 'pitrio[cli]'``) as markdown, 
 top-level block rendered once when it is complete and only the open block redrawn, at
 most every :attr:`Renderer.REFRESH_SECONDS` (so streaming stays linear in the answer's
 length).
+
+Every string a model, a tool or a file wrote passes :func:`~pitrio.cli._sanitize.visible`
+(or :func:`~pitrio.cli._sanitize.one_line`) on its way in, so that the terminal is never
+told to do anything by it; the renderer's own colours and cursor moves are added after.
+A consent question (:meth:`Renderer.ask_consent`) shows the whole call.
 """
 
 from __future__ import annotations
@@ -200,10 +205,10 @@ def _block(value: str, width: int) -> list[str]:
 
 
 def consent_rows(tool: str, args: Any, width: int) -> list[str]:
-    """The consent question for a call, as unpainted rows of at most ``width``
-    characters: what the call would do, its command, path and texts in full (no
-    character cut or hidden, see :func:`_block`), and last the question, which has
-    no text of the call's in it."""
+    """The consent question for a call, as unpainted rows: what the call would do, its
+    command, path and texts in full, as blocks of rows of at most ``width`` characters
+    (no character cut or hidden, see :func:`_block`), and last the question, which
+    has no text of the call's in it."""
     name = one_line(tool)
     fields: dict[str, Any] = args if isinstance(args, dict) else {}
     rows: list[str]
@@ -212,7 +217,7 @@ def consent_rows(tool: str, args: Any, width: int) -> list[str]:
         rows = [f"{name} asks to run this command ({_lines_of(command)}):"]
         rows += _block(command, width)
         if fields.get("timeout") is not None:
-            rows.append(f"  with a timeout of {one_line(str(fields['timeout']))} seconds")
+            rows.append(f"with a timeout of {one_line(str(fields['timeout']))} seconds")
     elif tool in {"write", "edit"} and isinstance(fields.get("path"), str):
         if tool == "write":
             content = str(fields.get("content", ""))

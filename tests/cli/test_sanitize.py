@@ -32,6 +32,7 @@ from pitrio import (
 )
 from pitrio.cli._render import Renderer, consent_rows
 from pitrio.cli._sanitize import TAB, one_line, shown_whitespace, visible, wrap
+from pitrio.harness import AutoRetryEnd, AutoRetryStart, CompactionEnd, CompactionStart
 
 PARTIAL = AssistantMessage(stop_reason="pending")
 
@@ -234,6 +235,10 @@ def every_path(text: str) -> list[Any]:
         ToolExecutionEnd(tool_call_id="a", tool_name=text or "t", result=result, is_error=False),
         ToolExecutionStart(tool_call_id="b", tool_name="read", args={"path": text}),
         ToolExecutionEnd(tool_call_id="b", tool_name="read", result=result, is_error=True),
+        AutoRetryStart(attempt=1, max_attempts=3, delay=0.5, error_message=text),
+        AutoRetryEnd(success=False, attempt=3, final_error=text),
+        CompactionStart(reason="overflow"),
+        CompactionEnd(reason="overflow", status="failed", error_message=text),
         MessageStart(message=PARTIAL),
         MessageEnd(message=failed),
         AgentEnd(messages=(failed,)),
