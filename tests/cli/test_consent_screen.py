@@ -285,6 +285,33 @@ def test_a_disguised_bash_call_is_shown_whole_and_n_refuses_it(
     child.expect(pexpect.EOF)
 
 
+def test_a_command_hidden_after_spaces_and_newlines_is_shown_above_the_question(
+    serve: Callable[..., ChatServer], spawn: Spawn, workdir: Path
+) -> None:
+    """The terminal used to cut the question at 300 characters: ``Allow bash: ls …``."""
+    server = serve(attack_script("ls" + " " * 300 + "\n" * 40 + "echo pwned > FILE"))
+    child = spawn("--base-url", server.url, "--model", "m")
+    child.expect_exact("> ")
+    child.send("list the files\r")
+    child.expect_exact("Allow this bash call?")
+    child.expect_exact(ASKING)
+    rows = [row.rstrip() for row in screen_of(child).display]
+    question = rows.index(QUESTION)
+    assert rows[question - 4 : question] == [
+        "bash asks to run this command (41 lines, 359 characters):",
+        "  │ ls·<300 spaces>·⏎",
+        "  │ <39 empty lines>⏎",
+        "  │ echo pwned > FILE",
+    ]
+    assert not [row for row in rows[question:] if "running…" in row]
+    child.send("n\r")
+    child.expect_exact("The user declined to run this bash call.")
+    child.expect_exact("> ")
+    assert not (workdir / "FILE").exists()
+    child.send("\x04")
+    child.expect(pexpect.EOF)
+
+
 def test_an_answer_that_clears_the_screen_clears_nothing(
     serve: Callable[..., ChatServer], spawn: Spawn
 ) -> None:
