@@ -182,6 +182,7 @@ class _Interactive:
         send, receive = trio.open_memory_channel[str](1)
         self.renderer.ask_consent(event.tool_call_id, event.tool_name, event.args)
         self._answer = send
+        answer: str | None = None
         try:
             async with receive:
                 while True:
@@ -191,7 +192,7 @@ class _Interactive:
                     self.renderer.note("Please answer y, n or a.", color="33")
         finally:
             self._answer = None
-            self.renderer.answered(event.tool_call_id)
+            self.renderer.answered(event.tool_call_id, answer)
 
     # -- the loop --------------------------------------------------------------------------
 

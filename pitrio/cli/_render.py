@@ -239,6 +239,11 @@ def consent_rows(tool: str, args: Any, width: int) -> list[str]:
 
 _FRAMES: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _ASKING: Final = "waiting for your answer (y / n / a)"
+_DECISIONS: Final = {
+    "y": ("  ✓ allowed", _GREEN),
+    "a": ("  ✓ allowed, and from now on in this session", _GREEN),
+    "n": ("  ✗ declined", _RED),
+}
 _COMPACTION: Final = "\0compaction"  # the spinner key of a compaction (no tool call id)
 
 
@@ -598,15 +603,24 @@ class Renderer:
             self._draw()
         self.out.flush()
 
-    def answered(self, call_id: str) -> None:
-        """The consent question for ``call_id`` has its answer: the call's spinner
-        counts from now (the tool starts now, when it was allowed)."""
+    def answered(self, call_id: str, answer: str | None = None) -> None:
+        """The consent question for ``call_id`` has its answer (``y``, ``n``, ``a``;
+        ``None`` when the question was abandoned): a line says what was decided (the
+        typed answer is not kept on screen), and the call's spinner counts from now,
+        when the tool starts."""
+        decided = _DECISIONS.get(answer or "")
+        if decided is not None:
+            text, color = decided
+            self._write(self._paint(text, color) + "\n")
         if call_id in self._asking:
             self._asking.discard(call_id)
             label, _ = self._spinners.get(call_id, ("", 0.0))
             if label:
                 self._spinners[call_id] = (label, _now())
             self._stale = True
+        if self._stale and self._running:
+            self._draw()
+        self.out.flush()
 
     def _update(self, event: MessageUpdate) -> None:
         update = event.assistant_message_event

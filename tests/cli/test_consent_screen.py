@@ -280,6 +280,8 @@ def test_a_disguised_bash_call_is_shown_whole_and_n_refuses_it(
     child.expect_exact("tool said:")
     child.expect_exact("The user declined to run this bash call.")
     child.expect_exact("> ")
+    rows = [row.rstrip() for row in screen_of(child).display]
+    assert rows[rows.index(QUESTION) + 1] == "  ✗ declined"
     assert not (workdir / "FILE").exists()
     child.send("\x04")
     child.expect(pexpect.EOF)
@@ -371,10 +373,11 @@ async def test_a_call_waiting_for_consent_has_no_running_spinner(
         waiting = out.getvalue()[start:]
         assert f"? bash: {ASKING}" in waiting
         assert "running…" not in waiting
-        renderer.answered("c")
         start = len(out.getvalue())
+        renderer.answered("c", "y")
         await trio.sleep(1.05)
         running = out.getvalue()[start:]
+        assert "\x1b[32m  ✓ allowed\x1b[0m\n" in running  # what was decided stays on screen
         assert "bash running… 1s" in running
         assert "bash running… 5s" not in running
         assert ASKING not in running
