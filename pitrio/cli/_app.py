@@ -50,6 +50,7 @@ from ._errors import CliError, CliUsageError
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
 from ._resources import CodingResources, build_system_prompt, load_resources
+from ._sanitize import one_line
 from ._setup import AppSettings, api_key_lookup, open_session, open_stream_fn, templates_dirs
 
 __all__ = [
@@ -406,12 +407,13 @@ async def _list_sessions(store: SessionStore | None, cwd: str, out: TextIO) -> i
     assert store is not None
     infos = await store.list(cwd=cwd)
     if not infos:
-        out.write(f"No sessions for {cwd} yet.\n")
+        out.write(f"No sessions for {one_line(cwd)} yet.\n")
         return EXIT_OK
-    out.write(f"Sessions for {cwd} (newest first); resume one with pitrio --resume ID:\n")
+    shown = one_line(cwd)
+    out.write(f"Sessions for {shown} (newest first); resume one with pitrio --resume ID:\n")
     for info in infos:
         when = datetime.datetime.fromtimestamp(info.modified_at).strftime("%Y-%m-%d %H:%M")
-        out.write(f"  {info.id}  {when}\n")
+        out.write(f"  {one_line(info.id)}  {when}\n")
     return EXIT_OK
 
 

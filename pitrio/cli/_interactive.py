@@ -31,7 +31,8 @@ from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
 from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import parse_answer
-from ._render import Renderer, _args_text, session_cost
+from ._render import Renderer, session_cost
+from ._sanitize import one_line
 
 __all__ = ["COMMANDS", "FOLLOW_UP_PREFIX", "LineReader", "run_interactive"]
 
@@ -175,13 +176,13 @@ class _Interactive:
     # -- consent -------------------------------------------------------------------------
 
     async def ask(self, event: ToolCallEvent) -> str:
+        """Show the whole call (every character of its command or path, see
+        :func:`~pitrio.cli._render.consent_rows`), then pitrio's own question; the
+        next line typed is the answer."""
         send, receive = trio.open_memory_channel[str](1)
-        self.renderer.note(
-            f"Allow {event.tool_name}: {_args_text(event.args, 300)}?  "
-            "[y]es / [n]o / [a]lways for this session",
-            color="1;33",
-        )
+        self.renderer.ask_consent(event.tool_call_id, event.tool_name, event.args)
         self._answer = send
+        answer: str | None = None
         try:
             async with receive:
                 while True:
@@ -191,6 +192,7 @@ class _Interactive:
                     self.renderer.note("Please answer y, n or a.", color="33")
         finally:
             self._answer = None
+            self.renderer.answered(event.tool_call_id, answer)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -209,7 +211,7 @@ class _Interactive:
             nursery.start_soon(self._read_lines, lines_send)
             nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
             if app.settings.prompt:
-                self.out.write(IDLE_PROMPT + app.settings.prompt + "\n")
+                self.out.write(IDLE_PROMPT + one_line(app.settings.prompt) + "\n")
                 await self._prompt(nursery, app.settings.prompt)
             self._next_prompt()
             async for line in lines_receive:
@@ -321,7 +323,7 @@ class _Interactive:
         if self._answer is None:
             # A line typed during the run but not sent is still being read: show it again
             # (the live region it was drawn in is gone).
-            self.out.write(IDLE_PROMPT + (self.reader.typed() or ""))
+            self.out.write(IDLE_PROMPT + one_line(self.reader.typed() or ""))
             self.out.flush()
 
     # -- slash commands ----------------------------------------------------------------------

@@ -70,8 +70,10 @@ def main(
         return trio.run(run_app, settings, source, out, sys.stderr)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except CliError as exc:  # one line, no traceback
-        print(f"pitrio: {exc}", file=sys.stderr)
+    except CliError as exc:  # one line, no traceback; what it quotes shown, not obeyed
+        from ._sanitize import visible
+
+        print(f"pitrio: {visible(str(exc))}", file=sys.stderr)
         return exc.exit_status
 
 
