@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import shutil
+import sys
 import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
@@ -158,6 +159,8 @@ def configure(
         policy = load_policy(policy_path, required=args.policy is not None)
     except CliUsageError as exc:
         parser.error(str(exc))
+    if (notice := policy.notice()) is not None:
+        print(f"pitrio: {notice}", file=sys.stderr)
 
     api_key: str | None = None
     key_source: str | None = None
