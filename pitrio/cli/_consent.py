@@ -41,6 +41,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import re
 import shlex
 import tomllib
 from collections.abc import Awaitable, Callable, Sequence
@@ -120,26 +121,61 @@ class _Star:
     """A pattern word standing for any number of words."""
 
 
+@final
+@attrs.frozen
+class _Flags:
+    """A deny pattern's short options (``-rf``): one option word of the command, and
+    these letters among all its options, in any order or grouping (``-r -f``, ``-fr``)."""
+
+    letters: frozenset[str]
+
+
 _STAR: Final = _Star()
-_PatternWord = str | _Star
+_PatternWord = str | _Star | _Flags
+_CLUSTER: Final = re.compile(r"-[A-Za-z]+")
+_LETTER_ALIASES: Final = {"rm": {"R": "r", "--recursive": "r", "--force": "f"}}
+"""Options that are another option's other name, per program."""
 
 
 @functools.cache
-def _pattern_words(pattern: str) -> tuple[_PatternWord, ...]:
-    """``git status*`` -> ``("git", "status*", STAR)`` (raises ``ValueError``)."""
+def _pattern_words(pattern: str, *, deny: bool = False) -> tuple[_PatternWord, ...]:
+    """``git status*`` -> ``("git", "status*", STAR)`` (raises ``ValueError``); in a deny
+    pattern, ``-rf`` is ``_Flags({"r", "f"})``."""
     out: list[_PatternWord] = []
     for word in shlex.split(pattern.partition(":")[2]):
         if word.startswith("*"):
             out.append(_STAR)
-        if word != "*":
+        bare = word.removesuffix("*")
+        if deny and _CLUSTER.fullmatch(bare):
+            out.append(_Flags(frozenset(bare[1:])))
+        elif word != "*":
             out.append(word)
         if word.endswith("*") and word != "*":
             out.append(_STAR)
     return tuple(w for i, w in enumerate(out) if not (w is _STAR and i and out[i - 1] is _STAR))
 
 
+def _option_letters(argv: _shell.Argv) -> frozenset[str] | None:
+    """The short options of ``argv`` (``None``: any, a word is dynamic)."""
+    aliases = _LETTER_ALIASES.get(
+        _shell.program_name(argv[0]) if argv and isinstance(argv[0], str) else "", {}
+    )
+    letters: set[str] = set()
+    for word in argv[1:]:
+        if not isinstance(word, str):
+            return None
+        if word == "--":
+            break
+        if word in aliases:
+            letters.add(aliases[word])
+        elif _CLUSTER.fullmatch(word):
+            letters.update(aliases.get(c, c) for c in word[1:])
+    return frozenset(letters)
+
+
 def _words_match(pattern: tuple[_PatternWord, ...], argv: _shell.Argv) -> bool:
     """Whether some value of ``argv`` (its dynamic words any words) matches ``pattern``."""
+    letters = _option_letters(argv) if any(isinstance(p, _Flags) for p in pattern) else None
 
     @functools.cache
     def go(i: int, j: int) -> bool:
@@ -153,9 +189,12 @@ def _words_match(pattern: tuple[_PatternWord, ...], argv: _shell.Argv) -> bool:
         a = argv[i]
         if a is _shell.MANY:
             return go(i + 1, j) or go(i, j + 1)
-        if a is _shell.ONE or fnmatch.fnmatchcase(a, p):
+        if a is _shell.ONE:
             return go(i + 1, j + 1)
-        return False
+        if isinstance(p, _Flags):
+            option = a.startswith("-") and (letters is None or p.letters <= letters)
+            return option and go(i + 1, j + 1)
+        return fnmatch.fnmatchcase(a, p) and go(i + 1, j + 1)
 
     return go(0, 0)
 
@@ -170,7 +209,7 @@ def _decide_bash(command: str, deny: list[str], allow: list[str]) -> Verdict | N
                 why=f"{commands.opaque}, so the deny patterns cannot be checked and deny wins",
             )
         for pattern in deny:
-            words = _pattern_words(pattern)
+            words = _pattern_words(pattern, deny=True)
             for argv in commands.argvs:
                 if _words_match(words, argv):
                     shown = " ".join(a if isinstance(a, str) else "..." for a in argv)

@@ -99,10 +99,11 @@ _EVAL_LIKE: Final = frozenset(
         "source", ".", "alias", "unalias", "let", "declare", "typeset", "local", "export",
         "readonly", "unset", "read", "readarray", "getopts", "fc", "hash", "enable",
         "shopt", "set", "coproc", "caller", "function", "select", "history", "[[", "((",
+        "jobs", "wait",
     }
 )  # fmt: skip
-"""Builtins that run code, read variable names (``a[$(cmd)]`` runs ``cmd``) or change
-how later commands are found."""
+"""Builtins that run code (``jobs -x``), read variable names (``a[$(cmd)]`` runs
+``cmd``: ``read``, ``wait -p``) or change how later commands are found."""
 
 NEVER_ALLOWED: Final = SHELLS | WRAPPERS | _CODE_ARGS | _EVAL_LIKE
 """Programs an ``allow`` rule never covers, whatever it says."""
