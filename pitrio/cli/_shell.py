@@ -19,6 +19,12 @@ the command string, so this module reads command lines two ways:
   cannot know (``$VAR``, ``$(...)``, globs) are :data:`ONE` or :data:`MANY`, which match
   any word(s); code it cannot see (``eval "$x"``, ``sh`` reading stdin, an unparseable
   line) makes the result *opaque*: every deny rule then matches.
+
+Why tree-sitter-bash and not bashlex: bashlex is GPL-3.0 (pitrio is MIT), has had no
+release since January 2023, and raises ``NotImplementedError`` or ``ParsingError`` on
+``case``, ``[[ ]]``, ``$((...))``, ``time`` and ``coproc``; tree-sitter-bash is MIT, kept
+by the tree-sitter organisation, and reads all of them. It is error-tolerant, so a tree
+with an error node counts as unparseable here.
 """
 
 from __future__ import annotations
