@@ -174,8 +174,19 @@ def _option_letters(argv: _shell.Argv) -> frozenset[str] | None:
 
 
 def _words_match(pattern: tuple[_PatternWord, ...], argv: _shell.Argv) -> bool:
-    """Whether some value of ``argv`` (its dynamic words any words) matches ``pattern``."""
+    """Whether some value of ``argv`` (its dynamic words any words) matches ``pattern``.
+
+    A dynamic word after the program's name (``echo $HOME``) stands for arguments, not
+    for the program a pattern names: it does not match the pattern's first word when that
+    is a program name (``rm`` in ``*rm -rf*``; an option such as ``*--force*`` it does).
+    """
     letters = _option_letters(argv) if any(isinstance(p, _Flags) for p in pattern) else None
+    first = next((j for j, p in enumerate(pattern) if not isinstance(p, _Star)), -1)
+    program = (
+        first >= 0
+        and isinstance(pattern[first], str)
+        and not str(pattern[first]).lstrip("*").startswith("-")
+    )
 
     @functools.cache
     def go(i: int, j: int) -> bool:
@@ -187,6 +198,8 @@ def _words_match(pattern: tuple[_PatternWord, ...], argv: _shell.Argv) -> bool:
         if i == len(argv):
             return False
         a = argv[i]
+        if isinstance(a, _shell.Dynamic) and i > 0 and j == first and program:
+            return a is _shell.MANY and go(i + 1, j)  # an argument, not the program
         if a is _shell.MANY:
             return go(i + 1, j) or go(i, j + 1)
         if a is _shell.ONE:

@@ -222,6 +222,9 @@ DENY_CASES = [
     ("echo 'rm -rf DIR'", "allow"),  # a string, allowed by bash:echo *
     ("bash x.sh", "ask"),
     ("rmdir DIR", "ask"),
+    ("cat $HOME/notes", "ask"),  # a variable argument is not taken for the program
+    ("for f in *.py; do wc -l $f; done", "ask"),
+    ('rm $FLAGS "$DIR"', "deny"),  # ... but it may be the options
 ]
 
 
@@ -491,3 +494,40 @@ def test_print_mode_runs_a_plain_command_an_allow_rule_names(
     )
     assert proc.returncode == 0, proc.stderr
     assert (workdir / "made-by-allow").exists()
+
+
+# -- differential: bash itself runs exactly the words plain_argv read -----------------
+
+_SHELL_CHARS = [*"ab -=;&|<>()$`\\\"'*?[]{}~#!%^@:,.+/\t\n\r", "é", "\xa0"]
+_SHELL_TOKENS = [
+    *("a", "b1", "-x", "--y=z", "@", "%", "^", "a#b", "a~b", "k=v", "x:~/y", "HEAD~1"),
+    *(" ", "  ", "\t", "'q w'", "'$(x)'", '"d q"', '"a\nb"', "''", '""', "\\;", "\\ "),
+    *("\\'", '\\"', "\\$", "\\\\", "\\n", "'", '"', "\\", "$", "*", "~", "#", "!"),
+]
+_SHELL_TEXT = st.one_of(
+    st.text(alphabet=st.sampled_from(_SHELL_CHARS), max_size=14),
+    st.lists(st.sampled_from(_SHELL_TOKENS), max_size=8).map("".join),
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(tail=_SHELL_TEXT)
+def test_bash_runs_the_words_plain_argv_reads(tail: str, tmp_path_factory: Any) -> None:
+    """For any line ``plain_argv`` accepts, bash passes exactly those words to the
+    program (seen by a function printing its arguments), and nothing else runs."""
+    command = f"printargs {tail}"
+    argv = _shell.plain_argv(command)
+    if argv is None:
+        return
+    workdir = tmp_path_factory.mktemp("plain")
+    script = 'printargs() { for a in "$@"; do printf "%s\\0" "$a"; done; }\n' + command
+    proc = subprocess.run(
+        ["/bin/bash", "-c", script],
+        capture_output=True,
+        cwd=workdir,
+        timeout=10,
+        check=False,
+    )
+    printed = proc.stdout.decode().split("\0")[:-1]
+    assert [*argv[1:]] == printed, (command, proc.stderr)
+    assert list(workdir.iterdir()) == []
