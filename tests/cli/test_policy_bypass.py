@@ -214,7 +214,8 @@ DENY_CASES = [
     ("echo )", "deny"),
     ("code 'rm -rf DIR'; bash -c 'rm -rf DIR'", "deny"),  # the same text as code later
     ("sudo " * 40 + "ls", "deny"),  # no blow-up
-    ("nice " * 30 + "ls", "ask"),
+    ("nice " * 40 + "ls", "deny"),  # nested too deeply to check: deny wins
+    ("nice -n 1 timeout 5 env A=1 ls", "ask"),
     ("echo " + "'$(" * 20 + "rm -rf DIR" + ")'" * 20, "deny"),
     # the other deny pattern
     ("sudo ls", "deny"),
