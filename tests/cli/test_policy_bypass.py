@@ -7,6 +7,7 @@ The table's verdicts: ``allow`` (runs without asking), ``deny`` (refused even wi
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from collections.abc import Callable
@@ -300,6 +301,30 @@ def test_with_the_parser_there_is_no_notice() -> None:
     assert Policy(allow=ALLOW).notice() is None
 
 
+@pytest.mark.usefixtures("no_parser")
+def test_the_cli_says_once_what_to_install(
+    tmp_path: Path, cli_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pitrio.cli import main
+    from pitrio.testing import ScriptedModel, ScriptedResponse
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('allow = ["bash:git status*"]\n')
+    model = ScriptedModel([ScriptedResponse.text("fine")])
+    out = io.StringIO()
+    status = main(
+        ["--cwd", str(tmp_path), "--no-session", "--policy", str(policy), "-p", "hi"],
+        stream_fn=model,
+        env=cli_env,
+        stdin=io.StringIO(""),
+        stdout=out,
+    )
+    assert status == 0
+    err = capsys.readouterr().err
+    assert err.count("pip install 'pitrio[cli]'") == 1
+    assert "bash allow patterns are off" in err
+
+
 # -- property: an allowed command composed with anything is never allowed -------------
 
 _WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_./", min_size=1, max_size=8)
@@ -357,16 +382,28 @@ def test_an_allowed_command_with_an_operator_is_never_allowed(
     assert verdict(composed, allow=allow) != "allow", composed
 
 
-@settings(max_examples=200, deadline=None)
+_FILE_TARGETS = ("> {b}", ">{b}", ">> {b}", "2> {b}", "&> {b}", "< {b}", "<<< {b}")
+_RUNS_SECOND = [f for f in _COMPOSE if not any(t in f for t in _FILE_TARGETS)]
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     first=st.lists(_WORD, min_size=1, max_size=3).map(" ".join),
-    form=st.sampled_from([f for f in _COMPOSE if "<" not in f and ">" not in f]),
+    form=st.sampled_from(_RUNS_SECOND),
     spaces=st.sampled_from([" ", "  ", "\t", " \t "]),
+    options=st.sampled_from(["-rf", "-fr", "-r -f", "-Rf", "--recursive --force"]),
+    parser=st.booleans(),
 )
-def test_a_denied_command_is_found_in_any_composition(first: str, form: str, spaces: str) -> None:
-    denied = f"rm{spaces}-rf{spaces}DIR"
+def test_a_denied_command_is_found_in_any_composition(
+    first: str, form: str, spaces: str, options: str, parser: bool
+) -> None:
+    """With the parser or only the splitter (the parser not installed)."""
+    denied = f"rm{spaces}{options.replace(' ', spaces)}{spaces}DIR"
     composed = form.format(a=first, b=denied)
-    assert verdict(composed, deny=DENY) == "deny", composed
+    with pytest.MonkeyPatch.context() as patch:
+        if not parser:
+            patch.setattr(_shell, "_parser", lambda: None)
+        assert verdict(composed, deny=DENY) == "deny", composed
 
 
 # -- write and edit: paths are resolved first -----------------------------------------
