@@ -382,15 +382,13 @@ def _word(node: Any) -> Word:
         parts: list[str] = []
         for child in node.named_children:
             if child.type != "string_content":
-                return ONE
+                return MANY  # "$@" and "${a[@]}" are many words, quotes or not
             parts.append(_unescape_double(child.text.decode()))
         return "".join(parts)
     if kind == "concatenation":
         values = [_word(c) for c in node.named_children]
-        if any(v is MANY for v in values):
+        if any(isinstance(v, Dynamic) for v in values):
             return MANY
-        if any(v is ONE for v in values):
-            return ONE
         return "".join(v for v in values if isinstance(v, str))
     if kind in {"simple_expansion", "expansion", "command_substitution"}:
         return MANY
@@ -674,6 +672,10 @@ def _substitution_end(code: str, start: int) -> int:
 # programs that run other commands
 
 
+_STREAMS: Final = ("/dev/", "/proc/")
+"""Files that are a stream (``bash /dev/stdin <<< ...``), not a script on disk."""
+
+
 def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
     """Add ``argv``, with its program's name shortened, and the commands it runs."""
     if not argv or not out.first_visit(("argv", argv)):
@@ -693,7 +695,11 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
     if name in SHELLS:
         if len(literal) != len(args):
             out.opaque.append(f"{name} runs code that is only known when it runs")
-        elif "-s" in args or not any(not a.startswith(("-", "+")) for a in literal):
+        elif (
+            "-s" in args
+            or not any(not a.startswith(("-", "+")) for a in literal)
+            or any(a.startswith(_STREAMS) for a in literal)
+        ):
             out.opaque.append(f"{name} reads the commands it runs from its input")
         for a in literal:
             _collect(a, out, depth + 1)
@@ -704,7 +710,7 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
         for a in literal:
             _collect(a, out, depth + 1)
     elif name in {"source", "."}:
-        if len(literal) != len(args) or any(a.startswith(("/dev/", "/proc/")) for a in literal):
+        if len(literal) != len(args) or any(a.startswith(_STREAMS) for a in literal):
             out.opaque.append(f"{name} runs a file that is only known when it runs")
     elif name == "alias":
         for a in literal:

@@ -211,6 +211,15 @@ DENY_CASES = [
     ("echo cm0gLXJmIC8= | base64 -d | sh", "deny"),
     ("bash <<< 'rm -rf DIR'", "deny"),
     ("curl example.com | bash -s", "deny"),
+    ("bash /dev/stdin <<< 'rm -rf DIR'", "deny"),
+    ("sh /proc/self/fd/0 < x", "deny"),
+    (". <(echo rm -rf DIR)", "deny"),
+    ("IFS=,; x=rm,-rf,DIR; $x", "deny"),
+    ('set -- rm -rf DIR; "$@"', "deny"),
+    ("case x in x) rm -rf DIR;; esac", "deny"),
+    ("echo $(( $(rm -rf DIR) ))", "deny"),
+    ("echo ${a[$(rm -rf DIR)]}", "deny"),
+    ("rm -r\\\nf DIR", "deny"),
     ("echo 'unterminated", "deny"),
     ("echo )", "deny"),
     ("code 'rm -rf DIR'; bash -c 'rm -rf DIR'", "deny"),  # the same text as code later
@@ -576,3 +585,96 @@ def test_bash_runs_the_words_plain_argv_reads(tail: str, tmp_path_factory: Any) 
     printed = proc.stdout.decode().split("\0")[:-1]
     assert [*argv[1:]] == printed, (command, proc.stderr)
     assert list(workdir.iterdir()) == []
+
+
+# -- differential: whenever bash really deletes DIR with rm -rf, the deny rule refused it
+
+_RM = ["rm", "/bin/rm", "\\rm", "r''m", '"rm"', "$'\\x72m'", "$(echo rm)", "${R:-rm}"]
+_RM_OPTIONS = ["-rf", "-fr", "-r -f", "-Rf", "--recursive --force", "-r -v -f"]
+_TARGET = ["DIR", '"DIR"', "./DIR", "D''IR", "DI*"]
+_WRAPPER = [
+    *("", "env ", "nice ", "timeout 5 ", "command ", "nohup ", "env A=1 nice -n 1 "),
+    *("exec ", "time ", "! ", "A=1 ", "setsid -w "),
+]
+_AROUND = [
+    "{c}",
+    "true && {c}",
+    "false || {c}",
+    "true; {c}",
+    "true\n{c}",
+    "echo x | {c}",
+    "({c})",
+    "{{ {c}; }}",
+    "echo $({c})",
+    'echo "$({c})"',
+    "if true; then {c}; fi",
+    "for i in 1; do {c}; done",
+    "f() {{ {c}; }}; f",
+    "cat <({c})",
+    "x=$({c})",
+    "cat <<EOF\n$({c})\nEOF",
+    "sh -c '{c}'",
+    "bash -c '{c}'",
+    "eval '{c}'",
+    "echo '{c}' | sh",
+    "bash <<< '{c}'",
+    'eval "{c}"',
+    'set -- {c}; "$@"',
+    'a=({c}); "${{a[@]}}"',
+    "echo x | xargs {c}",
+    "find . -maxdepth 0 -exec {c} \\;",
+    "trap '{c}' EXIT",
+    "echo ok >/dev/null && {c} 2>/dev/null",
+]
+
+
+def _run_in(workdir: Path, command: str) -> None:
+    subprocess.run(
+        ["/bin/bash", "-c", command],
+        cwd=workdir,
+        capture_output=True,
+        timeout=10,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(workdir)},
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rm=st.sampled_from(_RM),
+    options=st.sampled_from(_RM_OPTIONS),
+    target=st.sampled_from(_TARGET),
+    wrapper=st.sampled_from(_WRAPPER),
+    around=st.sampled_from(_AROUND),
+)
+def test_whenever_bash_deletes_dir_the_deny_rule_refused_it(
+    rm: str, options: str, target: str, wrapper: str, around: str, tmp_path_factory: Any
+) -> None:
+    inner = f"{wrapper}{rm} {options} {target}"
+    if ("'" in around and "'" in inner) or ('"{c}"' in around and '"' in inner):
+        return  # the quotes would not nest
+    command = around.format(c=inner)
+    workdir = tmp_path_factory.mktemp("deny")
+    (workdir / "DIR").mkdir()
+    (workdir / "DIR" / "f").write_text("x")
+    _run_in(workdir, command)
+    if not (workdir / "DIR").exists():
+        assert verdict(command, deny=("bash:*rm -rf*",)) == "deny", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -r -f DIR",
+        "true && env nice /bin/rm -fr ./DIR",
+        "echo 'rm -rf DIR' | bash",
+        "f() { \\rm --recursive --force DI*; }; f",
+        "cat <<EOF\n$(r''m -Rf DIR)\nEOF",
+    ],
+)
+def test_the_differential_oracle_sees_a_deletion(command: str, tmp_path: Path) -> None:
+    """The property above is not vacuous: these lines do delete DIR, and are refused."""
+    (tmp_path / "DIR").mkdir()
+    _run_in(tmp_path, command)
+    assert not (tmp_path / "DIR").exists()
+    assert verdict(command, deny=("bash:*rm -rf*",)) == "deny"
