@@ -678,3 +678,23 @@ def test_the_differential_oracle_sees_a_deletion(command: str, tmp_path: Path) -
     _run_in(tmp_path, command)
     assert not (tmp_path / "DIR").exists()
     assert verdict(command, deny=("bash:*rm -rf*",)) == "deny"
+
+
+def test_a_pattern_that_cannot_be_split_is_named(tmp_path: Path) -> None:
+    from pitrio.cli._consent import PolicyError, load_policy
+
+    path = tmp_path / "p.toml"
+    path.write_text('allow = ["bash:echo \'x"]\n')
+    with pytest.raises(PolicyError, match=r"allow pattern \"bash:echo 'x\" cannot be split"):
+        load_policy(str(path), required=True)
+
+
+def test_an_old_policy_file_keeps_its_meaning_for_plain_commands() -> None:
+    """The docs' own example, read as words."""
+    allow = ("bash:git status*", "bash:python3 -m pytest*", "edit:src/*")
+    deny = ("bash:*rm -rf*", "bash:sudo *")
+    assert verdict("git status -s", allow, deny) == "allow"
+    assert verdict("python3 -m pytest tests/cli -x", allow, deny) == "allow"
+    assert verdict("git stash", allow, deny) == "ask"
+    assert verdict("sudo -n true", allow, deny) == "deny"
+    assert verdict("cd x; rm -rf build", allow, deny) == "deny"
