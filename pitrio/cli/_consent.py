@@ -101,13 +101,11 @@ class Policy:
     def notice(self) -> str | None:
         """A line to show when the policy cannot do all it says (bash allow rules
         without the shell parser), else ``None``."""
+        if not any(fnmatch.fnmatchcase("bash", _tool_part(p)) for p in self.allow):
+            return None  # (and tree-sitter is not imported for nothing)
         if _shell.parser_available():
             return None
-        if any(fnmatch.fnmatchcase("bash", _tool_part(p)) for p in self.allow):
-            return (
-                f"policy: bash allow patterns are off (every command asks): {_shell.INSTALL_HINT}"
-            )
-        return None
+        return f"policy: bash allow patterns are off (every command asks): {_shell.INSTALL_HINT}"
 
 
 def _tool_part(pattern: str) -> str:

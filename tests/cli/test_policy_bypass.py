@@ -698,3 +698,24 @@ def test_an_old_policy_file_keeps_its_meaning_for_plain_commands() -> None:
     assert verdict("git stash", allow, deny) == "ask"
     assert verdict("sudo -n true", allow, deny) == "deny"
     assert verdict("cd x; rm -rf build", allow, deny) == "deny"
+
+
+def test_an_uninstalled_parser_is_an_import_error_handled() -> None:
+    """The real import failing (not a patched seam): allow fails closed, deny holds."""
+    code = (
+        "import sys; sys.modules['tree_sitter_bash'] = None\n"
+        "from pitrio.cli._consent import Policy\n"
+        "p = Policy(allow=('bash:*',), deny=('bash:*rm -rf*',))\n"
+        "print(p.decide('bash', {'command': 'ls'}))\n"
+        "print(p.decide('bash', {'command': 'true && rm  -rf x'}).kind)\n"
+        "print(p.notice())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert proc.stdout.splitlines() == [
+        "None",
+        "deny",
+        "policy: bash allow patterns are off (every command asks): the shell parser "
+        "tree-sitter-bash is not installed (pip install 'pitrio[cli]')",
+    ]
