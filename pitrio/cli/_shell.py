@@ -144,15 +144,15 @@ def program_name(word: str) -> str:
 _PLAIN_UNQUOTED: Final = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-^~#"
 )
-_DOUBLE_QUOTE_BAD: Final = frozenset("$`\\!")
 
 
 def plain_argv(command: str) -> tuple[str, ...] | None:
     """The words of ``command`` if it is one plain simple command, else ``None``.
 
     Plain: words of letters, digits and ``_@%+=:,./-^~#`` (``~`` and ``#`` not first in
-    a word, no ``=`` in the first word), ``'single-quoted'`` text, ``"double-quoted"``
-    text without ``$ ` \\ !``, and backslash escapes, separated by spaces or tabs.
+    a word or after ``=``/``:``, no ``=`` in the first word), ``'single-quoted'`` text,
+    ``"double-quoted"`` text without ``$`` or backticks, and backslash escapes, separated
+    by spaces or tabs.
     tree-sitter-bash must read the same single command; without it, ``None``.
     """
     words = _strict_words(command)
@@ -191,16 +191,33 @@ def _strict_words(command: str) -> list[str] | None:
                 words.append("".join(current))
                 current, in_word = [], False
             i += 1
-        elif c == "'" or c == '"':
+        elif c == "'":
             end = command.find(c, i + 1)
             if end < 0:
                 return None
-            text = command[i + 1 : end]
-            if c == '"' and _DOUBLE_QUOTE_BAD & set(text):
-                return None
-            current.append(text)
+            current.append(command[i + 1 : end])
             in_word = True
             i = end + 1
+        elif c == '"':
+            i += 1
+            while i < n and command[i] != '"':
+                d = command[i]
+                if d in "$`":
+                    return None
+                if d == "\\" and i + 1 < n:
+                    following = command[i + 1]
+                    if following == "\n":
+                        return None
+                    # only these four are escaped in double quotes; else \ is literal
+                    current.append(following if following in '$`"\\' else d + following)
+                    i += 2
+                    continue
+                current.append(d)
+                i += 1
+            if i >= n:
+                return None
+            in_word = True
+            i += 1
         elif c == "\\":
             if i + 1 >= n or command[i + 1] == "\n":
                 return None
