@@ -185,7 +185,7 @@ class App:
             "rpc": "--mode rpc",
             "interactive": "the interactive prompt",
         }[settings.mode]
-        self.consent = Consent(settings.policy, yes=settings.yes, mode_hint=ask_mode)
+        self.consent = Consent(settings.policy, yes=settings.yes, mode_hint=ask_mode, cwd=cwd)
         self._listeners: list[Callable[[HarnessEvent], Any]] = []
         self.harness = self._make_harness(session)
 

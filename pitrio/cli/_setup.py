@@ -14,6 +14,7 @@ import contextlib
 import difflib
 import json
 import os
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TextIO, cast, final, get_args
@@ -162,6 +163,8 @@ def configure(
         policy = load_policy(policy_path, required=args.policy is not None)
     except CliUsageError as exc:
         parser.error(str(exc))
+    if (notice := policy.notice()) is not None:
+        print(f"pitrio: {notice}", file=sys.stderr)
 
     pi_settings = read_settings(cwd or os.getcwd(), env)
     api_key: str | None = None
