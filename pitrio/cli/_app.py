@@ -43,6 +43,7 @@ from pitrio.harness import (
 from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
 from ._errors import CliError, CliUsageError
+from ._loopback import RefusingStreamFn
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
 from ._setup import AppSettings, api_key_lookup, open_session, open_stream_fn, templates_dirs
@@ -203,6 +204,8 @@ class App:
             stream_options=_local_options() if settings.local_port is not None else None,
         )
         harness.hooks.on("tool_call", self.consent)
+        if isinstance(self.stream_fn, RefusingStreamFn):
+            self.stream_fn.harness = harness  # a refused loopback server is not retried
         for listener in self._listeners:
             harness.subscribe(listener)
         return harness
