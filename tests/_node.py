@@ -56,11 +56,11 @@ def ensure_node_packages(folder: Path) -> Path:
     Skips the calling test with the reason when Node, npm or the registry is out of
     reach; fails it instead under CI (``$CI`` set).
     """
-    node_executable()
     lock_file = folder / "package-lock.json"
     if not lock_file.is_file():
         msg = f"{folder} has no package-lock.json: run npm install there and commit the lock"
         raise FileNotFoundError(msg)
+    node_executable()
     wanted = hashlib.sha256(lock_file.read_bytes()).hexdigest()
     node_modules = folder / "node_modules"
     stamp = node_modules / _STAMP

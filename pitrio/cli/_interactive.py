@@ -408,12 +408,13 @@ class _Interactive:
         self._say(f"model: {model.provider}/{model.id}")
 
     async def _thinking(self, arg: str) -> None:
-        levels = model_thinking_levels(self.app.model)
+        levels = ", ".join(model_thinking_levels(self.app.model))
         if not arg:
-            self._say(f"thinking: {self.app.thinking} (levels: {', '.join(levels)})")
+            self._say(f"thinking: {self.app.thinking} (levels: {levels})")
             return
         if arg not in get_args(ThinkingLevel):
-            self.renderer.error(f"unknown level {arg!r}; one of {', '.join(levels)}")
+            known = ", ".join(get_args(ThinkingLevel))
+            self.renderer.error(f"unknown level {arg!r}; one of {known} (this model's: {levels})")
             return
         if await self._busy_guard("/thinking"):
             return
