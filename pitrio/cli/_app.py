@@ -47,6 +47,7 @@ from pitrio.harness import (
 from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
 from ._errors import CliError, CliUsageError
+from ._loopback import RefusingStreamFn
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
 from ._resources import CodingResources, build_system_prompt, load_resources
@@ -218,6 +219,8 @@ class App:
             stream_options=_local_options() if settings.local_port is not None else None,
         )
         harness.hooks.on("tool_call", self.consent)
+        if isinstance(self.stream_fn, RefusingStreamFn):
+            self.stream_fn.harness = harness  # a refused loopback server is not retried
         for listener in self._listeners:
             harness.subscribe(listener)
         return harness

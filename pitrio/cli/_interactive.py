@@ -25,7 +25,7 @@ from typing import Any, Final, TextIO, get_args
 
 import trio
 
-from pitrio import ThinkingLevel, UsageError
+from pitrio import Model, ThinkingLevel, UsageError
 from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
 
 from ._app import App, open_interrupts
@@ -34,7 +34,13 @@ from ._consent import parse_answer
 from ._render import Renderer, session_cost
 from ._sanitize import one_line
 
-__all__ = ["COMMANDS", "FOLLOW_UP_PREFIX", "LineReader", "run_interactive"]
+__all__ = [
+    "COMMANDS",
+    "FOLLOW_UP_PREFIX",
+    "LineReader",
+    "model_thinking_levels",
+    "run_interactive",
+]
 
 FOLLOW_UP_PREFIX: Final = ">>"
 IDLE_PROMPT: Final = "> "
@@ -43,7 +49,7 @@ CONTINUATION_PROMPT: Final = "… "
 COMMANDS: Final[dict[str, str]] = {
     "/help": "this list",
     "/model [PROVIDER/ID]": "show or change the model",
-    "/thinking [LEVEL]": "show or change the reasoning level (off, minimal, low, medium, high)",
+    "/thinking [LEVEL]": "show or change the reasoning level",  # /help adds the model's
     "/tools": "the tools and whether they ask before running",
     "/session": "this session: id, file, messages",
     "/resume [ID]": "list this directory's sessions, or continue one",
@@ -53,6 +59,14 @@ COMMANDS: Final[dict[str, str]] = {
     "/cost": "tokens and cost of this session",
     "/quit": "exit (so do Ctrl-D and Ctrl-C when idle)",
 }
+
+
+def model_thinking_levels(model: Model) -> list[str]:
+    """The thinking levels ``model`` takes, lowest first (what ``/help`` and ``/thinking``
+    list; pi-ai's ``getSupportedThinkingLevels``)."""
+    from pitrio.providers._options import supported_thinking_levels
+
+    return supported_thinking_levels(model)
 
 
 def _history_path(env: Any) -> str:
@@ -349,7 +363,11 @@ class _Interactive:
         self.renderer.say(text)
 
     async def _help(self, _: str) -> None:
-        lines = [f"  {name:<26} {text}" for name, text in COMMANDS.items()]
+        levels = ", ".join(model_thinking_levels(self.app.model))
+        lines = [
+            f"  {name:<26} {text}" + (f" ({levels})" if name.startswith("/thinking") else "")
+            for name, text in COMMANDS.items()
+        ]
         lines.append(
             f"  {FOLLOW_UP_PREFIX + ' TEXT':<26} while it works: queue TEXT as a follow-up"
         )
@@ -392,12 +410,13 @@ class _Interactive:
         self._say(f"model: {model.provider}/{model.id}")
 
     async def _thinking(self, arg: str) -> None:
-        levels = get_args(ThinkingLevel)
+        levels = ", ".join(model_thinking_levels(self.app.model))
         if not arg:
-            self._say(f"thinking: {self.app.thinking} (levels: {', '.join(levels)})")
+            self._say(f"thinking: {self.app.thinking} (levels: {levels})")
             return
-        if arg not in levels:
-            self.renderer.error(f"unknown level {arg!r}; one of {', '.join(levels)}")
+        if arg not in get_args(ThinkingLevel):
+            known = ", ".join(get_args(ThinkingLevel))
+            self.renderer.error(f"unknown level {arg!r}; one of {known} (this model's: {levels})")
             return
         if await self._busy_guard("/thinking"):
             return
@@ -417,7 +436,7 @@ class _Interactive:
         for tool in self.app.harness.turn.tools if self.app.harness.turn else _tool_list(self.app):
             if tool.name in {"bash", "write", "edit"}:
                 if consent.yes:
-                    how = "runs without asking (--yes)"
+                    how = f"runs without asking ({self.app.settings.yes_reason})"
                 elif tool.name in consent.always:
                     how = "runs without asking (always, this session)"
                 else:

@@ -60,7 +60,7 @@ from pitrio.harness import (
 )
 
 from ._app import App
-from ._args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
+from ._args import EXIT_INTERRUPTED, EXIT_USAGE, CliArgumentParser, build_parser
 from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
 from ._serve_commands import LEVELS
 from ._serve_http import handle_connection
@@ -170,7 +170,7 @@ async def serve(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CliArgumentParser(
         prog="pitrio serve",
         allow_abbrev=False,
         description=(
