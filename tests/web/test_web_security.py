@@ -7,16 +7,21 @@ what a browser does with the cookie and the redirect.
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import trio
 
-from pitrio.cli._serve import ServerInfo
+from pitrio.cli._serve import ServerInfo, serve
+from pitrio.testing import ScriptedModel
 
 from ._cdp import Page
-from .test_web import Socket, open_socket, server, wait_idle
+from .test_web import Socket, open_socket, script, server, wait_idle
 
 __all__ = ["server"]  # the fixture, shared with test_web
 
@@ -220,3 +225,31 @@ async def test_a_link_from_another_site_opens_the_page(
     await page.wait_for("document.getElementById('conn') !== null")
     await page.wait_for("document.getElementById('conn').textContent === ''")
     assert info.token not in await page.evaluate("location.href")
+
+
+async def test_the_web_server_saves_sessions_privately(tmp_path: Path) -> None:
+    old = os.umask(0o022)  # where a default-mode file would be 0644
+    try:
+        project = tmp_path / "project"
+        project.mkdir()
+        sessions = tmp_path / "data" / "sessions"
+        env = {"PITRIO_SESSIONS_DIR": str(sessions), "HOME": str(tmp_path)}
+        async with trio.open_nursery() as nursery:
+            argv = ["--port", "0", "--cwd", str(project)]
+            await nursery.start(
+                lambda task_status: serve(
+                    argv,
+                    stream_fn=ScriptedModel(script),
+                    env=env,
+                    out=io.StringIO(),
+                    task_status=task_status,
+                )
+            )
+            files = [p for p in sessions.rglob("*") if p.is_file()]
+            directories = [tmp_path / "data", sessions, *(p.parent for p in files)]
+            nursery.cancel_scope.cancel()
+    finally:
+        os.umask(old)
+    assert len(files) == 1  # the session the server started on
+    assert [stat.S_IMODE(p.stat().st_mode) for p in files] == [0o600]
+    assert {stat.S_IMODE(p.stat().st_mode) for p in directories} == {0o700}
