@@ -33,7 +33,7 @@ class PageView:
         self.order: list[str] = []
 
     def apply(self, message: dict[str, Any]) -> None:
-        kind, item = message["type"], message.get("id")
+        kind, item = message["type"], str(message.get("id"))
         if kind == "append":
             self.order.append(item)
             self.text[item] = message["text"]
