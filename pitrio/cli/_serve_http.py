@@ -1,12 +1,12 @@
 """The transport of ``pitrio serve``: HTTP and WebSocket on one Trio socket stream.
 
 Every request must carry the server's token (``?token=...``); any other gets 403. A
-``GET`` of ``/``, ``/app.js`` or ``/app.css`` returns the page's static files (shipped in
-``pitrio/ui/_static``, the token written into ``index.html``); ``/ws`` upgrades to the
-page's WebSocket. Each connected page is a :class:`Client` (a bounded queue of JSON
-texts, sent in batches by :func:`_writer`); what the page sends is handed to the
-:class:`Pages` (:class:`pitrio.cli._serve_pages.WebApp`), which this module knows
-nothing else about.
+``GET`` of ``/``, ``/app.js``, ``/app.css`` or a vendored library (``_STATIC``) returns the
+page's static files (shipped in ``pitrio/ui/_static``, the token written into
+``index.html``); ``/ws`` upgrades to the page's WebSocket. Each connected page is a
+:class:`Client` (a bounded queue of JSON texts, sent in batches by :func:`_writer`); what
+the page sends is handed to the :class:`Pages` (:class:`pitrio.cli._serve_pages.WebApp`),
+which this module knows nothing else about.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ _STATIC: Final = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
+    # Vendored, pinned (see pitrio/ui/_static/VENDORED.md): markdown and code highlighting.
+    "/markdown-it.min.js": ("markdown-it.min.js", "text/javascript; charset=utf-8"),
+    "/highlight.min.js": ("highlight.min.js", "text/javascript; charset=utf-8"),
+    "/hljs.css": ("hljs.css", "text/css; charset=utf-8"),
 }
 
 
