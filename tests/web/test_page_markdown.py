@@ -72,7 +72,11 @@ HOSTILE = """Some **bold** text, then markup that must stay text:
 
 OLD_LINE = 'return "Hello " + name'
 NEW_LINE = 'return f"Hello, {name}!"  # <b>not bold</b>'
-STREAMED = "**Streaming** works: " + " ".join(f"word{i}" for i in range(300)) + "\n\n- done"
+STREAMED = (
+    "# A streamed answer\n\n**Streaming** works: "
+    + " ".join(f"word{i}" for i in range(300))
+    + "\n\n- done"
+)
 
 
 def script(context: Context) -> ScriptedResponse:
@@ -259,20 +263,23 @@ async def test_the_open_answer_is_rendered_while_it_streams(
     # Bold shows as bold before the answer ends: the open message is re-rendered.
     partial = await page.wait_for(
         "(() => { const e = document.querySelector('#log .item.assistant.working .body');"
-        " return e && e.querySelector('strong') && !e.textContent.includes('- done')"
-        " ? e.textContent : null; })()"
+        " if (!e || !e.querySelector('h1 + p strong') || e.textContent.includes('- done'))"
+        " return null; window.heading = e.querySelector('h1'); return e.textContent; })()"
     )
-    plain = STREAMED.replace("**", "")
-    assert partial.strip()
-    assert plain.startswith(partial.strip())
+    plain = STREAMED.replace("**", "").replace("# ", "", 1).replace("\n\n", "\n", 1)
+    assert plain.startswith(partial)
     await wait_idle(page)
     final = await last_answer(
         page,
         "({p: b.querySelector('p').textContent,"
-        " li: [...b.querySelectorAll('li')].map(e => e.textContent)})",
+        " li: [...b.querySelectorAll('li')].map(e => e.textContent),"
+        " sameHeading: b.querySelector('h1') === window.heading})",
     )
-    assert final["p"] == STREAMED.split("\n\n")[0].replace("**", "")
+    assert final["p"] == STREAMED.split("\n\n")[1].replace("**", "")
     assert final["li"] == ["done"]
+    # Only changed blocks are replaced: the heading streamed first is the same element
+    # after every later frame and the final render.
+    assert final["sameHeading"] is True
 
 
 DIFF_ROWS = """JSON.stringify([...document.querySelectorAll(

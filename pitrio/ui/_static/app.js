@@ -183,11 +183,42 @@ function highlightCode(code, lang) {
   return `<pre class="code"${label}><code class="hljs${cls}">${html}</code></pre>`;
 }
 
+// The text is parsed whole, but only the top-level blocks whose HTML changed since the last
+// render are replaced in the DOM: while an answer streams that is the last one, so the
+// browser lays out one block per frame, not the whole answer. Each block is parsed in an
+// inert <template> (nothing in it loads or runs) and its links checked before it is shown.
 function renderMarkdown(target, text) {
-  target.innerHTML = md.render(text).trimEnd();  // textContent: the text, no trailing newline
-  for (const a of target.querySelectorAll("a")) {  // defence in depth
-    if (!SAFE_LINK.test(a.getAttribute("href") || "")) a.replaceWith(...a.childNodes);
+  const env = {};
+  const tokens = md.parse(text, env);
+  const htmls = [];
+  let start = 0;
+  let depth = 0;
+  for (let i = 0; i < tokens.length; i++) {
+    depth += tokens[i].nesting;
+    if (depth === 0) {
+      htmls.push(md.renderer.render(tokens.slice(start, i + 1), md.options, env).trimEnd());
+      start = i + 1;
+    }
   }
+  const old = target.blocks || [];
+  if (!target.blocks) target.textContent = "";
+  let same = 0;
+  while (same < old.length && same < htmls.length && old[same].html === htmls[same]) same += 1;
+  for (const block of old.slice(same)) for (const node of block.nodes) node.remove();
+  const blocks = old.slice(0, same);
+  for (const html of htmls.slice(same)) {
+    const template = document.createElement("template");
+    template.innerHTML = html;
+    for (const a of template.content.querySelectorAll("a")) {  // defence in depth
+      if (!SAFE_LINK.test(a.getAttribute("href") || "")) a.replaceWith(...a.childNodes);
+    }
+    // A newline between blocks keeps textContent readable; none after the last one.
+    if (blocks.length) template.content.prepend(document.createTextNode("\n"));
+    const nodes = [...template.content.childNodes];
+    target.appendChild(template.content);
+    blocks.push({ html, nodes });
+  }
+  target.blocks = blocks;
 }
 
 // An answer's text: kept as chunks on the element (joined when rendered), rendered now.
