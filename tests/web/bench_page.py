@@ -27,7 +27,7 @@ repeated to 10,000 characters, cut into 4-character deltas (about a token each).
 
 Usage::
 
-    python -m benchmarks.bench_web_page [--chars 10000] [--delta 4] [--json]
+    python -m tests.web.bench_page [--chars 10000] [--delta 4] [--json]
 
 Timings are the page's ``performance.now()`` (wall clock in chromium); nothing here belongs
 in a test assertion.
@@ -46,7 +46,8 @@ import trio
 
 from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
-from tests.web._cdp import ensure_chromium, open_browser
+
+from ._cdp import ensure_chromium, open_browser
 
 SECTION = """## Step {n}: what `greet()` returns
 
