@@ -1,7 +1,7 @@
 """Take the screenshots of docs/web.md: ``pitrio serve`` in headless chromium.
 
 python -m tests.web.make_screenshot [PATH]          # docs/web-ui.png
-python -m tests.web.make_screenshot --answers [DIR]  # docs/web-answer-{1280,400}[-dark].png
+python -m tests.web.make_screenshot --answers [DIR]  # docs/web-answer-*.png
 
 The server runs on a copy of the CLI's sample project with a scripted stand-in model
 (``pitrio.testing.ScriptedModel``, not a language model); the tools are real.
@@ -12,7 +12,8 @@ The server runs on a copy of the CLI's sample project with a scripted stand-in m
   command hint for ``/c``.
 * web-answer-*.png (:func:`answer_scene`): the model runs the failing check, fixes greet.py
   with ``edit`` (its diff), runs the check again and answers in markdown (headings, bold, a
-  list, a table, a highlighted code block), at 1280 and 400 px wide, light and dark.
+  list, a table, a highlighted code block), at 1280 px (light and dark) and 400 px (a
+  phone, device metrics emulation: light, on the diff; dark, at the end of the answer).
 """
 
 from __future__ import annotations
@@ -170,31 +171,33 @@ async def answer_scene(page: Page, nursery: trio.Nursery, temp: str) -> ServerIn
     return info
 
 
+SHOTS = (  # width, height, dark, scrolled to: the diff at the top, or the end
+    (1280, 1000, False, "diff"),
+    (1280, 1000, True, "diff"),
+    (400, 860, False, "diff"),
+    (400, 860, True, "end"),
+)
+
+
 async def answers(folder: str) -> None:
     with tempfile.TemporaryDirectory(prefix="pitrio-screenshot-") as temp:
         async with open_browser() as page, trio.open_nursery() as nursery:
             await set_width(page, 1280, 900)
             await answer_scene(page, nursery, temp)
-            for width, height, scroll in (
-                (1280, 1000, "diff"),
-                (400, 860, "diff"),
-                (400, 860, "end"),
-            ):
-                for dark in (False, True):
-                    await set_width(page, width, height, dark=dark)
-                    if scroll == "diff":  # the edit's diff at the top, the answer below
-                        await page.evaluate(
-                            "(() => { const log = document.getElementById('log');"
-                            " const diff = document.querySelector('#log .item.tool .diff');"
-                            " log.scrollTop += diff.closest('.item').getBoundingClientRect().top"
-                            " - log.getBoundingClientRect().top - 8; })()"
-                        )
-                    else:
-                        await page.evaluate("document.getElementById('log').scrollTop = 1e9")
-                    await trio.sleep(0.2)
-                    suffix = "-end" if scroll == "end" else ""
-                    name = f"web-answer-{width}{suffix}{'-dark' if dark else ''}.png"
-                    await page.screenshot(os.path.join(folder, name))
+            for width, height, dark, scroll in SHOTS:
+                await set_width(page, width, height, dark=dark)
+                if scroll == "diff":  # the edit's diff at the top, the answer below
+                    await page.evaluate(
+                        "(() => { const log = document.getElementById('log');"
+                        " const diff = document.querySelector('#log .item.tool .diff');"
+                        " log.scrollTop += diff.closest('.item').getBoundingClientRect().top"
+                        " - log.getBoundingClientRect().top - 8; })()"
+                    )
+                else:
+                    await page.evaluate("document.getElementById('log').scrollTop = 1e9")
+                await trio.sleep(0.2)
+                name = f"web-answer-{width}{'-dark' if dark else ''}.png"
+                await page.screenshot(os.path.join(folder, name))
             nursery.cancel_scope.cancel()
 
 

@@ -328,6 +328,7 @@ CONSENT = """(() => { const box = document.getElementById('consent');
   names: [...box.querySelectorAll('.arg .name')].map(e => e.textContent),
   values: [...box.querySelectorAll('.arg pre')].map(e => e.textContent),
   marks: [...box.querySelectorAll('.ctl')].map(e => e.textContent),
+  legend: (box.querySelector('.legend') || {}).textContent,
   space: getComputedStyle(box.querySelector('.arg pre')).whiteSpace,
   font: getComputedStyle(box.querySelector('.arg pre')).fontFamily,
   overflow: getComputedStyle(document.getElementById('consent-args')).overflowY,
@@ -336,15 +337,13 @@ CONSENT = """(() => { const box = document.getElementById('consent');
 
 
 def visible(text: str) -> str:
-    """What the consent card shows for ``text``: ESC as ␛, CR as ␍, other invisible
-    characters as escapes; tab and newline as they are."""
+    """What the consent card shows for ``text``: invisible and control characters as
+    escapes (CR as ``\\r``); tab and newline as they are."""
     out = []
     for ch in text:
         code = ord(ch)
-        if ch == "\x1b":
-            out.append("␛")
-        elif ch == "\r":
-            out.append("␍")
+        if ch == "\r":
+            out.append("\\r")
         elif ch in "\t\n" or not (
             code < 0x20
             or 0x7F <= code <= 0x9F
@@ -374,17 +373,21 @@ async def test_consent_shows_the_whole_call_with_invisible_characters_marked(
         "tag\U000e0041\n" + "\n".join(f"echo line {i} {'x' * 150}" for i in range(80))
     )
     arguments = {"command": command, "timeout": 30}
-    message = {"type": "consent", "id": "c9", "tool": "bash", "title": "bash echo safe…"}
+    title = "bash echo safe\x1b[2K rm -rf ~/work # \u202eevil\u202c…"  # the server's one line
+    message = {"type": "consent", "id": "c9", "tool": "bash", "title": title}
     await page.evaluate(f"handle({json.dumps({**message, 'arguments': arguments})})")
     shown = await page.evaluate(CONSENT)
     assert shown["hidden"] is False
-    assert shown["title"] == "bash echo safe…"
+    assert shown["title"] == visible(title)
     assert shown["names"] == ["command", "timeout"]
     assert shown["values"] == [visible(command), "30"]  # whole: 80 long lines, nothing cut
-    assert shown["values"][0].startswith("echo safe␛[2K␍rm -rf ~/work  \t# \\u202eevil\\u202c")
+    assert shown["values"][0].startswith(
+        "echo safe\\x1b[2K\\rrm -rf ~/work  \t# \\u202eevil\\u202c"
+    )
     assert shown["marks"] == [
-        "␛",
-        "␍",
+        *("\\x1b", "\\u202e", "\\u202c"),  # in the title
+        "\\x1b",
+        "\\r",
         "\\u202e",
         "\\u202c",
         "\\u200b",
@@ -392,6 +395,7 @@ async def test_consent_shows_the_whole_call_with_invisible_characters_marked(
         "\\x85",
         "\\u{e0041}",
     ]
+    assert shown["legend"].startswith("8 invisible or control characters are shown as")
     assert shown["space"] == "pre-wrap"
     assert "monospace" in shown["font"]
     assert shown["overflow"] == "auto"
@@ -400,7 +404,8 @@ async def test_consent_shows_the_whole_call_with_invisible_characters_marked(
     older = {**message, "id": "c10", "args": "a\rb"}
     await page.evaluate(f"handle({json.dumps(older)})")
     shown = await page.evaluate(CONSENT)
-    assert (shown["names"], shown["values"]) == ([], ["a␍b"])
+    assert (shown["names"], shown["values"]) == ([], ["a\\rb"])
+    assert shown["legend"].startswith("1 invisible or control character is shown as")
     # The answer goes back with the card's id.
     sent = await page.evaluate(
         "(() => { const seen = []; socket.send = (t) => seen.push(JSON.parse(t));"

@@ -61,7 +61,7 @@ function append(m) {
   el.dataset.kind = m.kind;
   el.className = `item ${m.kind}`;
   if (m.kind === "tool") {
-    part(el, "div", "title").textContent = m.title || "tool";
+    showVisibly(part(el, "div", "title"), m.title || "tool");  // a bidi control stays inert
     part(el, "pre", "output").textContent = m.text || "";
     part(el, "div", "summary");
   } else if (m.kind === "assistant") {
@@ -277,16 +277,16 @@ function diffSummary(diff) {
 
 // Characters that would not show, or would show something else: C0 and C1 controls (but tab
 // and newline), DEL, bidirectional controls, zero-width and other invisible characters,
-// Unicode tags. Each is shown as a marked escape (ESC as ␛, CR as ␍) so a consent shows the
-// call exactly as it would run.
+// Unicode tags. Each is shown as its escape, marked (\r for CR, \x1b for ESC, \u202e...), so a
+// consent shows the call exactly as it would run. (Not the control pictures ␛ and ␍: many
+// fonts lack them, Debian's default ones included, and they would show as empty boxes.)
 const INVISIBLE = new RegExp(
   "[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u00ad\\u034f\\u061c\\u115f\\u1160\\u17b4\\u17b5" +
   "\\u180b-\\u180f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0" +
   "\\ufff0-\\ufffb\\u{e0000}-\\u{e0fff}]", "gu");
 
 function escapeChar(ch) {
-  if (ch === "\u001b") return "␛";
-  if (ch === "\r") return "␍";
+  if (ch === "\r") return "\\r";
   const code = ch.codePointAt(0);
   if (code < 0x100) return `\\x${code.toString(16).padStart(2, "0")}`;
   if (code < 0x10000) return `\\u${code.toString(16).padStart(4, "0")}`;
@@ -295,14 +295,17 @@ function escapeChar(ch) {
 
 function showVisibly(target, text) {
   let last = 0;
+  let marked = 0;
   for (const match of text.matchAll(INVISIBLE)) {
     if (match.index > last) target.appendChild(document.createTextNode(text.slice(last, match.index)));
     const mark = part(target, "span", "ctl");
     mark.textContent = escapeChar(match[0]);
     mark.title = `U+${match[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
     last = match.index + match[0].length;
+    marked += 1;
   }
   if (last < text.length) target.appendChild(document.createTextNode(text.slice(last)));
+  return marked;
 }
 
 // A slash command's reply: a block in the log, not part of the conversation (the model
@@ -403,18 +406,25 @@ function dropQueued(text) {
 function showConsent(m) {
   const box = $("consent");
   box.dataset.id = m.id;
-  $("consent-title").textContent = m.title || m.tool || "";
+  $("consent-title").textContent = "";
+  showVisibly($("consent-title"), m.title || m.tool || "");
   const shown = $("consent-args");
   shown.textContent = "";
   const args = m.arguments !== undefined ? m.arguments : m.args;
   if (args !== undefined && args !== null) {
     const entries = typeof args === "object" && !Array.isArray(args) ? Object.entries(args) : [[null, args]];
+    let marked = 0;
     for (const [name, value] of entries) {
       const arg = part(shown, "div", "arg");
-      if (name !== null) showVisibly(part(arg, "div", "name"), name);
+      if (name !== null) marked += showVisibly(part(arg, "div", "name"), name);
       const text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
       const pre = part(arg, "pre", text ? "" : "blank");
-      showVisibly(pre, text);
+      marked += showVisibly(pre, text);
+    }
+    if (marked) {
+      part(shown, "div", "legend").textContent =
+        `${marked} invisible or control character${marked === 1 ? " is" : "s are"} shown as ` +
+        "marked escapes (\\x1b is ESC, \\r a carriage return, \\u202e reverses the text after it).";
     }
   }
   box.hidden = false;
