@@ -124,6 +124,12 @@ async def server(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 
 
 async def open_page(page: Page, info: ServerInfo) -> None:
+    # Every Content-Security-Policy violation is recorded: the page needs nothing it forbids.
+    await page.send(
+        "Page.addScriptToEvaluateOnNewDocument",
+        source="window.violations = []; document.addEventListener('securitypolicyviolation',"
+        " (e) => window.violations.push(`${e.violatedDirective} ${e.blockedURI}`));",
+    )
     await page.goto(info.url)
     await page.wait_for("document.getElementById('conn').textContent === ''")
     await page.wait_for("location.hash.includes('session=')")  # the server's reset came
@@ -202,6 +208,7 @@ async def test_an_answer_is_rendered_as_markdown_with_highlighted_code(
         ]
     ]
     assert shown["raw"] is False
+    assert await page.evaluate("window.violations") == []
 
 
 async def test_markup_and_unsafe_links_in_model_text_stay_text(

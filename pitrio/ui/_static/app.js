@@ -13,6 +13,7 @@ let socket = null;
 let working = false;
 let sessionId = null;
 let retryDelay = 500;
+const narrow = window.matchMedia("(max-width: 700px)");  // app.css's narrow layout
 let commands = [];  // [name, help] pairs from the server, for the hint under the input
 
 function hashSession() {
@@ -448,7 +449,10 @@ function sessionList(items, cls) {
     part(li, "div", "muted").textContent = `${when} · ${item.id.slice(-8)}`;
     li.title = item.id;
     if (item.current) li.classList.add("current");
-    li.addEventListener("click", () => send({ type: "open", id: item.id }));
+    li.addEventListener("click", () => {
+      send({ type: "open", id: item.id });
+      if (narrow.matches) $("sessions").hidden = true;  // it covers the chat there
+    });
     list.appendChild(li);
   }
   if (!items.length) part(list, "li", "muted").textContent = "No sessions yet.";
