@@ -15,8 +15,8 @@ Every request is checked by a :class:`Gate` before anything is served (any refus
   and the history.
   Comparisons take constant time.
 
-A ``GET`` of ``/``, ``/app.js`` or ``/app.css`` returns the page's static files (shipped
-in ``pitrio/ui/_static``); ``/ws`` upgrades to the page's WebSocket, whose messages from
+A ``GET`` of ``/``, ``/app.js``, ``/app.css`` or a vendored library (``_STATIC``) returns
+the page's static files (shipped in ``pitrio/ui/_static``); ``/ws`` upgrades to the page's WebSocket, whose messages from
 the page are limited to 1 MiB (a larger one is closed with code 1009 and a reason). Each
 connected page is a :class:`Client` (a bounded queue of JSON texts, sent in batches by
 :func:`_writer`); what the page sends is handed to the :class:`Pages`
@@ -55,6 +55,10 @@ _STATIC: Final = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
+    # Vendored, pinned (see pitrio/ui/_static/VENDORED.md): markdown and code highlighting.
+    "/markdown-it.min.js": ("markdown-it.min.js", "text/javascript; charset=utf-8"),
+    "/highlight.min.js": ("highlight.min.js", "text/javascript; charset=utf-8"),
+    "/hljs.css": ("hljs.css", "text/css; charset=utf-8"),
 }
 
 

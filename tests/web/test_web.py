@@ -382,7 +382,7 @@ async def test_offline_replay_runs_the_demo_in_the_page(page: Page) -> None:
                 "error",
                 "error: AssertionError: greet('world') returned 'Hello world' (exit code 1)",
             ),
-            ("edit greet.py", "done", "ok · 1 line"),
+            ("edit greet.py", "done", "edited · +1 -1 lines"),  # the page counts its diff
             ("bash python3 check_greet.py", "done", "ok · 1 line"),
         ]
         assert seen[-1]["kind"] == "assistant"
@@ -530,14 +530,14 @@ async def test_a_finished_answer_shows_code_and_never_markup(
     await page.wait_for("document.querySelector('#log .item.assistant[data-state=done]') !== null")
     shown = await page.evaluate(
         "(() => { const b = document.querySelector('#log .item.assistant .body');"
-        " return {inline: [...b.querySelectorAll(':scope > code')].map(e => e.textContent),"
+        " return {inline: [...b.querySelectorAll('p > code')].map(e => e.textContent),"
         " block: [...b.querySelectorAll('pre.code')].map(e => e.textContent),"
         " tags: [...b.querySelectorAll('*')].map(e => e.tagName.toLowerCase()),"
         " text: b.innerText, title: document.title}; })()"
     )
     assert shown["inline"] == ["greet.py"]
     assert shown["block"] == ["def greet(name):\n    return f'Hello, {name}!'\n"]
-    assert sorted(set(shown["tags"])) == ["code", "pre"]
+    assert sorted(set(shown["tags"])) == ["code", "p", "pre", "span"]  # span: highlighting
     assert "<img src=x onerror=" in shown["text"]
     assert "<b>bold?</b>" in shown["text"]
     assert shown["title"] == "pitrio"
