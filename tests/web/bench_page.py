@@ -19,8 +19,8 @@ throttled  the same deltas pushed at 8 per animation frame (a fast model     ms 
            plus the renders' time, divided by the deltas
 ========== ================================================================= ===========
 
-A render is the page's own ``renderOpen`` (markdown-it, highlighting, ``innerHTML``) plus
-the layout it causes (``offsetHeight`` read right after).
+A render is the page's own ``renderOpen`` (markdown-it, highlighting, the changed blocks put
+into the DOM) plus the layout it causes (``offsetHeight`` read right after).
 
 The answer is realistic markdown: headings, bold, lists, a table and Python code blocks,
 repeated to 10,000 characters, cut into 4-character deltas (about a token each).

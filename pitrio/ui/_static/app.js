@@ -173,9 +173,13 @@ function highlightCode(code, lang) {
   const key = `${language}\u0000${code}`;
   let html = highlighted.get(key);
   if (html === undefined) {
-    html = language
-      ? hljs.highlight(code, { language, ignoreIllegals: true }).value
-      : md.utils.escapeHtml(code);
+    try {
+      html = language
+        ? hljs.highlight(code, { language, ignoreIllegals: true }).value
+        : md.utils.escapeHtml(code);
+    } catch {
+      html = md.utils.escapeHtml(code);  // a grammar's bug must not lose the answer
+    }
     if (highlighted.size > 200) highlighted.clear();
     highlighted.set(key, html);
   }
