@@ -17,10 +17,11 @@ Every request is checked by a :class:`Gate` before anything is served (any refus
 
 A ``GET`` of ``/``, ``/app.js``, ``/app.css`` or a vendored library (``_STATIC``) returns
 the page's static files (shipped in ``pitrio/ui/_static``); ``/ws`` upgrades to the page's
-WebSocket, whose messages from the page are limited to 1 MiB (a larger one is closed with code 1009 and a reason). Each
-connected page is a :class:`Client` (a bounded queue of JSON texts, sent in batches by
-:func:`_writer`); what the page sends is handed to the :class:`Pages`
-(:class:`pitrio.cli._serve_pages.WebApp`), which this module knows nothing else about.
+WebSocket, whose messages from the page are limited to 1 MiB (a larger one is closed with
+code 1009 and a reason). Each connected page is a :class:`Client` (a bounded queue of JSON
+texts, sent in batches by :func:`_writer`); what the page sends is handed to the
+:class:`Pages` (:class:`pitrio.cli._serve_pages.WebApp`), which this module knows nothing
+else about.
 A connection is closed by lingering: the server stops sending, then reads and discards
 what the peer still sends (for up to 2 s), so that a peer mid-send reads the server's
 last words (a 1009 close, a 403) instead of a TCP reset.
