@@ -9,8 +9,6 @@ from __future__ import annotations
 import inspect
 import re
 import runpy
-import subprocess
-import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -142,25 +140,3 @@ def test_every_example_file_is_run() -> None:
         f" names here without a file: {sorted(set(EXPECTED_OUTPUT) - files)}"
     )
 
-
-def lint(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", *command, "docs/examples"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    )
-
-
-def test_examples_pass_ruff() -> None:
-    """The examples are code people copy: the project's lint rules hold for them too."""
-    result = lint("ruff", "check", "--no-cache")
-    assert result.returncode == 0, f"ruff check docs/examples:\n{result.stdout}{result.stderr}"
-
-
-def test_examples_pass_mypy_strict() -> None:
-    """... and they type-check strictly against pitrio's public API (a few seconds: mypy
-    reads pitrio's modules without reporting on them)."""
-    result = lint("mypy", "--strict", "--follow-imports=silent")
-    assert result.returncode == 0, f"mypy --strict docs/examples:\n{result.stdout}{result.stderr}"

@@ -265,6 +265,32 @@ def test_history_rebuilds_the_view_of_a_transcript() -> None:
     assert snap[-1] == {"type": "status", "working": False}
 
 
+def test_an_edit_result_sends_its_diff_in_history_and_snapshots() -> None:
+    diff = "--- a.py\n+++ a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2"
+    edit = ToolCall(id="c1", name="edit", arguments={"path": "a.py"})
+    failed = ToolCall(id="c2", name="edit", arguments={"path": "b.py"})
+    messages = [
+        AssistantMessage(content=(edit, failed), stop_reason="toolUse"),
+        ToolResultMessage(
+            tool_call_id="c1",
+            tool_name="edit",
+            content=(TextContent(text="Successfully replaced text in a.py."),),
+            details={"diff": diff, "firstChangedLine": 1},
+        ),
+        ToolResultMessage(
+            tool_call_id="c2",
+            tool_name="edit",
+            content=(TextContent(text="Could not find the exact text in b.py."),),
+            details={"diff": "stale"},
+            is_error=True,
+        ),
+    ]
+    view = Transcript()
+    view.apply_all(UiAdapter().history(messages))
+    tools = [m.to_json() for m in view.snapshot() if isinstance(m, Replace) and m.id != "i1"]
+    assert [(m["id"], m.get("diff")) for m in tools] == [("i2", diff), ("i3", None)]
+
+
 def test_transcript_snapshot_replays_to_the_same_view() -> None:
     sent: list[UiMessage] = [
         Status(working=True),

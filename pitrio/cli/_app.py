@@ -36,15 +36,22 @@ from pitrio.harness import (
     SessionError,
     SessionStore,
     Settled,
+    SystemPromptFn,
     ToolContext,
+    TurnState,
+    expand_prompt_template,
+    expand_skill_command,
     load_prompt_templates,
 )
 
 from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
 from ._errors import CliError, CliUsageError
+from ._loopback import RefusingStreamFn
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
+from ._resources import CodingResources, build_system_prompt, load_resources
+from ._sanitize import one_line
 from ._setup import AppSettings, api_key_lookup, open_session, open_stream_fn, templates_dirs
 
 __all__ = [
@@ -160,6 +167,7 @@ class App:
         templates: tuple[PromptTemplate, ...],
         out: TextIO,
         err: TextIO,
+        resources: CodingResources | None = None,
     ) -> None:
         self.settings = settings
         self.cwd = cwd
@@ -167,6 +175,7 @@ class App:
         self.store = store
         self.session = session
         self.templates = templates
+        self.resources = resources
         self.out = out
         self.err = err
         self.model = settings.model
@@ -177,7 +186,7 @@ class App:
             "rpc": "--mode rpc",
             "interactive": "the interactive prompt",
         }[settings.mode]
-        self.consent = Consent(settings.policy, yes=settings.yes, mode_hint=ask_mode)
+        self.consent = Consent(settings.policy, yes=settings.yes, mode_hint=ask_mode, cwd=cwd)
         self._listeners: list[Callable[[HarnessEvent], Any]] = []
         self.harness = self._make_harness(session)
 
@@ -185,11 +194,14 @@ class App:
 
     def _make_harness(self, session: Session | None) -> Harness:
         settings = self.settings
-        system_prompt = (
-            settings.system_prompt
-            if settings.system_prompt is not None
-            else default_system_prompt(self.cwd)
-        )
+        resources = self.resources
+        system_prompt: str | SystemPromptFn
+        if settings.system_prompt is not None:
+            system_prompt = settings.system_prompt
+        elif resources is None:  # the offline replay: the prompt it was recorded with
+            system_prompt = default_system_prompt(self.cwd)
+        else:
+            system_prompt = self._pi_system_prompt
         harness = Harness(
             model=self.model,
             stream_fn=self.stream_fn,
@@ -198,14 +210,41 @@ class App:
             system_prompt=system_prompt,
             thinking_level=self.thinking,
             cwd=self.cwd,
-            resources=Resources(prompt_templates=self.templates),
+            resources=Resources(
+                prompt_templates=self.templates,
+                skills=resources.skills if resources is not None else (),
+                context_files=resources.context_files if resources is not None else (),
+            ),
             get_api_key=api_key_lookup(settings),
             stream_options=_local_options() if settings.local_port is not None else None,
         )
         harness.hooks.on("tool_call", self.consent)
+        if isinstance(self.stream_fn, RefusingStreamFn):
+            self.stream_fn.harness = harness  # a refused loopback server is not retried
         for listener in self._listeners:
             harness.subscribe(listener)
         return harness
+
+    def expand(self, text: str) -> str:
+        """A typed prompt as Pi's coding agent sends it: ``/skill:NAME args`` becomes the
+        skill's invocation, then ``/TEMPLATE args`` the template's text (any mode)."""
+        if not text.startswith("/"):
+            return text
+        skills = self.resources.skills if self.resources is not None else ()
+        return expand_prompt_template(expand_skill_command(text, skills), self.templates)
+
+    def _pi_system_prompt(self, turn: TurnState) -> str:
+        """Pi's coding-agent prompt for the turn's tools, with the loaded resources."""
+        resources = self.resources
+        assert resources is not None
+        return build_system_prompt(
+            cwd=self.cwd,
+            tools=[tool.name for tool in turn.tools],
+            custom_prompt=resources.system_prompt,
+            append_system_prompt=resources.append_system_prompt,
+            context_files=resources.context_files,
+            skills=resources.skills,
+        )
 
     def subscribe(self, listener: Callable[[HarnessEvent], Any]) -> None:
         """Listen to this and every later harness (after /resume, /fork, /clear)."""
@@ -304,7 +343,14 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
             return await _list_sessions(store, cwd, out)
         if session is not None:
             stack.push_async_callback(_close_quietly, session)
-        templates_result = await load_prompt_templates(templates_dirs(cwd, settings.env))
+        resources = None
+        template_dirs = templates_dirs(cwd, settings.env)
+        if not settings.offline:
+            resources = await load_resources(cwd, settings.env)
+            for warning in resources.warnings:
+                print(f"pitrio: warning: {warning}", file=err)
+            template_dirs = [*resources.template_dirs, *template_dirs]
+        templates_result = await load_prompt_templates(template_dirs)
         app = App(
             settings,
             cwd=cwd,
@@ -314,6 +360,7 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
             templates=tuple(templates_result.templates),
             out=out,
             err=err,
+            resources=resources,
         )
         if settings.mode == "rpc":
             from ._rpc import run_rpc
@@ -363,12 +410,13 @@ async def _list_sessions(store: SessionStore | None, cwd: str, out: TextIO) -> i
     assert store is not None
     infos = await store.list(cwd=cwd)
     if not infos:
-        out.write(f"No sessions for {cwd} yet.\n")
+        out.write(f"No sessions for {one_line(cwd)} yet.\n")
         return EXIT_OK
-    out.write(f"Sessions for {cwd} (newest first); resume one with pitrio --resume ID:\n")
+    shown = one_line(cwd)
+    out.write(f"Sessions for {shown} (newest first); resume one with pitrio --resume ID:\n")
     for info in infos:
         when = datetime.datetime.fromtimestamp(info.modified_at).strftime("%Y-%m-%d %H:%M")
-        out.write(f"  {info.id}  {when}\n")
+        out.write(f"  {one_line(info.id)}  {when}\n")
     return EXIT_OK
 
 
@@ -431,7 +479,7 @@ async def run_once(app: App, prompt: str, interrupts: AsyncIterator[object]) -> 
                 app.harness.abort()
 
         nursery.start_soon(watch)
-        await app.harness.prompt(prompt)
+        await app.harness.prompt(app.expand(prompt))
         nursery.cancel_scope.cancel(reason="the run has settled")
     if interrupted:
         return EXIT_INTERRUPTED

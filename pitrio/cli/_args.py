@@ -8,9 +8,11 @@ arguments are parsed (:mod:`pitrio.cli._setup` checks them).
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 from collections.abc import Mapping
-from typing import Final, get_args
+from typing import Final, NoReturn, final, get_args
 
 from pitrio import ThinkingLevel
 
@@ -20,6 +22,7 @@ __all__ = [
     "EXIT_MODEL_ERROR",
     "EXIT_OK",
     "EXIT_USAGE",
+    "CliArgumentParser",
     "build_parser",
     "config_dir",
 ]
@@ -35,6 +38,49 @@ BASE_URL_KEY_ENV: Final = "PITRIO_API_KEY"
 _THINKING_LEVELS: Final[tuple[str, ...]] = get_args(ThinkingLevel)
 
 
+@final
+class CliArgumentParser(argparse.ArgumentParser):
+    """argparse with pitrio's usage errors: one line on stderr, ``PROG: error: what was wrong``
+    with a guess at what was meant (a close option, choice or subcommand, by
+    :func:`difflib.get_close_matches`) and a pointer to ``--help``; exit status 2.
+
+    argparse prints the whole usage block before the message; the block is in ``--help``.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        guess = _guess(self, message)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{guess} (see {self.prog} --help)\n")
+
+
+_INVALID_CHOICE: Final = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+_UNRECOGNIZED: Final = "unrecognized arguments: "
+
+
+def _guess(parser: argparse.ArgumentParser, message: str) -> str:
+    """``; did you mean ...?`` for a mistyped option, choice or subcommand, else ``""``."""
+    choice = _INVALID_CHOICE.search(message)
+    if choice is not None:
+        choices = re.findall(r"'([^']*)'", choice.group(2))
+        close = difflib.get_close_matches(choice.group(1), choices, n=1)
+        return f"; did you mean {close[0]!r}?" if close else ""
+    if not message.startswith(_UNRECOGNIZED):
+        return ""
+    options = [s for action in parser._actions for s in action.option_strings]
+    guesses = []
+    for word in message.removeprefix(_UNRECOGNIZED).split():
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.partition("=")[0], options, n=2, cutoff=0.7)
+            if close:
+                guesses.append(" or ".join(close))
+        elif parser.prog == "pitrio" and difflib.get_close_matches(word, ["serve"], n=1):
+            guesses.append("pitrio serve")
+    if guesses:
+        return f"; did you mean {', '.join(guesses)}?"
+    if parser.prog == "pitrio" and not message.removeprefix(_UNRECOGNIZED).startswith("-"):
+        return "; a prompt goes after -p (pitrio -p 'explain main.py')"
+    return ""
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -46,7 +92,7 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``pitrio`` argument parser (``allow_abbrev=False``: no prefix matching)."""
-    parser = argparse.ArgumentParser(
+    parser = CliArgumentParser(
         prog="pitrio",
         allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -25,15 +25,22 @@ from typing import Any, Final, TextIO, get_args
 
 import trio
 
-from pitrio import ThinkingLevel, UsageError
+from pitrio import Model, ThinkingLevel, UsageError
 from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
 
 from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import parse_answer
-from ._render import Renderer, _args_text, session_cost
+from ._render import Renderer, session_cost
+from ._sanitize import one_line
 
-__all__ = ["COMMANDS", "FOLLOW_UP_PREFIX", "LineReader", "run_interactive"]
+__all__ = [
+    "COMMANDS",
+    "FOLLOW_UP_PREFIX",
+    "LineReader",
+    "model_thinking_levels",
+    "run_interactive",
+]
 
 FOLLOW_UP_PREFIX: Final = ">>"
 IDLE_PROMPT: Final = "> "
@@ -42,7 +49,7 @@ CONTINUATION_PROMPT: Final = "… "
 COMMANDS: Final[dict[str, str]] = {
     "/help": "this list",
     "/model [PROVIDER/ID]": "show or change the model",
-    "/thinking [LEVEL]": "show or change the reasoning level (off, minimal, low, medium, high)",
+    "/thinking [LEVEL]": "show or change the reasoning level",  # /help adds the model's
     "/tools": "the tools and whether they ask before running",
     "/session": "this session: id, file, messages",
     "/resume [ID]": "list this directory's sessions, or continue one",
@@ -52,6 +59,14 @@ COMMANDS: Final[dict[str, str]] = {
     "/cost": "tokens and cost of this session",
     "/quit": "exit (so do Ctrl-D and Ctrl-C when idle)",
 }
+
+
+def model_thinking_levels(model: Model) -> list[str]:
+    """The thinking levels ``model`` takes, lowest first (what ``/help`` and ``/thinking``
+    list; pi-ai's ``getSupportedThinkingLevels``)."""
+    from pitrio.providers._options import supported_thinking_levels
+
+    return supported_thinking_levels(model)
 
 
 def _history_path(env: Any) -> str:
@@ -175,13 +190,13 @@ class _Interactive:
     # -- consent -------------------------------------------------------------------------
 
     async def ask(self, event: ToolCallEvent) -> str:
+        """Show the whole call (every character of its command or path, see
+        :func:`~pitrio.cli._render.consent_rows`), then pitrio's own question; the
+        next line typed is the answer."""
         send, receive = trio.open_memory_channel[str](1)
-        self.renderer.note(
-            f"Allow {event.tool_name}: {_args_text(event.args, 300)}?  "
-            "[y]es / [n]o / [a]lways for this session",
-            color="1;33",
-        )
+        self.renderer.ask_consent(event.tool_call_id, event.tool_name, event.args)
         self._answer = send
+        answer: str | None = None
         try:
             async with receive:
                 while True:
@@ -191,6 +206,7 @@ class _Interactive:
                     self.renderer.note("Please answer y, n or a.", color="33")
         finally:
             self._answer = None
+            self.renderer.answered(event.tool_call_id, answer)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -209,7 +225,7 @@ class _Interactive:
             nursery.start_soon(self._read_lines, lines_send)
             nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
             if app.settings.prompt:
-                self.out.write(IDLE_PROMPT + app.settings.prompt + "\n")
+                self.out.write(IDLE_PROMPT + one_line(app.settings.prompt) + "\n")
                 await self._prompt(nursery, app.settings.prompt)
             self._next_prompt()
             async for line in lines_receive:
@@ -321,7 +337,7 @@ class _Interactive:
         if self._answer is None:
             # A line typed during the run but not sent is still being read: show it again
             # (the live region it was drawn in is gone).
-            self.out.write(IDLE_PROMPT + (self.reader.typed() or ""))
+            self.out.write(IDLE_PROMPT + one_line(self.reader.typed() or ""))
             self.out.flush()
 
     # -- slash commands ----------------------------------------------------------------------
@@ -347,7 +363,11 @@ class _Interactive:
         self.renderer.say(text)
 
     async def _help(self, _: str) -> None:
-        lines = [f"  {name:<26} {text}" for name, text in COMMANDS.items()]
+        levels = ", ".join(model_thinking_levels(self.app.model))
+        lines = [
+            f"  {name:<26} {text}" + (f" ({levels})" if name.startswith("/thinking") else "")
+            for name, text in COMMANDS.items()
+        ]
         lines.append(
             f"  {FOLLOW_UP_PREFIX + ' TEXT':<26} while it works: queue TEXT as a follow-up"
         )
@@ -390,12 +410,13 @@ class _Interactive:
         self._say(f"model: {model.provider}/{model.id}")
 
     async def _thinking(self, arg: str) -> None:
-        levels = get_args(ThinkingLevel)
+        levels = ", ".join(model_thinking_levels(self.app.model))
         if not arg:
-            self._say(f"thinking: {self.app.thinking} (levels: {', '.join(levels)})")
+            self._say(f"thinking: {self.app.thinking} (levels: {levels})")
             return
-        if arg not in levels:
-            self.renderer.error(f"unknown level {arg!r}; one of {', '.join(levels)}")
+        if arg not in get_args(ThinkingLevel):
+            known = ", ".join(get_args(ThinkingLevel))
+            self.renderer.error(f"unknown level {arg!r}; one of {known} (this model's: {levels})")
             return
         if await self._busy_guard("/thinking"):
             return
@@ -415,7 +436,7 @@ class _Interactive:
         for tool in self.app.harness.turn.tools if self.app.harness.turn else _tool_list(self.app):
             if tool.name in {"bash", "write", "edit"}:
                 if consent.yes:
-                    how = "runs without asking (--yes)"
+                    how = f"runs without asking ({self.app.settings.yes_reason})"
                 elif tool.name in consent.always:
                     how = "runs without asking (always, this session)"
                 else:

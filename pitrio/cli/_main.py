@@ -8,12 +8,13 @@ message saying what to change. This module is the only place that calls
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import IO, TYPE_CHECKING, NoReturn, TextIO
+from typing import IO, TYPE_CHECKING, Final, NoReturn, TextIO
 
-from ._args import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, build_parser
+from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_USAGE, build_parser
 
 if TYPE_CHECKING:
     from pitrio import StreamFn
@@ -70,20 +71,32 @@ def main(
         return trio.run(run_app, settings, source, out, sys.stderr)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except CliError as exc:  # one line, no traceback
-        print(f"pitrio: {exc}", file=sys.stderr)
+    except CliError as exc:  # one line, no traceback; what it quotes shown, not obeyed
+        from ._sanitize import visible
+
+        print(f"pitrio: {visible(str(exc))}", file=sys.stderr)
         return exc.exit_status
 
 
+SERVE_NEEDS: Final = "trio_websocket"
+"""The module ``pitrio serve`` needs beyond pitrio's own dependencies (the ``web`` extra,
+which ``cli`` includes)."""
+
+
 def _serve(argv: list[str]) -> int:
+    # Checked before anything starts: the page's socket is opened only when a browser
+    # connects, so a missing module would otherwise fail each connection, not the start.
     try:
-        from . import _serve as serve_module  # type: ignore[attr-defined, unused-ignore]
-    except ImportError as exc:
+        importlib.import_module(SERVE_NEEDS)
+    except ImportError:
         print(
-            f"pitrio serve: the web UI is not available in this installation ({exc}).",
+            "pitrio serve: the web UI needs trio-websocket, which is not installed: "
+            "pip install -e '.[cli]' in a clone (or pip install 'pitrio[web]')",
             file=sys.stderr,
         )
-        return EXIT_USAGE
+        return EXIT_MODEL_ERROR
+    from . import _serve as serve_module
+
     status: int = serve_module.main(argv)
     return status
 

@@ -8,6 +8,11 @@ with the optional ``rich`` package (``pip install 'pitrio[cli]'``) as markdown, 
 top-level block rendered once when it is complete and only the open block redrawn, at
 most every :attr:`Renderer.REFRESH_SECONDS` (so streaming stays linear in the answer's
 length).
+
+Every string a model, a tool or a file wrote passes :func:`~pitrio.cli._sanitize.visible`
+(or :func:`~pitrio.cli._sanitize.one_line`) on its way in, so that the terminal is never
+told to do anything by it; the renderer's own colours and cursor moves are added after.
+A consent question (:meth:`Renderer.ask_consent`) shows the whole call.
 """
 
 from __future__ import annotations
@@ -48,7 +53,17 @@ from pitrio.harness import (
     Settled,
 )
 
-__all__ = ["InputEcho", "Renderer", "Style", "format_usage", "session_cost", "use_color"]
+from ._sanitize import NEWLINE_MARK, one_line, shown_whitespace, visible, wrap
+
+__all__ = [
+    "InputEcho",
+    "Renderer",
+    "Style",
+    "consent_rows",
+    "format_usage",
+    "session_cost",
+    "use_color",
+]
 
 Style = Literal["plain", "ansi", "rich"]
 
@@ -140,18 +155,95 @@ def _args_text(args: Any, limit: int = 120) -> str:
             text = json.dumps(args, ensure_ascii=False)
     else:
         text = json.dumps(args, ensure_ascii=False)
-    text = text.replace("\n", " ⏎ ")
+    text = one_line(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _result_text(content: Any) -> str:
-    return "\n".join(
-        b.text if isinstance(b, TextContent) else f"[image {getattr(b, 'mime_type', '')}]"
-        for b in content
+    return visible(
+        "\n".join(
+            b.text if isinstance(b, TextContent) else f"[image {getattr(b, 'mime_type', '')}]"
+            for b in content
+        )
     ).rstrip()
 
 
+CONSENT_ANSWERS: Final = "[y]es / [n]o / [a]lways for this session"
+TAB_MARK: Final = "⇥"
+"""A tab, in the consent question's blocks (elsewhere a tab is spaces)."""
+_EMPTY_RUN: Final = 3  # from this many empty lines on, a block shows their count
+
+
+def _lines_of(value: str) -> str:
+    lines, chars = value.count("\n") + 1, len(value)
+    return f"{lines} line{'s' * (lines != 1)}, {chars} character{'s' * (chars != 1)}"
+
+
+def _block(value: str, width: int) -> list[str]:
+    """``value`` as rows that show every character: each line after ``  │ `` (wrapped
+    rows after ``  ┆ ``), a newline as ``⏎`` at the end of its line, hidden spaces as
+    ``·``, tabs as ``⇥``, a run of empty lines as their count."""
+    lines = visible(value.replace("\t", TAB_MARK)).split("\n")
+    room = max(8, width - 5)  # the gutter, and the newline mark
+    rows: list[str] = []
+    i = 0
+    while i < len(lines):
+        run = 0
+        while i + run < len(lines) - 1 and not lines[i + run]:
+            run += 1
+        if run >= _EMPTY_RUN:
+            rows.append(f"  │ <{run} empty lines>{NEWLINE_MARK}")
+            i += run
+            continue
+        last = i == len(lines) - 1
+        pieces = wrap(shown_whitespace(lines[i]), room)
+        for n, piece in enumerate(pieces):
+            end = NEWLINE_MARK if not last and n == len(pieces) - 1 else ""
+            rows.append(("  │ " if n == 0 else "  ┆ ") + piece + end)
+        i += 1
+    return rows
+
+
+def consent_rows(tool: str, args: Any, width: int) -> list[str]:
+    """The consent question for a call, as unpainted rows: what the call would do, its
+    command, path and texts in full, as blocks of rows of at most ``width`` characters
+    (no character cut or hidden, see :func:`_block`), and last the question, which
+    has no text of the call's in it."""
+    name = one_line(tool)
+    fields: dict[str, Any] = args if isinstance(args, dict) else {}
+    rows: list[str]
+    if tool == "bash" and isinstance(fields.get("command"), str):
+        command = fields["command"]
+        rows = [f"{name} asks to run this command ({_lines_of(command)}):"]
+        rows += _block(command, width)
+        if fields.get("timeout") is not None:
+            rows.append(f"with a timeout of {one_line(str(fields['timeout']))} seconds")
+    elif tool in {"write", "edit"} and isinstance(fields.get("path"), str):
+        if tool == "write":
+            content = str(fields.get("content", ""))
+            rows = [f"{name} asks to write {_lines_of(content)} to this file:"]
+            rows += _block(fields["path"], width)
+        else:
+            rows = [f"{name} asks to change this file:"]
+            rows += _block(fields["path"], width)
+            for label, key in (("replacing", "oldText"), ("with", "newText")):
+                text = str(fields.get(key, ""))
+                rows.append(f"{label} ({_lines_of(text)}):")
+                rows += _block(text, width)
+    else:
+        text = json.dumps(args, ensure_ascii=False, indent=2)
+        rows = [f"{name} asks to run with these arguments:", *_block(text, width)]
+    rows.append(f"Allow this {name} call?  {CONSENT_ANSWERS}")
+    return rows
+
+
 _FRAMES: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_ASKING: Final = "waiting for your answer (y / n / a)"
+_DECISIONS: Final = {
+    "y": ("  ✓ allowed", _GREEN),
+    "a": ("  ✓ allowed, and from now on in this session", _GREEN),
+    "n": ("  ✗ declined", _RED),
+}
 _COMPACTION: Final = "\0compaction"  # the spinner key of a compaction (no tool call id)
 
 
@@ -340,6 +432,7 @@ class Renderer:
         self._stale = False
         self._pending: list[str] = []
         self._spinners: dict[str, tuple[str, float]] = {}  # id -> what runs, since when
+        self._asking: set[str] = set()  # calls whose consent question waits for an answer
         self._live_for_compaction = False
         self._tool_partial: dict[str, str] = {}  # a running tool's last, open output line
         self._waiting_since = 0.0
@@ -351,6 +444,7 @@ class Renderer:
         self._thinking: _Lines | None = None
         self._thinking_first = False
         self._console: Any = None
+        self._parser: Any = None
 
     # -- the listener ------------------------------------------------------------------
 
@@ -371,8 +465,9 @@ class Renderer:
             self._clear_wait()
             self._line_break()
             running = "" if self.live else self._paint("  (running…)", _DIM)
+            name = one_line(event.tool_name)
             self._write(
-                self._paint(f"● {event.tool_name}", _CYAN + ";" + _BOLD)
+                self._paint(f"● {name}", _CYAN + ";" + _BOLD)
                 + " "
                 + self._paint(_args_text(event.args), _CYAN)
                 + running
@@ -381,11 +476,12 @@ class Renderer:
             self._tool_lines[event.tool_call_id] = 0
             self._tool_args[event.tool_call_id] = _args_text(event.args)
             self._last_block = event.tool_call_id
-            self._spinners[event.tool_call_id] = (f"{event.tool_name} running…", _now())
+            self._spinners[event.tool_call_id] = (f"{name} running…", _now())
         elif isinstance(event, ToolExecutionUpdate):
             self._tool_update(event)
         elif isinstance(event, ToolExecutionEnd):
             self._spinners.pop(event.tool_call_id, None)
+            self._asking.discard(event.tool_call_id)
             self._tool_partial.pop(event.tool_call_id, None)
             self._tool_end(event)
             if not self._spinners:
@@ -395,16 +491,18 @@ class Renderer:
             self._write(
                 self._paint(
                     f"[retry {event.attempt}/{event.max_attempts} in {event.delay:.1f}s: "
-                    f"{event.error_message}]",
+                    f"{visible(event.error_message)}]",
                     _YELLOW,
                 )
                 + "\n"
             )
         elif isinstance(event, AutoRetryEnd) and not event.success:
-            self._write(self._paint(f"[retry gave up: {event.final_error}]", _RED) + "\n")
+            gave_up = visible(str(event.final_error))
+            self._write(self._paint(f"[retry gave up: {gave_up}]", _RED) + "\n")
         elif isinstance(event, CompactionStart):
             self._line_break()
-            self._write(self._paint(f"[compacting the context ({event.reason})…]", _DIM) + "\n")
+            reason = one_line(event.reason)
+            self._write(self._paint(f"[compacting the context ({reason})…]", _DIM) + "\n")
             if self.live and not self._running:  # /compact, or after a run: a region of its own
                 self._start_live()
                 self._live_for_compaction = True
@@ -455,7 +553,10 @@ class Renderer:
     # -- pieces -------------------------------------------------------------------------
 
     def note(self, text: str, *, color: str = _DIM) -> None:
-        """A line of the CLI's own (not from the model), dimmed; to ``notes``."""
+        """A line of the CLI's own, dimmed; to ``notes``. What ``text`` quotes (a
+        path, a session id, an error's message) is shown, never obeyed: the whole line
+        is made :func:`visible`."""
+        text = visible(text)
         if self.notes is not self.out:
             if self._running:
                 self._erase()
@@ -477,9 +578,46 @@ class Renderer:
 
     def say(self, text: str) -> None:
         """Lines of the CLI's own output (a slash command's answer), above the live
-        region while a run is on."""
+        region while a run is on; made :func:`visible`, as :meth:`note`."""
         self._line_break()
-        self._write(text.rstrip("\n") + "\n")
+        self._write(visible(text).rstrip("\n") + "\n")
+        if self._stale and self._running:
+            self._draw()
+        self.out.flush()
+
+    def ask_consent(self, call_id: str, tool: str, args: Any) -> None:
+        """Show the consent question for a call (:func:`consent_rows`, the question
+        last) above the live region; until :meth:`answered`, the call's spinner says
+        that it waits for the person's answer (it does not run yet)."""
+        rows = consent_rows(tool, args, self._columns())
+        self._line_break()
+        *block, question = rows
+        painted = [  # the gutter dimmed, the call's text as it is, pitrio's lines bold
+            self._paint(r[:4], _DIM) + r[4:] if r.startswith("  ") else self._paint(r, _BOLD)
+            for r in block
+        ]
+        self._write("\n".join([*painted, self._paint(question, "1;33")]) + "\n")
+        if call_id in self._spinners:
+            self._asking.add(call_id)
+        if self._stale and self._running:
+            self._draw()
+        self.out.flush()
+
+    def answered(self, call_id: str, answer: str | None = None) -> None:
+        """The consent question for ``call_id`` has its answer (``y``, ``n``, ``a``;
+        ``None`` when the question was abandoned): a line says what was decided (the
+        typed answer is not kept on screen), and the call's spinner counts from now,
+        when the tool starts."""
+        decided = _DECISIONS.get(answer or "")
+        if decided is not None:
+            text, color = decided
+            self._write(self._paint(text, color) + "\n")
+        if call_id in self._asking:
+            self._asking.discard(call_id)
+            label, _ = self._spinners.get(call_id, ("", 0.0))
+            if label:
+                self._spinners[call_id] = (label, _now())
+            self._stale = True
         if self._stale and self._running:
             self._draw()
         self.out.flush()
@@ -488,13 +626,14 @@ class Renderer:
         update = event.assistant_message_event
         if isinstance(update, TextDeltaEvent):
             self._clear_wait()
+            text = visible(update.delta)
             if self.live:
-                self._live_text(update.delta)
+                self._live_text(text)
                 return
             if self._text is None:
                 self._line_break()
                 self._text = _Lines()
-            self._write(update.delta)
+            self._write(text)
         elif isinstance(update, ThinkingStartEvent):
             self._clear_wait()
             self._line_break()
@@ -504,11 +643,12 @@ class Renderer:
             self._write(self._paint("thinking: ", _DIM))
         elif isinstance(update, ThinkingDeltaEvent):
             self._clear_wait()
+            text = visible(update.delta)
             if self._thinking is not None:
-                for line in self._thinking.feed(update.delta):
+                for line in self._thinking.feed(text):
                     self._write(self._paint(self._thinking_prefix() + line, _DIM + ";3") + "\n")
                 return
-            self._write(self._paint(update.delta, _DIM + ";3"))
+            self._write(self._paint(text, _DIM + ";3"))
         elif isinstance(update, ThinkingEndEvent):
             self._close_thinking()
             self._line_break()
@@ -565,7 +705,8 @@ class Renderer:
     def _assistant_end(self, message: AssistantMessage) -> None:
         if message.stop_reason == "error":
             self._line_break()
-            self._write(self._paint(f"error: {message.error_message or 'unknown error'}", _RED))
+            error = visible(message.error_message or "unknown error")
+            self._write(self._paint(f"error: {error}", _RED))
             self._write("\n")
         elif message.stop_reason == "aborted":
             self._line_break()
@@ -581,8 +722,19 @@ class Renderer:
             console = self._console = Console(
                 file=io.StringIO(), force_terminal=True, width=width, highlight=False
             )
+        if self._parser is None:
+            from markdown_it import MarkdownIt  # rich's own markdown parser
+
+            # HTML is text: rich draws no HTML, it drops it (a hidden <div> would be gone).
+            options = {"html": False}
+            self._parser = MarkdownIt("commonmark", options).enable(["strikethrough", "table"])
+        # Shown, not obeyed (the answer was made visible as it came: again here, at the
+        # edge); no hyperlinks (a link's text would hide where it goes).
+        text = visible(text)
+        markdown = Markdown("", hyperlinks=False)
+        markdown.markup, markdown.parsed = text, self._parser.parse(text)
         with console.capture() as capture:
-            console.print(Markdown(text))
+            console.print(markdown)
         rendered: str = capture.get()
         # Trailing padding is plain spaces (a styled background ends in an escape).
         return [line.rstrip(" ") for line in rendered.strip("\n").split("\n")]
@@ -602,20 +754,21 @@ class Renderer:
         if event.tool_call_id in self._spinners:
             self._tool_partial[event.tool_call_id] = "" if text.endswith("\n") else fresh[-1]
         if complete:
-            self._block_header(event.tool_call_id, event.tool_name)
+            self._block_header(event.tool_call_id, one_line(event.tool_name))
         for line in complete[: max(0, self.MAX_RESULT_LINES - shown)]:
             self._write(self._paint(f"  │ {self._clip(line)}", _DIM) + "\n")
         self._tool_lines[event.tool_call_id] = shown + len(complete)
 
     def _tool_end(self, event: ToolExecutionEnd) -> None:
         self._line_break()
-        self._block_header(event.tool_call_id, event.tool_name)
+        name = one_line(event.tool_name)
+        self._block_header(event.tool_call_id, name)
         shown = self._tool_lines.pop(event.tool_call_id, 0)
         args = self._tool_args.pop(event.tool_call_id, "")
         details = event.result.details
         diff = details.get("diff") if isinstance(details, Mapping) else None
         if isinstance(diff, str) and diff and not event.is_error:
-            self._diff(diff)
+            self._diff(visible(diff))
         else:
             text = _result_text(event.result.content)
             lines = text.split("\n") if text else ["(empty)"]
@@ -627,7 +780,7 @@ class Renderer:
             if len(rest) > room:
                 self._write(self._paint(f"  │ … ({len(rest) - room} more lines)", _DIM) + "\n")
         mark = self._paint("✗ failed", _RED) if event.is_error else self._paint("✓ done", _GREEN)
-        self._write(f"  └ {event.tool_name} {args} {mark}\n")
+        self._write(f"  └ {name} {args} {mark}\n")
         self._last_block = None
 
     def _block_header(self, call_id: str, name: str) -> None:
@@ -705,6 +858,7 @@ class Renderer:
         self._running = False
         self._stale = False
         self._spinners.clear()
+        self._asking.clear()
         self._tool_partial.clear()
 
     def _region(self) -> list[tuple[str, int]]:
@@ -729,6 +883,10 @@ class Renderer:
             open_line = self._tool_partial.get(call_id)
             if open_line and self._tool_lines.get(call_id, 0) < self.MAX_RESULT_LINES:
                 lines.append((self._paint(self._tail(f"  │ {open_line}", width), _DIM), 1))
+            if call_id in self._asking:  # not running: no frames, no seconds
+                text = self._tail(f"? {label.removesuffix(' running…')}: {_ASKING}", width)
+                lines.append((self._paint(text, "1;33"), 1))
+                continue
             text = f"{frame} {label} {now - started:.0f}s"
             lines.append((self._paint(self._tail(text, width), _CYAN), 1))
         if self._waiting and not self._spinners:
@@ -738,6 +896,7 @@ class Renderer:
         if self.input is not None:
             typed = self.input.typed()
             if typed is not None:
+                typed = one_line(typed)
                 room -= 1 + len(typed) // (width + 1)
                 lines = lines[-room:] if room > 0 else []
                 # Not painted: the reader's own echo goes on after it.

@@ -2,7 +2,9 @@
 
 A Trio HTTP + WebSocket server on 127.0.0.1 serves one page (static HTML, JS and CSS
 shipped in ``pitrio/ui/_static``, no build step) and one WebSocket. Every request must
-carry the random token printed at start (``?token=...``); any other request gets 403.
+carry the random token printed at start (``?token=...``, kept in a cookie after the first
+load), name this server as its ``Host`` and come from no other page's ``Origin``; any
+other request gets 403 (:class:`pitrio.cli._serve_http.Gate`).
 
 The page is a chat view fed by :mod:`pitrio.ui` messages (``append``, ``appendDelta``,
 ``replace``, ``status``). It sends commands as JSON objects:
@@ -60,10 +62,10 @@ from pitrio.harness import (
 )
 
 from ._app import App
-from ._args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
+from ._args import EXIT_INTERRUPTED, EXIT_USAGE, CliArgumentParser, build_parser
 from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
 from ._serve_commands import LEVELS
-from ._serve_http import handle_connection
+from ._serve_http import Gate, handle_connection
 from ._serve_pages import WebApp
 from ._setup import AppSettings, configure, open_session, open_stream_fn, templates_dirs
 
@@ -170,7 +172,7 @@ async def serve(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CliArgumentParser(
         prog="pitrio serve",
         allow_abbrev=False,
         description=(
@@ -326,7 +328,8 @@ async def _serve(
         info = ServerInfo(host=host, port=bound_port, token=token)
         async with trio.open_nursery() as nursery:
             web.nursery = nursery
-            handler = functools.partial(handle_connection, token=token, pages=web)
+            gate = Gate(token, bound_port)
+            handler = functools.partial(handle_connection, gate=gate, pages=web)
             nursery.start_soon(trio.serve_listeners, handler, listeners)
             out.write(
                 f"pitrio serve: {settings.model.provider}/{settings.model.id} in {cwd}\n"

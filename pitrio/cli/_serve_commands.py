@@ -158,7 +158,11 @@ class Commands:
             raise CommandError(msg)
 
     async def _help(self, client: Client, name: str, _: str) -> None:
-        lines = [f"  {command:<26} {text}" for command, text in WEB_COMMANDS.items()]
+        levels = ", ".join(thinking_levels(self.web.app.model))
+        lines = [
+            f"  {command:<26} {text}" + (f" ({levels})" if command.startswith("/thinking") else "")
+            for command, text in WEB_COMMANDS.items()
+        ]
         templates = self.web.app.templates
         if templates:
             lines.append("prompt templates:")
@@ -246,7 +250,7 @@ class Commands:
         for tool in turn.tools if turn is not None else tools_for(app.harness.tool_context):
             if tool.name in {"bash", "write", "edit"}:
                 if consent.yes:
-                    how = "runs without asking (--yes)"
+                    how = f"runs without asking ({app.settings.yes_reason})"
                 elif tool.name in consent.always:
                     how = "runs without asking (always, this server)"
                 else:

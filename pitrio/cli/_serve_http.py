@@ -1,12 +1,30 @@
 """The transport of ``pitrio serve``: HTTP and WebSocket on one Trio socket stream.
 
-Every request must carry the server's token (``?token=...``); any other gets 403. A
-``GET`` of ``/``, ``/app.js`` or ``/app.css`` returns the page's static files (shipped in
-``pitrio/ui/_static``, the token written into ``index.html``); ``/ws`` upgrades to the
-page's WebSocket. Each connected page is a :class:`Client` (a bounded queue of JSON
+Every request is checked by a :class:`Gate` before anything is served (any refusal is a
+``403`` with a line saying why):
+
+* its ``Host`` must be this server (``127.0.0.1:PORT``, ``localhost:PORT`` or
+  ``[::1]:PORT``): a page of another site that a DNS rebinding points at 127.0.0.1
+  sends its own name and is refused;
+* an ``Origin``, when sent, must be the page's own (``http://`` and one of those hosts);
+  the WebSocket upgrade must send one (browsers always do);
+* it must carry the token: ``?token=...`` (the printed URL), or the cookie that the first
+  load of that URL sets (``HttpOnly``, ``SameSite=Strict``, ``Path=/``; named after the
+  port, so two servers do not share one). A ``GET /?token=...`` is answered with the
+  cookie and a page that moves on to ``/`` at once, so the token leaves the address bar
+  and the history.
+  Comparisons take constant time.
+
+A ``GET`` of ``/``, ``/app.js``, ``/app.css`` or a vendored library (``_STATIC``) returns
+the page's static files (shipped in ``pitrio/ui/_static``); ``/ws`` upgrades to the page's
+WebSocket, whose messages from the page are limited to 1 MiB (a larger one is closed with
+code 1009 and a reason). Each connected page is a :class:`Client` (a bounded queue of JSON
 texts, sent in batches by :func:`_writer`); what the page sends is handed to the
-:class:`Pages` (:class:`pitrio.cli._serve_pages.WebApp`), which this module knows
-nothing else about.
+:class:`Pages` (:class:`pitrio.cli._serve_pages.WebApp`), which this module knows nothing
+else about.
+A connection is closed by lingering: the server stops sending, then reads and discards
+what the peer still sends (for up to 2 s), so that a peer mid-send reads the server's
+last words (a 1009 close, a 403) instead of a TCP reset.
 """
 
 from __future__ import annotations
@@ -19,18 +37,29 @@ import urllib.parse
 from importlib import resources
 from typing import Any, Final, Protocol, final
 
+import attrs
 import trio
 
-__all__ = ["Client", "Pages", "handle_connection"]
+__all__ = ["Client", "Gate", "Pages", "handle_connection"]
 
 _MAX_HEAD: Final = 16 * 1024
 _MAX_MESSAGE: Final = 1024 * 1024
+_LINGER_SECONDS: Final = 2.0
+_LINGER_BYTES: Final = 64 * 1024 * 1024
 _CLIENT_QUEUE: Final = 100_000
 _BATCH: Final = 2_000
+_MOVE_ON: Final = (
+    b'<!doctype html>\n<meta http-equiv="refresh" content="0; url=/">\n<title>pitrio</title>\n'
+    b'<p>Opening pitrio... (<a href="/">continue</a>)</p>\n'
+)
 _STATIC: Final = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
+    # Vendored, pinned (see pitrio/ui/_static/VENDORED.md): markdown and code highlighting.
+    "/markdown-it.min.js": ("markdown-it.min.js", "text/javascript; charset=utf-8"),
+    "/highlight.min.js": ("highlight.min.js", "text/javascript; charset=utf-8"),
+    "/hljs.css": ("hljs.css", "text/css; charset=utf-8"),
 }
 
 
@@ -58,18 +87,87 @@ class Pages(Protocol):
         """One WebSocket message from a page (a JSON command)."""
 
 
-async def handle_connection(stream: trio.SocketStream, *, token: str, pages: Pages) -> None:
+@final
+@attrs.frozen
+class Gate:
+    """Who may talk to a server listening on ``port`` with ``token``: the checks of
+    every request (see the module's docstring)."""
+
+    token: str
+    port: int
+
+    @property
+    def hosts(self) -> frozenset[str]:
+        """The ``Host`` values of this server."""
+        return frozenset(f"{name}:{self.port}" for name in ("127.0.0.1", "localhost", "[::1]"))
+
+    @property
+    def cookie(self) -> str:
+        """The name of the cookie holding the token (one per port)."""
+        return f"pitrio_serve_{self.port}"
+
+    def refusal(
+        self, query: dict[str, list[str]], headers: dict[str, str], *, websocket: bool
+    ) -> str | None:
+        """Why a request with this query and these headers is refused, or ``None``."""
+        host = headers.get("host", "").lower()
+        if host not in self.hosts:
+            return (
+                f"Forbidden: this server answers only to Host 127.0.0.1:{self.port} or "
+                f"localhost:{self.port} (got {host or 'none'!r}); open the URL pitrio serve "
+                "printed."
+            )
+        origin = headers.get("origin")
+        if origin is None and websocket:
+            return "Forbidden: a WebSocket upgrade must send the page's Origin."
+        if origin is not None and origin.lower() not in {f"http://{h}" for h in self.hosts}:
+            return (
+                f"Forbidden: requests from {origin!r} are refused; only pitrio serve's own "
+                "page may talk to it."
+            )
+        supplied = query.get("token", [""])[0] or _cookies(headers).get(self.cookie, "")
+        if not secrets.compare_digest(supplied.encode(), self.token.encode()):
+            return "Forbidden: open the URL pitrio serve printed (it holds the server's token)."
+        return None
+
+
+def _cookies(headers: dict[str, str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for part in headers.get("cookie", "").split(";"):
+        name, equals, value = part.strip().partition("=")
+        if equals:
+            found.setdefault(name, value)
+    return found
+
+
+async def handle_connection(stream: trio.SocketStream, *, gate: Gate, pages: Pages) -> None:
     """Serve one TCP connection: an HTTP request, or a page's WebSocket until it closes."""
     try:
         async with stream:
-            await _handle(stream, token, pages)
+            await _handle(stream, gate, pages)
+            await _linger(stream)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except Exception:  # one broken connection must not stop the server
         traceback.print_exc(file=sys.stderr)
 
 
-async def _handle(stream: trio.SocketStream, token: str, pages: Pages) -> None:
+async def _linger(stream: trio.SocketStream) -> None:
+    """Send EOF, then read and discard what the peer still sends (bounded), so that
+    closing does not reset a connection with unread data (the peer would lose the
+    last response, such as a WebSocket's 1009 close)."""
+    with trio.move_on_after(_LINGER_SECONDS):
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await stream.send_eof()
+            drained = 0
+            while drained < _LINGER_BYTES:
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    break
+                drained += len(chunk)
+
+
+async def _handle(stream: trio.SocketStream, gate: Gate, pages: Pages) -> None:
     head = b""
     with trio.move_on_after(30):
         while b"\r\n\r\n" not in head and len(head) <= _MAX_HEAD:
@@ -85,25 +183,28 @@ async def _handle(stream: trio.SocketStream, token: str, pages: Pages) -> None:
         await _respond(stream, 400, "text/plain", b"Bad request.\n")
         return
     method, path, query, headers = request
-    supplied = query.get("token", [""])[0]
-    if not secrets.compare_digest(supplied.encode(), token.encode()):
-        await _respond(
-            stream,
-            403,
-            "text/plain",
-            b"Forbidden: open the URL pitrio serve printed (it holds the server's token).\n",
-        )
+    websocket = path == "/ws" and headers.get("upgrade", "").lower() == "websocket"
+    refusal = gate.refusal(query, headers, websocket=websocket)
+    if refusal is not None:
+        await _respond(stream, 403, "text/plain", refusal.encode() + b"\n")
         return
-    if path == "/ws" and headers.get("upgrade", "").lower() == "websocket":
+    if websocket:
         await _websocket(_Prefixed(stream, head), pages)
         return
     if method != "GET" or path not in _STATIC:
         await _respond(stream, 404 if method == "GET" else 405, "text/plain", b"Not found.\n")
         return
+    if path == "/" and query.get("token", [""])[0]:
+        # The printed URL: the token goes into a cookie and out of the address bar. The
+        # page itself moves on to / (a 303 would not do: after a link on another site,
+        # a browser sends no SameSite=Strict cookie along that site's redirect).
+        cookie = f"{gate.cookie}={gate.token}; HttpOnly; SameSite=Strict; Path=/"
+        await _respond(stream, 200, "text/html; charset=utf-8", _MOVE_ON, {"Set-Cookie": cookie})
+        return
     name, content_type = _STATIC[path]
     body = _static(name)
     if name == "index.html":
-        body = body.replace(b"{{TOKEN}}", token.encode())
+        body = body.replace(b"{{TOKEN}}", b"")  # the cookie carries it
     await _respond(stream, 200, content_type, body)
 
 
@@ -214,18 +315,34 @@ _REASONS: Final = {
 }
 
 
-async def _respond(stream: trio.abc.Stream, status: int, content_type: str, body: bytes) -> None:
-    head = (
-        f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        "Cache-Control: no-store\r\n"
-        "X-Content-Type-Options: nosniff\r\n"
-        "Referrer-Policy: no-referrer\r\n"
-        "Content-Security-Policy: default-src 'self'; connect-src 'self'; img-src 'self' data:\r\n"
-        "Connection: close\r\n\r\n"
-    )
-    await stream.send_all(head.encode("latin-1") + body)
+_CSP: Final = (
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+    "base-uri 'none'; form-action 'none'"
+)
+
+
+async def _respond(
+    stream: trio.abc.Stream,
+    status: int,
+    content_type: str,
+    body: bytes,
+    extra: dict[str, str] | None = None,
+) -> None:
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS[status]}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        *(f"{name}: {value}" for name, value in (extra or {}).items()),
+        "Cache-Control: no-store",
+        "X-Content-Type-Options: nosniff",
+        "X-Frame-Options: DENY",
+        "Referrer-Policy: no-referrer",
+        "Cross-Origin-Resource-Policy: same-origin",
+        "Cross-Origin-Opener-Policy: same-origin",
+        f"Content-Security-Policy: {_CSP}",
+        "Connection: close",
+    ]
+    await stream.send_all(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
 
 def _static(name: str) -> bytes:

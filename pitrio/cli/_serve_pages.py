@@ -13,6 +13,7 @@ thinking switches are :mod:`pitrio.cli._serve_commands`; the sockets are
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Final, final
 
@@ -183,10 +184,17 @@ class WebApp:
                 self.app.harness.steer(text)
                 self.broadcast({"type": "queued", "mode": "steer", "text": text})
         elif kind == "abort":
+            # As the terminal does on Ctrl-C: what was queued goes with the run, not
+            # with the next, unrelated prompt.
+            agent = self.app.harness.agent
+            dropped = len(agent.queued_steering) + len(agent.queued_follow_up)
+            agent.clear_all_queues()
             self.app.harness.abort()
             for _, event, answer in self._consents.values():
                 answer.append("n")
                 event.set()
+            if dropped:
+                self.broadcast({"type": "queueCleared", "dropped": dropped})
         elif kind == "sessions":
             self.send(client, json.dumps(await self.sessions()))
         elif kind in ("open", "new", "hello"):
@@ -331,7 +339,9 @@ class WebApp:
             "type": "consent",
             "id": ask_id,
             "tool": event.tool_name,
-            "title": tool_title(event.tool_name, event.args),
+            "title": tool_title(event.tool_name, event.args),  # the short label
+            "arguments": event.args,  # the call exactly, as the tool gets it
+            "full": shown_arguments(event.args),  # the same, as text to show whole
         }
         done = trio.Event()
         answer: list[str] = []
@@ -345,6 +355,23 @@ class WebApp:
         return answer[0] if answer else "n"
 
     # -- HTTP and WebSocket ------------------------------------------------------------
+
+
+_INVISIBLE: Final = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+
+
+def shown_arguments(args: Any) -> str:
+    """A tool call's arguments as indented JSON for a person to check before saying
+    yes: whole, and with every control, format (bidirectional overrides, zero-width)
+    or private-use character written as a JSON ``\\uXXXX`` escape, so that nothing
+    hides or reorders what the call does. Other non-ASCII text shows as itself."""
+    return "".join(map(_visible, json.dumps(args, ensure_ascii=False, indent=2)))
+
+
+def _visible(char: str) -> str:
+    if char == "\n" or unicodedata.category(char) not in _INVISIBLE:
+        return char
+    return json.dumps(char)[1:-1]  # "\\u202e"; a surrogate pair beyond the BMP
 
 
 def _error(text: str) -> str:

@@ -14,9 +14,11 @@ import contextlib
 import difflib
 import json
 import os
+import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal, TextIO, final
+from typing import Any, Final, Literal, TextIO, cast, final, get_args
 
 import attrs
 import trio
@@ -37,8 +39,12 @@ from ._args import BASE_URL_KEY_ENV, config_dir
 from ._consent import Policy, load_policy
 from ._errors import CliUsageError, SessionFileError
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
+from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
+
+THINKING: Final = frozenset(get_args(ThinkingLevel))
 
 __all__ = [
+    "CONFIG_TABLES",
     "DEFAULT_MODELS",
     "AppSettings",
     "Mode",
@@ -48,6 +54,7 @@ __all__ = [
     "default_model",
     "open_session",
     "open_stream_fn",
+    "read_config",
     "sessions_root",
     "templates_dirs",
 ]
@@ -90,6 +97,7 @@ class AppSettings:
     env: Mapping[str, str]
     config_keys: Mapping[str, str] = attrs.field(factory=dict)
     local_port: int | None = None  # --local: the port of the llama.cpp server to start
+    yes_reason: str = "--yes"  # why bash, write and edit run without asking (/tools says)
 
 
 DEFAULT_MODELS: Final[tuple[tuple[str, str], ...]] = (
@@ -105,15 +113,27 @@ _INJECTED_MODEL: Final = Model(id="scripted", api="scripted", provider="scripted
 # Arguments
 
 
+CONFIG_TABLES: Final[frozenset[str]] = frozenset({"keys"})
+"""The top-level keys (tables) the config file may hold; another one is warned about."""
+
+
 def config_keys(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     """The ``[keys]`` table of the config file (provider -> key), and the file's path."""
+    keys, path, _ = read_config(env)
+    return keys, path
+
+
+def read_config(env: Mapping[str, str]) -> tuple[dict[str, str], str, list[str]]:
+    """The config file's ``[keys]`` table, its path, and a warning for each key it has
+    that pitrio does not read (``path:line: ...``, a typo such as ``[key]``)."""
     path = os.path.join(config_dir(env), "config.toml")
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read()
+        data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
-        return {}, path
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return {}, path, []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         msg = f"the config file {path} cannot be read: {exc}"
         raise CliUsageError(msg) from None
     keys = data.get("keys", {})
@@ -122,7 +142,26 @@ def config_keys(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
             f'the config file {path}: [keys] must map provider names to strings (openai = "sk-...")'
         )
         raise CliUsageError(msg)
-    return dict(keys), path
+    text = raw.decode("utf-8")
+    warnings = [
+        _unknown_config_key(path, text, name) for name in data if name not in CONFIG_TABLES
+    ]
+    return dict(keys), path, warnings
+
+
+def _unknown_config_key(path: str, text: str, name: str) -> str:
+    # tomllib keeps no positions: the line is the first that opens the table or sets the
+    # key (``[name]``, ``[name.sub]``, ``[[name]]``, ``name = ...``, ``name.sub = ...``).
+    key = re.escape(name) + r"|" + re.escape(json.dumps(name)) + r"|'" + re.escape(name) + "'"
+    start = re.compile(rf"^\s*(?:\[\[?\s*(?:{key})\s*[\].]|(?:{key})\s*[=.])")
+    line = next(
+        (n for n, row in enumerate(text.splitlines(), 1) if start.match(row)), None
+    )
+    where = f"{path}:{line}" if line is not None else path
+    known = ", ".join(f"[{t}]" for t in sorted(CONFIG_TABLES))
+    close = difflib.get_close_matches(name, sorted(CONFIG_TABLES), n=1)
+    hint = f"; did you mean [{close[0]}]?" if close else f" (pitrio reads only {known})"
+    return f"pitrio: {where}: unknown key {name!r} is ignored{hint}"
 
 
 def configure(
@@ -154,12 +193,17 @@ def configure(
             parser.error(f"--cwd {args.cwd!r} is not a directory; pass an existing directory")
         cwd = os.path.realpath(args.cwd)
     try:
-        keys, config_path = config_keys(env)
+        keys, config_path, warnings = read_config(env)
         policy_path = args.policy or os.path.join(config_dir(env), "policy.toml")
         policy = load_policy(policy_path, required=args.policy is not None)
     except CliUsageError as exc:
         parser.error(str(exc))
+    if (notice := policy.notice()) is not None:
+        print(f"pitrio: {notice}", file=sys.stderr)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
 
+    pi_settings = read_settings(cwd or os.getcwd(), env)
     api_key: str | None = None
     key_source: str | None = None
     base_url: str | None = None
@@ -200,7 +244,10 @@ def configure(
             else f"none ({BASE_URL_KEY_ENV} is not set; a placeholder was sent)"
         )
         api_key = api_key or "none"
-    elif args.model:
+    elif (custom := _custom_model(parser, args, env, pi_settings)) is not None:
+        model, api_key, key_source = custom
+        base_url = model.base_url
+    elif args.model or _settings_model(args, pi_settings):
         model, api_key, key_source = _catalog_model(parser, args, env, keys, config_path)
     else:
         found = default_model(env, keys, config_path)
@@ -208,6 +255,9 @@ def configure(
             model, offline = OFFLINE_MODEL, True
         else:
             model, api_key, key_source = found
+    level = pi_settings.get("defaultThinkingLevel")
+    if args.thinking is None and model.reasoning and base_url is None and level in THINKING:
+        thinking = cast("ThinkingLevel", level)  # Pi's settings.json; no reasoning: "off"
     if offline and args.thinking not in (None, "off"):
         parser.error("--thinking needs a model; the offline replay has no reasoning to adjust")
 
@@ -271,6 +321,7 @@ def configure(
         env=env,
         config_keys=keys,
         local_port=local_port,
+        yes_reason="--yes" if args.yes else "offline replay",
     )
 
 
@@ -315,6 +366,58 @@ def _openai_compatible(
     )
 
 
+def _custom_model(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    settings: Mapping[str, Any],
+) -> tuple[Model, str, str] | None:
+    """A model of a provider in Pi's ``models.json`` (``--provider NAME --model ID``,
+    ``--model NAME/ID``, or the ``defaultProvider`` / ``defaultModel`` settings), with
+    its key; ``None`` when the model asked for is not from such a provider."""
+    customs, _ = custom_providers(env)
+    if not customs:
+        return None
+    spec: str | None = args.model
+    if spec:
+        provider, slash, model_id = spec.partition("/")
+        if not slash or provider not in customs:
+            provider, model_id = args.provider or "", spec
+    else:
+        default_provider, default_id = settings.get("defaultProvider"), settings.get("defaultModel")
+        if not isinstance(default_provider, str) or not isinstance(default_id, str):
+            return None
+        provider, model_id = default_provider, default_id
+    found = customs.get(provider)
+    if found is None:
+        return None
+    model = next((m for m in found.models if m.id == model_id), None)
+    if model is None:
+        ids = ", ".join(m.id for m in found.models) or "none"
+        parser.error(
+            f"provider {provider!r} of {os.path.join(agent_dir(env), 'models.json')} has no "
+            f"model {model_id!r}; its models: {ids}"
+        )
+    key = resolve_config_value(found.api_key, env) if found.api_key else None
+    if key is None:
+        return model, "none", f"none (set apiKey for {provider!r} in models.json)"
+    return model, key, f"apiKey of {provider!r} in models.json"
+
+
+def _settings_model(args: argparse.Namespace, settings: Mapping[str, Any]) -> bool:
+    """Take Pi's ``defaultProvider`` / ``defaultModel`` settings as ``--model`` when no
+    model was named; whether there was one."""
+    provider, model_id = settings.get("defaultProvider"), settings.get("defaultModel")
+    if args.model or not isinstance(model_id, str) or not isinstance(provider, str):
+        return False
+    from pitrio.providers import Models
+
+    if Models().get(provider, model_id) is None:
+        return False  # a model pitrio's catalog lacks: the usual defaults instead
+    args.model = f"{provider}/{model_id}"
+    return True
+
+
 def _catalog_model(
     parser: argparse.ArgumentParser,
     args: argparse.Namespace,
@@ -338,9 +441,11 @@ def _catalog_model(
     providers = models.providers()
     if provider not in providers:
         known = ", ".join(repr(p) for p in providers)
+        close = difflib.get_close_matches(provider, providers, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         parser.error(
-            f"unknown provider {provider!r} in --model {spec!r}; known providers: {known} "
-            "(for any OpenAI-compatible service use --base-url URL --model MODEL_ID)"
+            f"unknown provider {provider!r} in --model {spec!r}; {hint}known providers: "
+            f"{known} (for any OpenAI-compatible service use --base-url URL --model MODEL_ID)"
         )
     model = models.get(provider, model_id)
     if model is None:
@@ -527,7 +632,9 @@ def templates_dirs(cwd: str, env: Mapping[str, str]) -> list[str]:
 
 async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack) -> StreamFn:
     """The settings' stream function, or one over a :class:`~pitrio.providers.Models`
-    that ``stack`` closes (the key from the settings, else the environment)."""
+    that ``stack`` closes (the key from the settings, else the environment); for a
+    ``--base-url`` server, refused loopback connections fail fast
+    (:mod:`pitrio.cli._loopback`)."""
     if settings.stream_fn is not None:
         return settings.stream_fn
     from pitrio.providers import Models
@@ -535,6 +642,11 @@ async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack
     models = await stack.enter_async_context(
         Models(env=settings.env, get_api_key=api_key_lookup(settings))
     )
+    if settings.base_url is not None and settings.local_port is None:
+        from ._loopback import RefusingStreamFn
+
+        # a loopback server that is not running is said at once, not retried for 14 s
+        return RefusingStreamFn(models.stream_fn)
     return models.stream_fn
 
 

@@ -24,6 +24,10 @@ naming the file and line.
 Concurrency: an open session holds an exclusive ``flock`` on its file; a second store
 or process opening it gets :class:`SessionLockedError` instead of interleaving writes.
 All file I/O runs in worker threads (:func:`trio.to_thread.run_sync`).
+
+Privacy: a session holds the conversation, tool output and file contents, so the files
+the store creates are ``0600`` and the directories it creates ``0700`` (the umask may
+only narrow them). A directory that exists already is left as its owner set it.
 """
 
 from __future__ import annotations
@@ -167,14 +171,41 @@ else:
         return True
 
 
+PRIVATE_FILE = 0o600
+"""The mode of a file a store creates (only its owner reads or writes it)."""
+
+PRIVATE_DIRECTORY = 0o700
+"""The mode of a directory a store creates."""
+
+
+def make_private_dirs(directory: str) -> None:
+    """Create ``directory`` and its missing parents, each ``0700``; an existing one is
+    left as it is (:func:`os.makedirs` gives parents the umask's default mode)."""
+    missing: list[str] = []
+    path = os.path.abspath(directory)
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, PRIVATE_DIRECTORY)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+
+
 def open_locked(path: str, flags: int, what: str) -> int:
     """Open ``path`` and take its exclusive lock, or raise :class:`SessionLockedError`.
+    A file it creates is ``0600``.
 
     After locking, the path must still name the locked file (another writer may have
     replaced it by rename in between); if not, try again.
     """
     while True:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, PRIVATE_FILE)
         try:
             if not _try_lock(fd):
                 msg = (
@@ -807,7 +838,7 @@ class JsonlSessionStore(StoreBase):
         self, path: str, sid: str, header: dict[str, Any], initial: Sequence[Write]
     ) -> int:
         directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
+        make_private_dirs(directory)
         if any(_names_session(name, sid) for name in os.listdir(directory)):
             msg = f"a session with id {sid!r} exists already in {directory}"
             raise SessionExistsError(msg)

@@ -12,7 +12,9 @@ checkpoints.
 Every query runs in a worker thread (:func:`trio.to_thread.run_sync`) on the store's one
 connection. An open session holds an exclusive ``flock`` on a small file in
 ``<database>.locks/``, so a second store or process opening it gets
-:class:`SessionLockedError`.
+:class:`SessionLockedError`. As with the JSONL files, what the store creates is private:
+the database (and SQLite's ``-wal`` and ``-shm`` files, which take its mode) ``0600``,
+its directories and ``<database>.locks/`` ``0700``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import trio
 
 from ._entries import Write, new_id, now_ms
 from ._errors import SessionExistsError, SessionLockedError, SessionNotFoundError
-from ._jsonl import open_locked
+from ._jsonl import PRIVATE_FILE, make_private_dirs, open_locked
 from ._session import Session
 from ._session_state import SessionState
 from ._store import (
@@ -189,7 +191,10 @@ class SqliteSessionStore(StoreBase):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            make_private_dirs(os.path.dirname(self.path))
+            # Created here first, private: SQLite would create it (and its -wal and -shm
+            # files, which copy its mode) with the umask's default.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE))
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync == 'always' else 'NORMAL'}")
@@ -200,7 +205,7 @@ class SqliteSessionStore(StoreBase):
 
     def _lock_session(self, session_id: str) -> tuple[int, str]:
         directory = f"{self.path}.locks"
-        os.makedirs(directory, exist_ok=True)
+        make_private_dirs(directory)
         lock_path = os.path.join(directory, urllib.parse.quote(session_id, safe="") + ".lock")
         fd = open_locked(lock_path, os.O_RDWR | os.O_CREAT, f"session {session_id}")
         return fd, lock_path

@@ -107,6 +107,7 @@ class UiAdapter:
                     text=text,
                     state="error" if event.is_error else "done",
                     summary=tool_summary(text, is_error=event.is_error),
+                    diff=None if event.is_error else result_diff(event.result),
                 )
             ]
         if isinstance(event, AgentStart):
@@ -145,6 +146,7 @@ class UiAdapter:
                         text=text,
                         state="error" if message.is_error else "done",
                         summary=tool_summary(text, is_error=message.is_error),
+                        diff=None if message.is_error else result_diff(message),
                     )
                 )
                 continue
@@ -245,6 +247,7 @@ class _Item:
     chunks: list[str]
     state: ItemState
     summary: str | None = None
+    diff: str | None = None
     thinking_chunks: list[str] = attrs.field(factory=list)
 
     @property
@@ -297,6 +300,7 @@ class Transcript:
             item.chunks = [message.text]
             item.state = message.state
             item.summary = message.summary
+            item.diff = message.diff
             if message.thinking is not None:
                 item.thinking_chunks = [message.thinking]
 
@@ -319,6 +323,7 @@ class Transcript:
                     state=item.state,
                     summary=item.summary,
                     thinking=item.thinking or None,
+                    diff=item.diff,
                 )
             )
         out.append(Status(working=self.working))
@@ -349,6 +354,13 @@ def result_text(result: ToolResult | ToolResultMessage) -> str:
         elif isinstance(block, ImageContent):
             parts.append(f"[image {block.mime_type}]")
     return "\n".join(parts)
+
+
+def result_diff(result: ToolResult | ToolResultMessage) -> str | None:
+    """An ``edit`` result's unified diff (``details.diff``), or ``None``."""
+    details = result.details
+    diff = details.get("diff") if isinstance(details, dict) else None
+    return diff if isinstance(diff, str) and diff else None
 
 
 _MAIN_ARGUMENT: Final = ("command", "path", "pattern", "file_path", "query", "url")

@@ -100,6 +100,7 @@ class Replace:
         state: ``working`` (a tool's partial output), ``done``, ``error`` or ``aborted``.
         summary: a one-line summary: a tool's outcome, an error's message.
         thinking: an assistant message's full reasoning text, if it had any.
+        diff: an ``edit`` tool's unified diff (its result's ``details.diff``), if any.
     """
 
     type: ClassVar[Literal["replace"]] = "replace"
@@ -108,6 +109,7 @@ class Replace:
     state: ItemState = "done"
     summary: str | None = None
     thinking: str | None = None
+    diff: str | None = None
 
     @property
     def working(self) -> bool:
@@ -127,6 +129,8 @@ class Replace:
             data["summary"] = self.summary
         if self.thinking is not None:
             data["thinking"] = self.thinking
+        if self.diff is not None:
+            data["diff"] = self.diff
         return data
 
 

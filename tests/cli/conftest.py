@@ -48,17 +48,20 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 
 class ChatServer:
-    """Answers each request with ``script(body)``; keeps every request body."""
+    """Answers each request with ``script(body)``; keeps every request body and its
+    headers."""
 
     def __init__(self, script: Callable[[dict[str, Any]], Reply]) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
+                server.headers.append(dict(self.headers))
                 reply = server.script(body)
                 if reply and "status" in reply[0]:  # an HTTP error instead of a stream
                     error = reply[0]

@@ -125,13 +125,13 @@ def test_consent_prompt_no_then_always(
     child = spawn("--base-url", server.url, "--model", "m")
     ready(child)
     child.send("edit it\r")
-    child.expect_exact("Allow edit: notes.txt?")
+    child.expect_exact("Allow this edit call?")
     child.send("n\r")
     child.expect_exact("tool said: The user declined to run this edit call.")
     ready(child)
     assert (workdir / "notes.txt").read_text() == "first line\n"
     child.send("edit it\r")
-    child.expect_exact("Allow edit: notes.txt?")
+    child.expect_exact("Allow this edit call?")
     child.send("a\r")
     child.expect_exact("+first line!")
     child.expect_exact("tool said: Successfully replaced text in notes.txt.")
@@ -139,7 +139,7 @@ def test_consent_prompt_no_then_always(
     child.send("edit it\r")
     child.expect_exact("tool said: Successfully replaced text")
     ready(child)
-    assert "Allow edit" not in child.before
+    assert "Allow this edit" not in child.before
     assert (workdir / "notes.txt").read_text() == "first line!!\n"
     quit_with_ctrl_d(child)
 
@@ -151,12 +151,12 @@ def test_ctrl_c_at_the_consent_prompt_declines_and_aborts(
     child = spawn("--base-url", server.url, "--model", "m")
     ready(child)
     child.send("edit it\r")
-    child.expect_exact("Allow edit: notes.txt?")
+    child.expect_exact("Allow this edit call?")
     child.send(CTRL_C)
     child.expect_exact("[aborted")
     ready(child)
     child.send("edit it\r")
-    child.expect_exact("Allow edit: notes.txt?")  # a new question, not a stale one
+    child.expect_exact("Allow this edit call?")  # a new question, not a stale one
     child.send("n\r")
     child.expect_exact("tool said: The user declined")
     ready(child)

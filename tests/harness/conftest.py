@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from _node import ensure_node_packages
 
 NODE_DIR = Path(__file__).parent / "node"
 PI_CORE = Path("@earendil-works") / "pi-agent-core"
@@ -23,33 +22,16 @@ def _has_pi(node_modules: Path) -> bool:
 def pi_node_modules() -> Path:
     """A node_modules holding Pi 0.85.0 for the Node scripts in tests/harness/node.
 
-    Found through ``$PITRIO_PI_NODE_MODULES``, ``tests/harness/node/node_modules`` or the
-    oracle's cache (``$XDG_CACHE_HOME/pitrio-oracle/node_modules``), else installed into
-    ``tests/harness/node`` with ``npm ci --ignore-scripts`` from its lock file. Without
-    ``node`` the tests using it skip locally and fail under CI (``$CI`` set).
+    ``$PITRIO_PI_NODE_MODULES`` when it is set, else ``tests/harness/node/node_modules``,
+    installed there from the committed lock by :func:`_node.ensure_node_packages` (which
+    skips without Node or npm, and fails under CI). The scripts read it from
+    ``$PI_NODE_MODULES``.
     """
-    if shutil.which("node") is None:
-        if os.environ.get("CI"):
-            pytest.fail("node (>= 20) is needed for the Pi interop tests")
-        pytest.skip("node is not installed: the Pi interop tests need Node 20")
-    candidates = []
-    if os.environ.get("PITRIO_PI_NODE_MODULES"):
-        candidates.append(Path(os.environ["PITRIO_PI_NODE_MODULES"]))
-    candidates.append(NODE_DIR / "node_modules")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    candidates.append(cache / "pitrio-oracle" / "node_modules")
-    for candidate in candidates:
-        if _has_pi(candidate):
-            return candidate
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail(
-            "npm is needed to install Pi for the interop tests (or set PITRIO_PI_NODE_MODULES)"
-        )
-    subprocess.run(
-        [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=NODE_DIR,
-        check=True,
-    )
-    assert _has_pi(NODE_DIR / "node_modules")
-    return NODE_DIR / "node_modules"
+    override = os.environ.get("PITRIO_PI_NODE_MODULES")
+    if override:
+        if not _has_pi(Path(override)):
+            pytest.fail(f"PITRIO_PI_NODE_MODULES={override} holds no Pi 0.85.0 ({PI_CORE})")
+        return Path(override)
+    node_modules = ensure_node_packages(NODE_DIR)
+    assert _has_pi(node_modules), f"npm ci in {NODE_DIR} did not install Pi 0.85.0"
+    return node_modules

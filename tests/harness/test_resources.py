@@ -225,21 +225,21 @@ async def test_valid_skill_names_give_no_warnings(tmp_path: Path, name: str) -> 
     assert result.diagnostics == []
 
 
-def test_the_pinned_fixture_is_what_pi_computes_now() -> None:
-    """Rerun Pi's code (when Node and Pi's packages are at hand) and compare."""
-    import shutil
+def test_the_pinned_fixture_is_what_pi_computes_now(pi_node_modules: Path) -> None:
+    """Rerun Pi's code (installed in tests/harness/node from its lock) and compare."""
+    import os
     import subprocess
 
+    from _node import node_executable
+
     script = Path(__file__).parent / "node" / "templates_pin.mjs"
-    node = shutil.which("node")
-    homes = [
-        Path(__file__).parent / "node" / "node_modules",
-        Path("/root/.cache/pitrio-oracle/node_modules"),
-    ]
-    if node is None or not any((h / "@earendil-works" / "pi-agent-core").exists() for h in homes):
-        pytest.skip("Node or Pi's packages are not installed (npm ci in tests/harness/node)")
     output = subprocess.run(
-        [node, str(script)], check=True, capture_output=True, text=True, timeout=120
+        [node_executable(), str(script)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PI_NODE_MODULES": str(pi_node_modules)},
     ).stdout
     assert json.loads(output) == _pinned()
 

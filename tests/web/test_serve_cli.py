@@ -21,8 +21,11 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _status(url: str) -> int:
+    # With a cookie jar, as a browser: the printed URL sets the token's cookie and
+    # redirects to the page.
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with opener.open(url, timeout=10) as response:
             status: int = response.status
             return status
     except urllib.error.HTTPError as exc:

@@ -321,7 +321,7 @@ async def test_requests_without_the_token_are_refused(
     info = await server()
     upgrade = (
         "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: http://{info.host}:{info.port}\r\n"
     )
     for target, headers in [
         ("/", ""),
@@ -382,7 +382,7 @@ async def test_offline_replay_runs_the_demo_in_the_page(page: Page) -> None:
                 "error",
                 "error: AssertionError: greet('world') returned 'Hello world' (exit code 1)",
             ),
-            ("edit greet.py", "done", "ok · 1 line"),
+            ("edit greet.py", "done", "edited · +1 -1 lines"),  # the page counts its diff
             ("bash python3 check_greet.py", "done", "ok · 1 line"),
         ]
         assert seen[-1]["kind"] == "assistant"
@@ -415,6 +415,18 @@ async def test_reload_mid_run_shows_the_run_and_follows_it(
     assert seen[-1]["text"] == "The command printed: slept"
 
 
+def open_socket(info: ServerInfo, **options: Any) -> Any:
+    """A WebSocket to the server as its page opens one (the page's Origin; the token in
+    the URL instead of the page's cookie)."""
+    import trio_websocket
+
+    return trio_websocket.open_websocket_url(
+        f"ws://{info.host}:{info.port}/ws?token={info.token}",
+        extra_headers=[(b"Origin", f"http://{info.host}:{info.port}".encode())],
+        **options,
+    )
+
+
 class Socket:
     """A WebSocket client of the server, reading one message at a time."""
 
@@ -438,7 +450,6 @@ class Socket:
 
 
 async def test_continue_starts_on_the_latest_session(tmp_path: Path) -> None:
-    import trio_websocket
 
     from pitrio.harness import SessionLockedError
 
@@ -461,8 +472,7 @@ async def test_continue_starts_on_the_latest_session(tmp_path: Path) -> None:
 
     async with trio.open_nursery() as nursery:
         first = await start(nursery)
-        url = f"ws://{first.host}:{first.port}/ws?token={first.token}"
-        async with trio_websocket.open_websocket_url(url) as ws:
+        async with open_socket(first) as ws:
             socket = Socket(ws)
             await ws.send_message('{"type": "prompt", "text": "remember me"}')
             await socket.until("replace", "You said: remember me")
@@ -472,8 +482,7 @@ async def test_continue_starts_on_the_latest_session(tmp_path: Path) -> None:
         nursery.cancel_scope.cancel()
     async with trio.open_nursery() as nursery:
         again = await start(nursery, "--continue")
-        url = f"ws://{again.host}:{again.port}/ws?token={again.token}"
-        async with trio_websocket.open_websocket_url(url) as ws:
+        async with open_socket(again) as ws:
             socket = Socket(ws)
             snapshot = [await socket.receive() for _ in range(2 + 2 * 2 + 1)]
         nursery.cancel_scope.cancel()
@@ -484,11 +493,8 @@ async def test_continue_starts_on_the_latest_session(tmp_path: Path) -> None:
 
 
 async def test_bad_commands_get_errors_and_the_socket_stays(server: Callable[..., Any]) -> None:
-    import trio_websocket
-
     info = await server()
-    url = f"ws://{info.host}:{info.port}/ws?token={info.token}"
-    async with trio_websocket.open_websocket_url(url) as ws:
+    async with open_socket(info) as ws:
         receive = Socket(ws).receive
 
         first = [await receive() for _ in range(3)]
@@ -524,14 +530,14 @@ async def test_a_finished_answer_shows_code_and_never_markup(
     await page.wait_for("document.querySelector('#log .item.assistant[data-state=done]') !== null")
     shown = await page.evaluate(
         "(() => { const b = document.querySelector('#log .item.assistant .body');"
-        " return {inline: [...b.querySelectorAll(':scope > code')].map(e => e.textContent),"
+        " return {inline: [...b.querySelectorAll('p > code')].map(e => e.textContent),"
         " block: [...b.querySelectorAll('pre.code')].map(e => e.textContent),"
         " tags: [...b.querySelectorAll('*')].map(e => e.tagName.toLowerCase()),"
         " text: b.innerText, title: document.title}; })()"
     )
     assert shown["inline"] == ["greet.py"]
     assert shown["block"] == ["def greet(name):\n    return f'Hello, {name}!'\n"]
-    assert sorted(set(shown["tags"])) == ["code", "pre"]
+    assert sorted(set(shown["tags"])) == ["code", "p", "pre", "span"]  # span: highlighting
     assert "<img src=x onerror=" in shown["text"]
     assert "<b>bold?</b>" in shown["text"]
     assert shown["title"] == "pitrio"

@@ -22,7 +22,7 @@ from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 from ._cdp import Page
-from .test_web import Socket, _last_user, items, paced, script, send, wait_idle
+from .test_web import Socket, _last_user, items, open_socket, paced, script, send, wait_idle
 
 SMALL = Model(id="small", name="Small", api="scripted", provider="scripted")
 THINKER = Model(id="thinker", name="Thinker", api="scripted", provider="scripted", reasoning=True)
@@ -344,9 +344,7 @@ async def test_resume_lists_the_sessions_to_pick_one(
 
 
 async def _connect(info: ServerInfo) -> Any:
-    import trio_websocket
-
-    return trio_websocket.open_websocket_url(f"ws://{info.host}:{info.port}/ws?token={info.token}")
+    return open_socket(info)
 
 
 async def _command(socket: Socket, ws: Any, text: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-// pitrio serve: the chat view. No build step, no dependencies.
+// pitrio serve: the chat view. No build step; two vendored, pinned libraries (VENDORED.md):
+// markdown-it renders the answers, highlight.js colors their code blocks.
 // Server -> page: append / appendDelta / replace / status (pitrio.ui), plus info, reset,
 // sessions, queued, consent, consentDone, output (a slash command's reply), error.
 // Page -> server: see pitrio/cli/_serve.py.
@@ -12,6 +13,7 @@ let socket = null;
 let working = false;
 let sessionId = null;
 let retryDelay = 500;
+const narrow = window.matchMedia("(max-width: 700px)");  // app.css's narrow layout
 let commands = [];  // [name, help] pairs from the server, for the hint under the input
 
 function hashSession() {
@@ -60,12 +62,12 @@ function append(m) {
   el.dataset.kind = m.kind;
   el.className = `item ${m.kind}`;
   if (m.kind === "tool") {
-    part(el, "div", "title").textContent = m.title || "tool";
+    showVisibly(part(el, "div", "title"), m.title || "tool");  // a bidi control stays inert
     part(el, "pre", "output").textContent = m.text || "";
     part(el, "div", "summary");
   } else if (m.kind === "assistant") {
     part(el, "div", "thinking");
-    part(el, "div", "body").textContent = m.text || "";
+    renderAnswer(el, part(el, "div", "body md"), m.text || "");
     part(el, "div", "meta");
   } else {
     part(el, "div", "body").textContent = m.text || "";
@@ -92,10 +94,17 @@ function setState(el, state) {
 function appendDelta(m) {
   const el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
   if (!el) return;
+  if (m.channel !== "thinking" && el.dataset.kind === "assistant") {
+    // The answer is re-rendered as markdown at most once a frame (renderOpen), not per delta.
+    el.chunks.push(m.delta);
+    if (m.delta) el.classList.remove("empty");
+    scheduleRender(el);
+    return;
+  }
   const stick = nearBottom();
   const target = m.channel === "thinking" ? el.querySelector(".thinking") : textPart(el);
   if (!target) return;
-  // One text node per delta: appending stays O(1) however long the answer grows
+  // One text node per delta: appending stays O(1) however long the text grows
   // (textContent += would copy the whole text on every delta).
   target.appendChild(document.createTextNode(m.delta));
   if (m.channel !== "thinking" && m.delta) el.classList.remove("empty");
@@ -106,38 +115,202 @@ function replace(m) {
   const el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
   if (!el) return;
   const stick = nearBottom();
-  if (el.dataset.kind === "assistant" && m.state !== "working") {
-    renderText(textPart(el), m.text);
+  const body = textPart(el);
+  if (el.dataset.kind === "assistant") {
+    renderAnswer(el, body, m.text);
+  } else if (el.dataset.kind === "tool" && m.diff && m.state === "done") {
+    renderDiff(body, m.diff);
   } else {
-    textPart(el).textContent = m.text;
+    body.classList.remove("diff");
+    body.textContent = m.text;
   }
   if (m.thinking != null && el.querySelector(".thinking")) {
     el.querySelector(".thinking").textContent = m.thinking;
   }
   const meta = el.querySelector(el.dataset.kind === "tool" ? ".summary" : ".meta");
-  if (meta) meta.textContent = m.summary || (m.state === "aborted" ? "aborted" : "");
+  let summary = m.summary || (m.state === "aborted" ? "aborted" : "");
+  if (el.dataset.kind === "tool" && m.diff && m.state === "done") summary = diffSummary(m.diff);
+  if (meta) meta.textContent = summary;
   setState(el, m.state);
   scrollDown(stick);
 }
 
-// A finished answer: ```fenced``` blocks and `inline code` as code, the rest as text.
-// Built from DOM nodes, never innerHTML: the model's text cannot inject markup.
-function renderText(target, text) {
-  target.textContent = "";
-  const fence = /```[^\n]*\n([\s\S]*?)```/g;
-  let last = 0;
-  for (let match; (match = fence.exec(text)); last = fence.lastIndex) {
-    inline(target, text.slice(last, match.index));
-    part(part(target, "pre", "code"), "code", "").textContent = match[1];
+// -- markdown ------------------------------------------------------------------------
+// markdown-it with html: false escapes every tag the model writes; links are kept only for
+// http, https and mailto (validateLink, then checked again in the DOM), open in a new tab
+// without an opener, and images are not loaded (shown as a link). Table alignment becomes a
+// class: the Content-Security-Policy allows no inline style.
+
+const SAFE_LINK = /^(https?:|mailto:)/i;
+const md = window.markdownit({ html: false, linkify: true, typographer: false, highlight: highlightCode });
+md.linkify.set({ fuzzyLink: false, fuzzyEmail: false });  // greet.py is a file, not a link
+md.disable("image");
+md.validateLink = (url) => SAFE_LINK.test(url.trim());
+md.renderer.rules.link_open = (tokens, i, options, env, self) => {
+  tokens[i].attrSet("target", "_blank");
+  tokens[i].attrSet("rel", "noopener noreferrer");
+  return self.renderToken(tokens, i, options);
+};
+md.renderer.rules.table_open = () => '<div class="table-wrap"><table>\n';
+md.renderer.rules.table_close = () => "</table></div>\n";
+md.core.ruler.push("align_classes", (state) => {
+  for (const token of state.tokens) {
+    const style = (token.type === "th_open" || token.type === "td_open") && token.attrGet("style");
+    if (!style) continue;
+    token.attrs = token.attrs.filter(([name]) => name !== "style");
+    const align = /text-align:(left|right|center)/.exec(style);
+    if (align) token.attrJoin("class", `align-${align[1]}`);
   }
-  inline(target, text.slice(last));
+});
+
+// Highlighted blocks are cached: while an answer streams, the blocks above the open one
+// come back unchanged every frame.
+const highlighted = new Map();
+
+function highlightCode(code, lang) {
+  const hljs = window.hljs;
+  const language = lang && hljs && hljs.getLanguage(lang) ? lang.toLowerCase() : "";
+  const key = `${language}\u0000${code}`;
+  let html = highlighted.get(key);
+  if (html === undefined) {
+    try {
+      html = language
+        ? hljs.highlight(code, { language, ignoreIllegals: true }).value
+        : md.utils.escapeHtml(code);
+    } catch {
+      html = md.utils.escapeHtml(code);  // a grammar's bug must not lose the answer
+    }
+    if (highlighted.size > 200) highlighted.clear();
+    highlighted.set(key, html);
+  }
+  const label = language ? ` data-lang="${md.utils.escapeHtml(language)}"` : "";
+  const cls = language ? ` language-${md.utils.escapeHtml(language)}` : "";
+  return `<pre class="code"${label}><code class="hljs${cls}">${html}</code></pre>`;
 }
 
-function inline(target, text) {
-  text.split(/(`[^`\n]+`)/).forEach((piece, i) => {
-    if (i % 2) part(target, "code", "").textContent = piece.slice(1, -1);
-    else if (piece) target.appendChild(document.createTextNode(piece));
-  });
+// The text is parsed whole, but only the top-level blocks whose HTML changed since the last
+// render are replaced in the DOM: while an answer streams that is the last one, so the
+// browser lays out one block per frame, not the whole answer. Each block is parsed in an
+// inert <template> (nothing in it loads or runs) and its links checked before it is shown.
+function renderMarkdown(target, text) {
+  const env = {};
+  const tokens = md.parse(text, env);
+  const htmls = [];
+  let start = 0;
+  let depth = 0;
+  for (let i = 0; i < tokens.length; i++) {
+    depth += tokens[i].nesting;
+    if (depth === 0) {
+      htmls.push(md.renderer.render(tokens.slice(start, i + 1), md.options, env).trimEnd());
+      start = i + 1;
+    }
+  }
+  const old = target.blocks || [];
+  if (!target.blocks) target.textContent = "";
+  let same = 0;
+  while (same < old.length && same < htmls.length && old[same].html === htmls[same]) same += 1;
+  for (const block of old.slice(same)) for (const node of block.nodes) node.remove();
+  const blocks = old.slice(0, same);
+  for (const html of htmls.slice(same)) {
+    const template = document.createElement("template");
+    template.innerHTML = html;
+    for (const a of template.content.querySelectorAll("a")) {  // defence in depth
+      if (!SAFE_LINK.test(a.getAttribute("href") || "")) a.replaceWith(...a.childNodes);
+    }
+    // A newline between blocks keeps textContent readable; none after the last one.
+    if (blocks.length) template.content.prepend(document.createTextNode("\n"));
+    const nodes = [...template.content.childNodes];
+    target.appendChild(template.content);
+    blocks.push({ html, nodes });
+  }
+  target.blocks = blocks;
+}
+
+// An answer's text: kept as chunks on the element (joined when rendered), rendered now.
+function renderAnswer(el, body, text) {
+  el.chunks = [text];
+  el.renderPending = false;
+  renderMarkdown(body, text);
+}
+
+function scheduleRender(el) {
+  if (el.renderPending) return;
+  el.renderPending = true;
+  const run = () => renderOpen(el);
+  requestAnimationFrame(run);
+  setTimeout(run, 100);  // a hidden tab gets no animation frames
+}
+
+function renderOpen(el) {
+  if (!el.renderPending) return;
+  el.renderPending = false;
+  const stick = nearBottom();
+  const text = el.chunks.join("");
+  el.chunks = [text];
+  renderMarkdown(textPart(el), text);
+  scrollDown(stick);
+}
+
+// -- diffs and raw text ----------------------------------------------------------------
+
+// An edit's unified diff, one row per line; text nodes only (the file's text is not markup).
+function renderDiff(target, diff) {
+  target.textContent = "";
+  target.classList.add("diff");
+  const lines = part(target, "span", "lines");
+  for (const line of diff.split("\n")) {
+    let cls = "ctx";
+    if (line.startsWith("+++") || line.startsWith("---")) cls = "file";
+    else if (line.startsWith("+")) cls = "add";
+    else if (line.startsWith("-")) cls = "del";
+    else if (line.startsWith("@@")) cls = "hunk";
+    const row = part(lines, "span", cls);
+    showVisibly(row, line || " ");
+    row.appendChild(document.createTextNode("\n"));
+  }
+}
+
+function diffSummary(diff) {
+  let added = 0;
+  let removed = 0;
+  for (const line of diff.split("\n")) {
+    if (line.startsWith("+") && !line.startsWith("+++")) added += 1;
+    else if (line.startsWith("-") && !line.startsWith("---")) removed += 1;
+  }
+  return `edited · +${added} -${removed} line${added + removed === 1 ? "" : "s"}`;
+}
+
+// Characters that would not show, or would show something else: C0 and C1 controls (but tab
+// and newline), DEL, bidirectional controls, zero-width and other invisible characters,
+// Unicode tags. Each is shown as its escape, marked (\r for CR, \x1b for ESC, \u202e...), so a
+// consent shows the call exactly as it would run. (Not the control pictures ␛ and ␍: many
+// fonts lack them, Debian's default ones included, and they would show as empty boxes.)
+const INVISIBLE = new RegExp(
+  "[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u00ad\\u034f\\u061c\\u115f\\u1160\\u17b4\\u17b5" +
+  "\\u180b-\\u180f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0" +
+  "\\ufff0-\\ufffb\\u{e0000}-\\u{e0fff}]", "gu");
+
+function escapeChar(ch) {
+  if (ch === "\r") return "\\r";
+  const code = ch.codePointAt(0);
+  if (code < 0x100) return `\\x${code.toString(16).padStart(2, "0")}`;
+  if (code < 0x10000) return `\\u${code.toString(16).padStart(4, "0")}`;
+  return `\\u{${code.toString(16)}}`;
+}
+
+function showVisibly(target, text) {
+  let last = 0;
+  let marked = 0;
+  for (const match of text.matchAll(INVISIBLE)) {
+    if (match.index > last) target.appendChild(document.createTextNode(text.slice(last, match.index)));
+    const mark = part(target, "span", "ctl");
+    mark.textContent = escapeChar(match[0]);
+    mark.title = `U+${match[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+    last = match.index + match[0].length;
+    marked += 1;
+  }
+  if (last < text.length) target.appendChild(document.createTextNode(text.slice(last)));
+  return marked;
 }
 
 // A slash command's reply: a block in the log, not part of the conversation (the model
@@ -178,6 +351,7 @@ function showInfo(m) {
   thinkingSelect.title = m.thinkingNote || "";
   commands = m.commands || [];
   $("cwd").textContent = m.cwd;
+  $("cwd").title = m.cwd || "";
   $("banner").textContent = m.banner || "";
   $("banner").hidden = !m.banner;
   enableControls();
@@ -231,10 +405,33 @@ function dropQueued(text) {
   }
 }
 
+// The call exactly as it would run: every argument whole (scrolling when long), whitespace
+// kept, invisible characters shown. `arguments` is the call's full arguments (an object);
+// `args` is accepted too.
 function showConsent(m) {
   const box = $("consent");
   box.dataset.id = m.id;
-  $("consent-title").textContent = m.title;
+  $("consent-title").textContent = "";
+  showVisibly($("consent-title"), m.title || m.tool || "");
+  const shown = $("consent-args");
+  shown.textContent = "";
+  const args = m.arguments !== undefined ? m.arguments : m.args;
+  if (args !== undefined && args !== null) {
+    const entries = typeof args === "object" && !Array.isArray(args) ? Object.entries(args) : [[null, args]];
+    let marked = 0;
+    for (const [name, value] of entries) {
+      const arg = part(shown, "div", "arg");
+      if (name !== null) marked += showVisibly(part(arg, "div", "name"), name);
+      const text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+      const pre = part(arg, "pre", text ? "" : "blank");
+      marked += showVisibly(pre, text);
+    }
+    if (marked) {
+      part(shown, "div", "legend").textContent =
+        `${marked} invisible or control character${marked === 1 ? " is" : "s are"} shown as ` +
+        "marked escapes (\\x1b is ESC, \\r a carriage return, \\u202e reverses the text after it).";
+    }
+  }
   box.hidden = false;
 }
 
@@ -256,7 +453,10 @@ function sessionList(items, cls) {
     part(li, "div", "muted").textContent = `${when} · ${item.id.slice(-8)}`;
     li.title = item.id;
     if (item.current) li.classList.add("current");
-    li.addEventListener("click", () => send({ type: "open", id: item.id }));
+    li.addEventListener("click", () => {
+      send({ type: "open", id: item.id });
+      if (narrow.matches) $("sessions").hidden = true;  // it covers the chat there
+    });
     list.appendChild(li);
   }
   if (!items.length) part(list, "li", "muted").textContent = "No sessions yet.";

@@ -1,0 +1,138 @@
+"""What a page that joins late sees: the snapshot, then the live messages.
+
+Together they must rebuild the view exactly (whitespace-only deltas included), whichever
+moment the page joins; the snapshot is bounded (the visible tail), and older items come
+on request (``history``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+
+from pitrio import Agent, Model
+from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.ui import AppendDelta, Transcript, UiAdapter, UiMessage
+
+from .test_web import Socket, open_socket, paced, server
+
+__all__ = ["server"]  # the fixture, shared with test_web
+
+MODEL = Model(id="m", api="scripted", provider="scripted")
+SPACED = "Hello world.\n\nNext line"
+
+
+class PageView:
+    """What the page does with the messages: items by id, their text as it shows it."""
+
+    def __init__(self) -> None:
+        self.text: dict[str, str] = {}
+        self.kind: dict[str, str] = {}
+        self.order: list[str] = []
+
+    def apply(self, message: dict[str, Any]) -> None:
+        kind, item = message["type"], str(message.get("id"))
+        if kind == "append":
+            self.order.append(item)
+            self.text[item] = message["text"]
+            self.kind[item] = message["kind"]
+        elif kind == "appendDelta" and message["channel"] == "text" and item in self.text:
+            self.text[item] += message["delta"]
+        elif kind == "replace" and item in self.text:
+            self.text[item] = message["text"]
+
+    def texts(self, kind: str) -> list[str]:
+        return [self.text[i] for i in self.order if self.kind[i] == kind]
+
+
+async def streamed(text: str) -> list[UiMessage]:
+    """The messages of a run answering ``text`` one character per delta."""
+    agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text(text, chunk_size=1)]), model=MODEL)
+    adapter = UiAdapter()
+    out: list[UiMessage] = []
+    agent.subscribe(lambda event, signal: out.extend(adapter.feed(event)))
+    await agent.prompt("go")
+    return out
+
+
+async def test_whitespace_only_deltas_reach_live_and_late_pages() -> None:
+    messages = await streamed(SPACED)
+    deltas = [m.delta for m in messages if isinstance(m, AppendDelta)]
+    assert deltas == list(SPACED)  # " ", "\n", "\n" and " " among them, each its own delta
+    final = max(i for i, m in enumerate(messages) if m.type == "replace")
+    # A page joining before any message, or after any of the streamed ones, shows the
+    # exact text before the final replace would set it.
+    for joined in range(final):
+        view = Transcript()
+        view.apply_all(messages[:joined])
+        page = PageView()
+        for message in [*view.snapshot(), *messages[joined:final]]:
+            page.apply(message.to_json())
+        assert (joined, page.texts("assistant")) == (joined, [SPACED])
+
+
+def spaced_answer(context: Any) -> ScriptedResponse:
+    return ScriptedResponse.text(SPACED, chunk_size=1)
+
+
+async def receive_until(
+    socket: Socket, done: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    with trio.fail_after(20):
+        while not got or not done(got[-1]):
+            got.append(await socket.receive())
+    return got
+
+
+def before_final_replace(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages up to the assistant's final ``replace`` (which sets the whole text)."""
+    for i, m in enumerate(messages):
+        if m["type"] == "replace" and m.get("state") == "done" and m["text"] == SPACED:
+            return list(messages[:i])
+    raise AssertionError("no final replace")
+
+
+async def test_a_page_joining_mid_stream_rebuilds_the_spaced_text(tmp_path: Any) -> None:
+    import io
+
+    from pitrio.cli._serve import ServerInfo, serve
+
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"PITRIO_SESSIONS_DIR": str(tmp_path / "sessions"), "HOME": str(tmp_path)}
+    async with trio.open_nursery() as nursery:
+        info: ServerInfo = await nursery.start(
+            lambda task_status: serve(
+                ["--port", "0", "--cwd", str(project)],
+                stream_fn=paced(ScriptedModel(spaced_answer), delay=0.05),
+                env=env,
+                out=io.StringIO(),
+                task_status=task_status,
+            )
+        )
+        async with open_socket(info) as first_ws:
+            first = Socket(first_ws)
+            await receive_until(first, lambda m: m["type"] == "status")
+            await first_ws.send_message('{"type": "prompt", "text": "go"}')
+            # Past "Hello world." and into the blank line: then a second page joins.
+            seen = await receive_until(first, lambda m: m.get("delta") == "\n")
+            async with open_socket(info) as late_ws:
+                late = Socket(late_ws)
+                rest = await receive_until(
+                    late, lambda m: m["type"] == "replace" and m["text"] == SPACED
+                )
+            seen += await receive_until(
+                first, lambda m: m["type"] == "replace" and m["text"] == SPACED
+            )
+        nursery.cancel_scope.cancel()
+    for messages in (seen, rest):
+        page = PageView()
+        for message in before_final_replace(messages):
+            page.apply(message)
+        assert page.texts("assistant") == [SPACED]
+    # The late page really joined mid-stream: its snapshot held part of the text only.
+    partial = [m["text"] for m in rest if m["type"] == "replace" and m["text"] != SPACED]
+    assert any(SPACED.startswith(t) and 0 < len(t) < len(SPACED) for t in partial)
