@@ -331,10 +331,13 @@ def _collect(code: str, out: _Found, depth: int) -> None:
             out.opaque.append("the shell parser cannot read the command")
         _walk(tree.root_node, argvs, out, depth)
     fallback = _split_commands(code)
-    if fallback is not None:
+    if fallback is None:
+        if parser is None:  # (with the parser, a tree without errors is what counts)
+            out.opaque.append("the command has an unterminated quote or substitution")
+    elif parser is None:
         argvs.extend(fallback)
-    elif parser is None:  # (with the parser, a tree without errors is what counts)
-        out.opaque.append("the command has an unterminated quote or substitution")
+    else:  # a second opinion on the programs; their dynamic names are the parser's call
+        argvs.extend(a for a in fallback if isinstance(a[0], str))
     for argv in argvs:
         _unwrap(argv, out, depth)
 
@@ -475,37 +478,49 @@ _KEYWORDS: Final = frozenset(
 )  # fmt: skip
 
 
+_HEADERS: Final = frozenset({"case", "for", "select", "[["})
+"""Keywords whose segment is no command (``for x in ...``, ``[[ ... ]]``)."""
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+
+
 def _split_commands(code: str) -> list[Argv] | None:
     """Quote-aware segments of ``code`` between operators, as words; ``None`` for an
     unterminated quote or substitution.
 
     Over-approximate by design: every ``;``, ``&``, ``|``, parenthesis, brace and newline
     ends a segment, a ``$(...)`` or backtick substitution (also inside double quotes) is
-    split on its own and is :data:`MANY` in its word, redirection targets are dropped,
-    leading keywords (``if``, ``do``, ``!`` ...) are skipped, and a word with ``$``, a
-    glob or ``~`` in it is :data:`MANY`.
+    split on its own and is :data:`MANY` in its word, redirection targets and leading
+    assignments are dropped, leading keywords (``if``, ``do``, ``!`` ...) are skipped
+    (``for``/``case``/``select`` headers and ``[[ ]]`` dropped), and a word with ``$``, a
+    glob or a leading ``~`` in it is :data:`MANY`.
     """
     segments: list[Argv] = []
     words: list[Word] = []
     current: list[str] = []
     dynamic = False
+    bracket = False  # an unquoted [, a glob if a ] follows
     in_word = False
     drop_next = False
 
     def end_word() -> None:
-        nonlocal current, dynamic, in_word, drop_next
+        nonlocal current, dynamic, bracket, in_word, drop_next
         if in_word:
+            text = "".join(current)
+            if bracket and "]" in text[text.find("[") :]:
+                dynamic = True
             if drop_next:
                 drop_next = False
+            elif _ASSIGNMENT.match(text) and all(w in _KEYWORDS for w in words):
+                pass  # VAR=value before the command
             else:
-                words.append(MANY if dynamic else "".join(current))
-        current, dynamic, in_word = [], False, False
+                words.append(MANY if dynamic else text)
+        current, dynamic, bracket, in_word = [], False, False, False
 
     def end_segment() -> None:
         nonlocal words
         end_word()
         while words and words[0] in _KEYWORDS:
-            words = words[1:]
+            words = [] if words[0] in _HEADERS else words[1:]
         if words:
             segments.append(tuple(words))
         words = []
@@ -584,8 +599,9 @@ def _split_commands(code: str) -> list[Argv] | None:
             end_segment()
             drop_next = False
         else:
-            if c == "$" or c in "*?[~":
+            if c in "$*?" or (c == "~" and not in_word):
                 dynamic = True
+            bracket = bracket or c == "["
             current.append(c)
             in_word = True
         i += 1

@@ -241,6 +241,11 @@ DENY_CASES = [
     ("bash x.sh", "ask"),
     ("rmdir DIR", "ask"),
     ("cat $HOME/notes", "ask"),  # a variable argument is not taken for the program
+    ("[ -f x ] && echo yes", "ask"),
+    ("[[ $x == y ]] && echo yes", "ask"),
+    ("x=$(git rev-parse HEAD); echo $x", "ask"),
+    ("case $1 in a) echo a;; *) echo b;; esac", "ask"),
+    ("a[1]=x", "ask"),
     ("for f in *.py; do wc -l $f; done", "ask"),
     ('rm $FLAGS "$DIR"', "deny"),  # ... but it may be the options
 ]
@@ -643,17 +648,25 @@ def _run_in(workdir: Path, command: str) -> None:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     rm=st.sampled_from(_RM),
     options=st.sampled_from(_RM_OPTIONS),
     target=st.sampled_from(_TARGET),
     wrapper=st.sampled_from(_WRAPPER),
     around=st.sampled_from(_AROUND),
+    parser=st.booleans(),
 )
 def test_whenever_bash_deletes_dir_the_deny_rule_refused_it(
-    rm: str, options: str, target: str, wrapper: str, around: str, tmp_path_factory: Any
+    rm: str,
+    options: str,
+    target: str,
+    wrapper: str,
+    around: str,
+    parser: bool,
+    tmp_path_factory: Any,
 ) -> None:
+    """With the parser, or only the splitter (the parser not installed)."""
     inner = f"{wrapper}{rm} {options} {target}"
     if ("'" in around and "'" in inner) or ('"{c}"' in around and '"' in inner):
         return  # the quotes would not nest
@@ -663,7 +676,10 @@ def test_whenever_bash_deletes_dir_the_deny_rule_refused_it(
     (workdir / "DIR" / "f").write_text("x")
     _run_in(workdir, command)
     if not (workdir / "DIR").exists():
-        assert verdict(command, deny=("bash:*rm -rf*",)) == "deny", command
+        with pytest.MonkeyPatch.context() as patch:
+            if not parser:
+                patch.setattr(_shell, "_parser", lambda: None)
+            assert verdict(command, deny=("bash:*rm -rf*",)) == "deny", command
 
 
 @pytest.mark.parametrize(
