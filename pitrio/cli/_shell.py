@@ -317,7 +317,9 @@ class _Found:
         return True
 
 
-def _collect(code: str, out: _Found, depth: int) -> None:
+def _collect(code: str, out: _Found, depth: int, *, strict: bool = True) -> None:
+    """Add the commands of ``code``; ``strict``: it is surely code, so a line that does
+    not parse is opaque (else, text that may be code, read as far as it goes)."""
     if depth > _MAX_DEPTH:
         out.opaque.append("commands nested too deeply to check")
         return
@@ -327,12 +329,12 @@ def _collect(code: str, out: _Found, depth: int) -> None:
     argvs: list[Argv] = []
     if parser is not None:
         tree = parser.parse(code.encode())
-        if tree.root_node.has_error:
+        if tree.root_node.has_error and strict:
             out.opaque.append("the shell parser cannot read the command")
         _walk(tree.root_node, argvs, out, depth)
     fallback = _split_commands(code)
     if fallback is None:
-        if parser is None:  # (with the parser, a tree without errors is what counts)
+        if parser is None and strict:  # (with the parser, its tree is what counts)
             out.opaque.append("the command has an unterminated quote or substitution")
     elif parser is None:
         argvs.extend(fallback)
@@ -357,7 +359,7 @@ def _walk(node: Any, argvs: list[Argv], out: _Found, depth: int) -> None:
             value = _word(current) if kind == "ansi_c_string" else current.text.decode()
             if isinstance(value, str) and ("$(" in value or "`" in value):
                 # '... $(rm x) ...' may be code for eval, sh -c, or an array subscript
-                _collect(value.strip("'"), out, depth + 1)
+                _collect(value.strip("'"), out, depth + 1, strict=False)
         stack.extend(reversed(current.children))
 
 
@@ -705,6 +707,9 @@ def _substitution_end(code: str, start: int) -> int:
 # programs that run other commands
 
 
+_CODE_OPTIONS: Final = frozenset({"-c", "--command", "-S", "--split-string", "-e"})
+"""A wrapper's options whose value is a command line (``su -c``, ``env -S``)."""
+
 _STREAMS: Final = ("/dev/", "/proc/")
 """Files that are a stream (``bash /dev/stdin <<< ...``), not a script on disk."""
 
@@ -734,14 +739,15 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
             or any(a.startswith(_STREAMS) for a in literal)
         ):
             out.opaque.append(f"{name} reads the commands it runs from its input")
-        for a in literal:
-            _collect(a, out, depth + 1)
+        code = any(re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", a) for a in literal)
+        for a in literal:  # with -c an operand is code; without, a script and its words
+            _collect(a, out, depth + 1, strict=code)
     elif name == "eval" or name in _CODE_ARGS:
         if len(literal) != len(args):
             out.opaque.append(f"{name} runs code that is only known when it runs")
         _collect(" ".join(literal), out, depth + 1)
         for a in literal:
-            _collect(a, out, depth + 1)
+            _collect(a, out, depth + 1, strict=False)
     elif name in {"source", "."}:
         if len(literal) != len(args) or any(a.startswith(_STREAMS) for a in literal):
             out.opaque.append(f"{name} runs a file that is only known when it runs")
@@ -754,9 +760,10 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
         extend: Argv = (MANY,) if name in {"xargs", "parallel"} else ()
         for i in range(len(args)):
             _unwrap((*args[i:], *extend), out, depth + 1)
-        for a in literal:
-            if re.search(r"[\s;&|`$()<>]", a):
-                _collect(a, out, depth + 1)
+        for i, word in enumerate(args):
+            if isinstance(word, str) and re.search(r"[\s;&|`$()<>]", word):
+                code = name == "watch" or (i > 0 and args[i - 1] in _CODE_OPTIONS)
+                _collect(word, out, depth + 1, strict=code)
     elif name == "find":
         _unwrap_find(args, out, depth)
     elif name == "git":
@@ -766,7 +773,8 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
                 if not isinstance(value, str):
                     out.opaque.append("git -c sets configuration only known when it runs")
                 else:
-                    _collect(value.partition("=")[2].lstrip("!"), out, depth + 1)
+                    setting = value.partition("=")[2]
+                    _collect(setting.lstrip("!"), out, depth + 1, strict=setting[:1] == "!")
             elif isinstance(arg, str) and arg.startswith("--config-env"):
                 out.opaque.append("git --config-env takes configuration from the environment")
 

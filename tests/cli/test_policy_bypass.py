@@ -246,6 +246,17 @@ DENY_CASES = [
     ("x=$(git rev-parse HEAD); echo $x", "ask"),
     ("case $1 in a) echo a;; *) echo b;; esac", "ask"),
     ("a[1]=x", "ask"),
+    # text that is not code, read as far as it goes: no refusal for not parsing
+    ("grep -n '`' README.md", "ask"),
+    ("git commit -m 'use `x` (see'", "ask"),
+    ('timeout 5 git commit -m "msg (paren"', "ask"),
+    ("git -c user.name='Jo (x' commit -m x", "ask"),
+    ('bash x.sh "it\'s"', "ask"),
+    # code that does not parse: deny wins
+    ("bash -c 'echo ('", "deny"),
+    ("su -c 'echo ('", "deny"),
+    ("eval 'echo ('", "deny"),
+    ("git -c alias.x='!echo (' x", "deny"),
     ("for f in *.py; do wc -l $f; done", "ask"),
     ('rm $FLAGS "$DIR"', "deny"),  # ... but it may be the options
 ]
