@@ -768,3 +768,26 @@ def test_a_wrapped_shell_reading_its_input_is_refused(command: str) -> None:
     assert decided is not None
     assert decided.kind == "deny"
     assert "from its input" in decided.why
+
+
+@pytest.mark.parametrize(
+    ("pattern", "command", "expected"),
+    [
+        ("bash:git status *", "git status", "allow"),
+        ("bash:git status *", "git status -s x", "allow"),
+        ("bash:git status *", "git statusx", "ask"),
+        ("bash:git status*", "git statusx", "allow"),  # as on the string before
+        ("bash:git status", "git status -s", "ask"),
+        ("bash:git * --stat", "git diff HEAD --stat", "allow"),
+        ("bash:git * --stat", "git diff --stat HEAD", "ask"),
+        ("bash:git '[*]'", "git '*'", "allow"),
+        ("bash:git '[*]'", "git x", "ask"),
+        ("bash:echo 'a b'", "echo 'a b'", "allow"),
+        ("bash:echo 'a b'", "echo a b", "ask"),
+        ("bash:/usr/bin/git *", "/usr/bin/git log", "allow"),
+        ("bash:git *", "/usr/bin/git log", "allow"),
+        ("bash:git *", "/tmp/git log", "ask"),
+    ],
+)
+def test_pattern_syntax(pattern: str, command: str, expected: str) -> None:
+    assert verdict(command, allow=(pattern,)) == expected
