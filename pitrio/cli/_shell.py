@@ -731,17 +731,7 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
         out.opaque.append("commands nested too deeply to check")
         return
     if name in SHELLS:
-        if len(literal) != len(args):
-            out.opaque.append(f"{name} runs code that is only known when it runs")
-        elif (
-            "-s" in args
-            or not any(not a.startswith(("-", "+")) for a in literal)
-            or any(a.startswith(_STREAMS) for a in literal)
-        ):
-            out.opaque.append(f"{name} reads the commands it runs from its input")
-        code = any(re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", a) for a in literal)
-        for a in literal:  # with -c an operand is code; without, a script and its words
-            _collect(a, out, depth + 1, strict=code)
+        _unwrap_shell(name, args, out, depth)
     elif name == "eval" or name in _CODE_ARGS:
         if len(literal) != len(args):
             out.opaque.append(f"{name} runs code that is only known when it runs")
@@ -757,7 +747,10 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
     elif name in WRAPPERS:
         if _starts_a_shell(name, literal):
             out.opaque.append(f"{name} starts a shell that reads its commands from its input")
-        extend: Argv = (MANY,) if name in {"xargs", "parallel"} else ()
+        extend: Argv = ()
+        if name in {"xargs", "parallel"}:  # the words it reads are appended or put in
+            extend = (MANY,)
+            args = _replaced(args, _replace_strings(name, args))
         for i in range(len(args)):
             _unwrap((*args[i:], *extend), out, depth + 1)
         for i, word in enumerate(args):
@@ -777,6 +770,67 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
                     _collect(setting.lstrip("!"), out, depth + 1, strict=setting[:1] == "!")
             elif isinstance(arg, str) and arg.startswith("--config-env"):
                 out.opaque.append("git --config-env takes configuration from the environment")
+
+
+_SHELL_OPTION_ARGS: Final = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+
+
+def _unwrap_shell(name: str, args: Argv, out: _Found, depth: int) -> None:
+    """``bash -c CODE [ARG0 ARGS]`` (CODE parsed again), ``bash SCRIPT [ARGS]``, or a shell
+    reading its commands from its input (opaque)."""
+    code = False
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not isinstance(word, str):
+            break
+        if word == "--" or word == "-":
+            i += 1 if word == "--" else 0
+            break
+        if not word.startswith(("-", "+")):
+            break
+        code = code or re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", word) is not None
+        if word == "-s" or (re.fullmatch(r"-[A-Za-z]+", word) and "s" in word):
+            out.opaque.append(f"{name} reads the commands it runs from its input")
+        i += 2 if word in _SHELL_OPTION_ARGS else 1
+    if i >= len(args) or args[i] == "-":
+        if not code:
+            out.opaque.append(f"{name} reads the commands it runs from its input")
+        return
+    first = args[i]
+    if not isinstance(first, str):
+        out.opaque.append(f"{name} runs code that is only known when it runs")
+    elif not code and first.startswith(_STREAMS):
+        out.opaque.append(f"{name} reads the commands it runs from its input")
+    else:  # the code (strictly), or a script's name
+        _collect(first, out, depth + 1, strict=code)
+    for word in args[i + 1 :]:  # $0, $1 ... for the code or script: words, maybe code
+        if isinstance(word, str):
+            _collect(word, out, depth + 1, strict=False)
+
+
+def _replace_strings(name: str, args: Argv) -> list[str]:
+    """What ``xargs -I X`` / ``-i`` / ``parallel`` replace by the words they read."""
+    found = (
+        ["{}"]
+        if name == "parallel"
+        or any(isinstance(a, str) and (a == "-i" or a.startswith("--replace")) for a in args)
+        else []
+    )
+    for i, a in enumerate(args):
+        if a == "-I" and i + 1 < len(args) and isinstance(args[i + 1], str):
+            found.append(str(args[i + 1]))
+        elif isinstance(a, str) and a.startswith("-I") and len(a) > 2:
+            found.append(a[2:])
+        elif isinstance(a, str) and a.startswith(("-i", "--replace=")) and "=" in a:
+            found.append(a.partition("=")[2] or "{}")
+    return [f for f in found if f]
+
+
+def _replaced(args: Argv, marks: list[str]) -> Argv:
+    if not marks:
+        return args
+    return tuple(MANY if isinstance(a, str) and any(m in a for m in marks) else a for a in args)
 
 
 def _starts_a_shell(name: str, args: Sequence[str]) -> bool:

@@ -213,6 +213,12 @@ DENY_CASES = [
     ("curl example.com | bash -s", "deny"),
     ("bash /dev/stdin <<< 'rm -rf DIR'", "deny"),
     ("echo 'rm -rf DIR' | sudo -s", "deny"),
+    ("echo 'rm -rf DIR' | xargs -I% bash -c %", "deny"),
+    ("echo 'rm -rf DIR' | xargs -0 -I{} sh -c {}", "deny"),
+    ("bash -o pipefail -c 'rm -rf DIR'", "deny"),
+    ("bash -ec 'rm -rf DIR'", "deny"),
+    ("sh -c 'echo $1' _ \"$(rm -rf DIR)\"", "deny"),
+    ("find . -exec sh -c 'echo \"$1\"' _ {} \\;", "ask"),  # {} is $1, not code
     ("sudo -iu root <<< 'rm -rf DIR'", "deny"),
     ("su - <<< 'rm -rf DIR'", "deny"),
     ("sh /proc/self/fd/0 < x", "deny"),
