@@ -37,6 +37,7 @@ from benchmarks.bench_sessions import turn_messages
 TURNS = 250
 CLIENTS = 200
 ROUNDS = 3
+_ROOT = Path(__file__).resolve().parent.parent  # where `-m benchmarks` resolves
 _END = '"type": "status", "working": false}'
 
 
@@ -133,7 +134,9 @@ async def measure(*, clients: int, rounds: int, turns: int) -> dict[str, Any]:
         sessions = os.path.join(temp, "sessions")
         session_id = await write_session(Path(sessions), cwd, turns)
         command = [sys.executable, "-m", "benchmarks.bench_web", "--serve", sessions, cwd]
-        child = await trio.lowlevel.open_process([*command, session_id], stdout=subprocess.PIPE)
+        child = await trio.lowlevel.open_process(
+            [*command, session_id], stdout=subprocess.PIPE, cwd=_ROOT
+        )
         try:
             assert child.stdout is not None
             ready = b""

@@ -239,3 +239,14 @@ async def test_a_page_gets_the_tail_and_asks_for_the_rest(tmp_path: Any) -> None
         page.apply(message)
     assert page.texts("user") == [f"prompt {i}" for i in range(turns)]
     assert page.texts("assistant") == [f"answer {i}" for i in range(turns)]
+
+
+async def test_the_churn_benchmark_does_its_work() -> None:
+    """benchmarks/bench_web.py at a tiny size: every page got a snapshot (no timing is
+    checked)."""
+    from benchmarks.bench_web import measure
+
+    result = await measure(clients=3, rounds=2, turns=5)
+    assert (result["clients"], result["rounds"], result["messages"]) == (3, 2, 20)
+    assert result["snapshot_bytes"] > 20 * 20  # the 20 messages' items, at least
+    assert 0 < result["rss_before_mb"] <= result["peak_rss_mb"]
