@@ -909,6 +909,23 @@ class _LineScan:
         self._current: list[str] = []
         self._current_bytes = 0
 
+    def feed_bytes(self, data: bytes, decoder: codecs.IncrementalDecoder) -> None:
+        """Feed raw bytes; once no line is kept any more, ASCII is counted undecoded."""
+        if not self._keeping and data.isascii() and decoder.getstate()[0] == b"":
+            size = len(data)
+            if not size:
+                return
+            self.total_bytes += size
+            self.newlines += data.count(b"\n")
+            self.ends_with_newline = data.endswith(b"\n")
+            if self.first_line_bytes is None:
+                newline = data.find(b"\n")
+                self._first_open += size if newline == -1 else newline
+                if newline != -1:
+                    self.first_line_bytes = self._first_open
+            return
+        self.feed(_decode(decoder, data))
+
     def feed(self, text: str) -> None:
         if not text:
             return
@@ -1011,7 +1028,7 @@ def _scan_lines(
                     state = "rest"
                     continue
                 inside -= newlines
-            scan.feed(_decode(decoder, part))
+            scan.feed_bytes(part, decoder)
     if state == "skip":
         return None, file_newlines + 1
     if state == "select":
