@@ -381,9 +381,9 @@ class Workspace:
             msg = f"working directory {os.fspath(cwd)!r} is not a directory"
             raise NotADirectoryError(msg)
         self.cwd = given
-        """The working directory as given (absolute): Pi's texts name paths under it."""
+        """The working directory as given, made absolute; Pi's texts name paths under it."""
         self.root = Path(root)
-        """Its real path: every path a tool touches must resolve inside it."""
+        """Its real path; every path a tool touches must resolve inside it."""
         self._real = root
         self.bash_timeout = bash_timeout
         # Writes to one file are serialized (Pi's withFileMutationQueue).
@@ -708,6 +708,8 @@ def _open_regular(full: str, absolute: str, path: str) -> int:
     """A read-only descriptor of the regular file ``full``; never blocks on a pipe."""
     try:
         info = os.stat(full)
+        if not os.access(full, os.R_OK):
+            raise PermissionError(errno.EACCES, "permission denied")
     except OSError as exc:
         raise CodingToolError(_node_message(exc, "access", absolute)) from None
     if stat.S_ISDIR(info.st_mode):
@@ -1273,7 +1275,10 @@ def _file_lines(path: str, stop: threading.Event) -> list[str]:
 
 def _find(full: str, absolute: str, pattern: str, limit: int, stop: threading.Event) -> ToolResult:
     if not os.path.isdir(full):
-        msg = f"[fd error]: Search path '{absolute}' is not a directory."
+        msg = (
+            f"[fd error]: Search path '{absolute}' is not a directory.\n"
+            "[fd error]: No valid search paths given."
+        )
         raise CodingToolError(msg)
     if "/" in pattern:
         effective = pattern

@@ -8,7 +8,8 @@
 // @earendil-works/pi-coding-agent (the oracle's: `/work/shared/oracle/coding-agent/pi
 // --oracle-path`/node_modules). Pi's grep and find run ripgrep (rg) and fd (fd or fdfind)
 // from PATH. Each case runs in a fresh temporary directory holding a `.git` directory (a
-// git repository, so Pi runs fd without --no-require-git, which older fd lacks); paths
+// git repository, so Pi runs fd without --no-require-git, which older fd lacks) that is
+// also the process's working directory, as when Pi's CLI runs there; paths
 // under it print as $CWD and bash's full-output file as $TMPFILE.
 import fs from "node:fs";
 import os from "node:os";
@@ -59,6 +60,8 @@ async function run(c) {
 		fs.mkdirSync(path.dirname(full), { recursive: true });
 		fs.writeFileSync(full, content(spec));
 	}
+	// Pi's CLI runs in its working directory; rg reads relative globs against it.
+	process.chdir(cwd);
 	const tool = tools.createTool(c.tool, cwd);
 	const args = tool.prepareArguments ? tool.prepareArguments(structuredClone(c.args)) : c.args;
 	const out = { name: c.name };
@@ -77,6 +80,7 @@ async function run(c) {
 		for (const name of c.checkFiles) out.files[name] = fs.readFileSync(path.join(cwd, name), "utf-8");
 	}
 	if (tmpfile) out.fullOutput = fs.statSync(tmpfile).size;
+	process.chdir(os.tmpdir());
 	fs.rmSync(tmp, { recursive: true, force: true });
 	return normalize(out, cwd, tmpfile);
 }
