@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final, TypeVar, final
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol, TypeVar, final
 
 import trio
 
@@ -105,6 +105,8 @@ _IMAGE_MAX_BASE64 = int(4.5 * 1024 * 1024)
 """Pi's inline image limit (``image-resize-core.js``), on the base64 size."""
 _CHUNK = 1024 * 1024
 """Bytes a worker reads before it checks whether it was cancelled."""
+_LONG_LINE = 16 * _CHUNK
+"""grep searches a line only this far (ripgrep has no such limit; memory has)."""
 _UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 
 
@@ -1233,12 +1235,22 @@ def _matching_lines(
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         pending = ""
         number = 0
+        skipping = False  # in the rest of a line already searched (an endless line)
         while True:
             _check(stop)
             chunk = f.read(_CHUNK)
             if b"\0" in chunk:
                 return
-            text = pending + decoder.decode(chunk, not chunk)
+            text = decoder.decode(chunk, not chunk)
+            if skipping:
+                newline = text.find("\n")
+                if newline == -1:
+                    if not chunk:
+                        return
+                    continue
+                text = text[newline + 1 :]
+                skipping = False
+            text = pending + text
             if not chunk:
                 if text:
                     number += 1
@@ -1247,13 +1259,17 @@ def _matching_lines(
                 return
             lines = text.split("\n")
             pending = lines.pop()
-            if len(pending) > 16 * _CHUNK:  # one endless line: search what there is of it
-                lines.append(pending)
-                pending = ""
             for line in lines:
                 number += 1
                 if regex.search(line):
                     yield number, line
+            if len(pending) > _LONG_LINE:
+                # A line this long is searched as far as it has come; the rest is skipped.
+                number += 1
+                if regex.search(pending):
+                    yield number, pending
+                pending = ""
+                skipping = True
 
 
 def _file_lines(path: str, stop: threading.Event) -> list[str]:
@@ -1383,6 +1399,14 @@ def _shell() -> str:
     return shutil.which("bash") or "sh"
 
 
+class _AsyncFile(Protocol):
+    """The part of ``trio.open_file``'s binary writer that bash's temp file uses."""
+
+    async def write(self, data: bytes, /) -> int: ...
+
+    async def aclose(self) -> None: ...
+
+
 @final
 class _Output:
     """Pi's ``OutputAccumulator``: a decoded tail, line and byte counts, and a temp file
@@ -1390,13 +1414,14 @@ class _Output:
 
     __slots__ = (
         "_decoder",
+        "_file",
         "_has_open_line",
+        "_pending",
         "_raw",
         "_tail",
         "_tail_at_line_start",
         "completed_lines",
         "current_line_bytes",
-        "temp",
         "temp_path",
         "total_bytes",
         "total_lines",
@@ -1414,8 +1439,9 @@ class _Output:
         self.completed_lines = 0
         self.total_lines = 0
         self.current_line_bytes = 0
-        self.temp: IO[bytes] | None = None
         self.temp_path: str | None = None
+        self._pending: list[bytes] = []  # for the temp file, written by flush()
+        self._file: _AsyncFile | None = None
 
     @property
     def _rolling(self) -> int:
@@ -1424,10 +1450,9 @@ class _Output:
     def append(self, data: bytes) -> None:
         self.total_raw += len(data)
         self._add_text(self._decoder.decode(data))
-        if self.temp is not None or self._needs_temp():
+        if self.temp_path is not None or self._needs_temp():
             self._ensure_temp()
-            assert self.temp is not None
-            self.temp.write(data)
+            self._pending.append(data)
         elif data:
             self._raw.append(data)
 
@@ -1483,9 +1508,7 @@ class _Output:
         if self.temp_path is not None:
             return
         self.temp_path = os.path.join(tempfile.gettempdir(), f"pi-bash-{secrets.token_hex(8)}.log")
-        self.temp = open(self.temp_path, "wb")  # noqa: SIM115  # closed in close()
-        for chunk in self._raw:
-            self.temp.write(chunk)
+        self._pending = self._raw
         self._raw = []
 
     def snapshot(self) -> Truncation:
@@ -1507,10 +1530,22 @@ class _Output:
             self._ensure_temp()
         return truncation
 
-    def close(self) -> None:
-        if self.temp is not None:
-            self.temp.close()
-            self.temp = None
+    async def flush(self) -> None:
+        """Write what the temp file still lacks (in a worker thread). Checkpoints."""
+        if self.temp_path is None or not self._pending:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._file is None:
+            self._file = await trio.open_file(self.temp_path, "wb")
+        chunks, self._pending = self._pending, []
+        await self._file.write(b"".join(chunks))
+
+    async def aclose(self) -> None:
+        """Close the temp file, even when cancelled."""
+        if self._file is not None:
+            with trio.CancelScope(shield=True):
+                await self._file.aclose()
+            self._file = None
 
     def format(self, truncation: Truncation, empty: str) -> tuple[str, dict[str, Any] | None]:
         """Pi's ``formatOutput``: the text and the details of a finished command."""
@@ -1577,6 +1612,7 @@ async def _run_bash(
         async with stream:
             async for chunk in stream:
                 output.append(bytes(chunk))
+                await output.flush()
                 dirty = True
                 if trio.current_time() - last_update >= BASH_UPDATE_INTERVAL:
                     update()
@@ -1600,8 +1636,9 @@ async def _run_bash(
         if dirty:
             update()
         truncation = output.snapshot()
+        await output.flush()
     finally:
-        output.close()
+        await output.aclose()
     if isinstance(timer, trio.CancelScope) and timer.cancelled_caught:
         text, _ = output.format(truncation, "")
         raise CodingToolError(

@@ -223,3 +223,16 @@ async def test_an_unexpected_error_without_a_message_names_its_type(
     with pytest.raises(CodingToolError) as info:
         await call(Workspace(tmp_path), "ls")
     assert str(info.value) == "The ls tool failed (RuntimeError)."
+
+
+async def test_grep_through_an_endless_line_keeps_line_numbers(tmp_path: Path) -> None:
+    """A 20 MiB line is searched as far as grep buffers it (16 MiB) and the lines after it
+    keep their numbers."""
+    (tmp_path / "big.txt").write_bytes(b"needle " + b"x" * (20 * 1024 * 1024) + b"\nneedle two\n")
+    ws = Workspace(tmp_path)
+    with trio.fail_after(60):
+        result = await call(ws, "grep", pattern="needle", path="big.txt")
+    lines = text_of(result).split("\n")
+    assert lines[0] == "big.txt:1: needle " + "x" * 493 + "... [truncated]"
+    assert lines[1] == "big.txt:2: needle two"
+    assert result.details == {"linesTruncated": True}
