@@ -552,3 +552,19 @@ async def test_symlinks_that_stay_inside_the_root_work(ws: Workspace) -> None:
     (ws.root / "alias.txt").symlink_to(ws.root / "real.txt")
     assert await run_text(ws, "read", path="alias.txt") == "real\n"
     assert await run_text(ws, "grep", pattern="real", path="alias.txt") == "alias.txt:1: real"
+
+
+async def test_bash_shows_output_held_back_by_the_throttle(ws: Workspace) -> None:
+    """Output that comes within the update interval is shown when the interval ends, not
+    only when the command does (Pi's throttle timer)."""
+    seen: list[tuple[str, bool]] = []
+    done = ws.root / "done"
+
+    def record(update: ToolResult) -> None:
+        seen.append((text_of(update), done.exists()))
+
+    tool = ws.tools(["bash"])[0]
+    command = "printf one; sleep 0.02; printf two; sleep 1.5; touch done"
+    with trio.fail_after(20):
+        await tool.execute("c", {"command": command}, AbortSignal(), record)
+    assert ("onetwo", False) in seen

@@ -1607,15 +1607,31 @@ async def _run_bash(
             )
         )
 
+    wake = trio.Event()  # output arrived that the last update did not show
+
+    async def trailing_updates() -> None:
+        """Pi's throttle timer: output held back by the interval is shown when it ends."""
+        nonlocal wake
+        while True:
+            await wake.wait()
+            wake = trio.Event()
+            await trio.sleep_until(last_update + BASH_UPDATE_INTERVAL)
+            if dirty:
+                update()
+
     async def read_output(stream: trio.abc.ReceiveStream) -> None:
         nonlocal dirty
-        async with stream:
+        async with stream, trio.open_nursery() as updates:
+            updates.start_soon(trailing_updates)
             async for chunk in stream:
                 output.append(bytes(chunk))
                 await output.flush()
                 dirty = True
                 if trio.current_time() - last_update >= BASH_UPDATE_INTERVAL:
                     update()
+                else:
+                    wake.set()
+            updates.cancel_scope.cancel()
 
     argv = [_shell(), "-c", command]
     timer: trio.CancelScope | nullcontext[None] = (
