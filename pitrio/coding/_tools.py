@@ -980,12 +980,14 @@ class _LineScan:
     def truncation(self) -> Truncation:
         """Pi's ``truncateHead`` of the selected range."""
         counting = 0 if self.total_bytes == 0 else self.lines - (1 if self.ends_with_newline else 0)
+        limits = {"max_lines": DEFAULT_MAX_LINES, "max_bytes": DEFAULT_MAX_BYTES}
         if counting <= DEFAULT_MAX_LINES and self.total_bytes <= DEFAULT_MAX_BYTES:
-            return truncate_head("\n".join(self.kept))
+            return truncate_head("\n".join(self.kept), **limits)
         return head_of_lines(
             self.kept,
             counting,
             self.total_bytes,
+            **limits,
             first_line_bytes=self.first_line_bytes,
             next_line_too_big=self._cut_by_bytes and len(self.kept) < counting,
         )
