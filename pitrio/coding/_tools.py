@@ -138,7 +138,10 @@ def coding_tools(
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
+    """TypeBox's ``Type.Object`` as JSON, keys in its order (no ``required`` when empty)."""
+    if not required:
+        return {"type": "object", "properties": properties}
+    return {"type": "object", "required": required, "properties": properties}
 
 
 def _string(description: str) -> dict[str, Any]:

@@ -37,10 +37,8 @@ from pitrio.coding import CodingToolError, Workspace
 
 HERE = Path(__file__).parent
 CASES = json.loads((HERE / "data" / "pi_tools_cases.json").read_text(encoding="utf-8"))["cases"]
-RECORDED = {
-    r["name"]: r
-    for r in json.loads((HERE / "data" / "pi_tools.json").read_text(encoding="utf-8"))["results"]
-}
+RECORDING = json.loads((HERE / "data" / "pi_tools.json").read_text(encoding="utf-8"))
+RECORDED = {r["name"]: r for r in RECORDING["results"]}
 
 
 def file_bytes(spec: dict[str, Any]) -> bytes:
@@ -144,6 +142,15 @@ async def test_pitrio_tool_gives_what_pi_gives(case: dict[str, Any], tmp_path: P
     assert comparable(case, mine) == comparable(case, RECORDED[case["name"]])
 
 
+@pytest.mark.parametrize("name", list(RECORDING["tools"]))
+def test_the_tool_definition_is_pis(name: str, tmp_path: Path) -> None:
+    """Name, label, description and parameter schema as Pi gives them to the model, keys
+    in the same order (the JSON a provider sends is the same bytes)."""
+    tool = Workspace(tmp_path).tools([name])[0]
+    mine = {"label": tool.label, "description": tool.description, "parameters": tool.parameters}
+    assert json.dumps(mine) == json.dumps(RECORDING["tools"][name])
+
+
 def test_every_case_was_recorded() -> None:
     """The recording holds one result per case, in the cases' order."""
     assert [r["name"] for r in RECORDED.values()] == [c["name"] for c in CASES]
@@ -193,6 +200,8 @@ def test_the_recording_is_what_pi_prints_now(tmp_path: Path) -> None:
         env={**os.environ, "PITRIO_PI_NODE_MODULES": str(node_modules)},
         check=True,
     )
-    live = {r["name"]: r for r in json.loads(completed.stdout)["results"]}
+    recording = json.loads(completed.stdout)
+    assert recording["tools"] == RECORDING["tools"]
+    live = {r["name"]: r for r in recording["results"]}
     for case in CASES:
         assert comparable(case, live[case["name"]]) == comparable(case, RECORDED[case["name"]])

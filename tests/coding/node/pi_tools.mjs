@@ -86,6 +86,11 @@ async function run(c) {
 }
 
 const { cases } = JSON.parse(fs.readFileSync(process.argv[2], "utf-8"));
+const definitions = {};
+for (const name of ["read", "bash", "edit", "write", "grep", "find", "ls"]) {
+	const tool = tools.createTool(name, os.tmpdir());
+	definitions[name] = { label: tool.label, description: tool.description, parameters: tool.parameters };
+}
 const results = [];
 for (const c of cases) results.push(await run(c));
-process.stdout.write(JSON.stringify({ version: "0.85.0", results }, null, 1) + "\n");
+process.stdout.write(JSON.stringify({ version: "0.85.0", tools: definitions, results }, null, 1) + "\n");
