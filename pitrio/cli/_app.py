@@ -15,13 +15,13 @@ import os
 import signal as signal_module
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TextIO, final
 
 import trio
 
 from pitrio import AssistantMessage, Model, StreamFn, StreamOptions, ThinkingLevel, wire
-from pitrio.coding import coding_tools
+from pitrio.coding import DEFAULT_TOOL_NAMES, coding_tools
 from pitrio.harness import (
     AutoRetryEnd,
     AutoRetryStart,
@@ -147,9 +147,10 @@ def event_to_pi(event: Any, session: Session | None) -> dict[str, Any] | None:
     return event_to_wire(event)
 
 
-def tools_for(context: ToolContext) -> list[Any]:
-    """The coding tools bound to the harness's working directory."""
-    return list(coding_tools(context.cwd))
+def tools_for(context: ToolContext, names: Sequence[str] = DEFAULT_TOOL_NAMES) -> list[Any]:
+    """The coding tools bound to the harness's working directory: Pi's default set (read,
+    bash, edit, write) unless ``names`` (Pi's ``--tools`` names) says otherwise."""
+    return list(coding_tools(context.cwd, names))
 
 
 @final

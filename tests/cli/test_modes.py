@@ -43,10 +43,11 @@ def test_json_mode_on_the_offline_replay(cli_env: dict[str, str], tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     ends = [e for e in events if e["type"] == "tool_execution_end"]
-    assert [e["toolName"] for e in ends] == ["ls", "read", "read", "bash", "edit", "bash"]
+    assert [e["toolName"] for e in ends] == ["bash", "read", "read", "bash", "edit", "bash"]
     outputs = [e["result"]["content"][0]["text"] for e in ends if e["toolName"] == "bash"]
-    assert "AssertionError" in outputs[0]
-    assert outputs[1] == "all checks passed"
+    assert outputs[0] == "README.md\ncheck_greet.py\ngreet.py\n"
+    assert "AssertionError" in outputs[1]
+    assert outputs[2] == "all checks passed\n"
     assert events[-1]["type"] == "agent_end"
 
 

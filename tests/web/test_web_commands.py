@@ -454,7 +454,7 @@ async def _socket_session(info: ServerInfo, requests: Requests, tmp_path: Path) 
         ]
         shown = await _command(socket, ws, "/tools")
         tools = [line.split()[0] for line in shown["text"].splitlines()[1:]]
-        assert sorted(tools) == ["bash", "edit", "grep", "ls", "read", "write"]
+        assert sorted(tools) == ["bash", "edit", "read", "write"]
         assert "bash   asks first" in shown["text"]
         shown = await _command(socket, ws, "/cost")
         assert shown["text"] == (
