@@ -258,9 +258,7 @@ class _Item:
     @property
     def size(self) -> int:
         """Characters it takes to show."""
-        return (
-            len(self.text) + len(self.thinking) + len(self.title or "") + len(self.summary or "")
-        )
+        return len(self.text) + len(self.thinking) + len(self.title or "") + len(self.summary or "")
 
 
 def _joined(chunks: list[str]) -> str:
