@@ -29,8 +29,9 @@ The page is a chat view fed by :mod:`pitrio.ui` messages (``append``, ``appendDe
   arguments as text to show whole (invisible characters escaped);
 * ``{"type": "history", "before": ID, "limit": N}``: older items than the page shows. A
   page that connects gets only the view's tail (``reset`` says how many items it left
-  out, ``earlier``); the reply ``{"type": "history", "before": ID, "messages": [...],
-  "earlier": N}`` holds an ``append`` and a ``replace`` per item, oldest first.
+  out, ``earlier``); the reply ``{"type": "history", "session": ..., "before": ID,
+  "messages": [...], "earlier": N}`` holds an ``append`` and a ``replace`` per item,
+  oldest first.
 
 The model is chosen as the CLI chooses it (:mod:`pitrio.cli._setup`); with none
 configured the recorded offline demo is replayed on a temporary copy of the sample
