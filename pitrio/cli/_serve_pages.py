@@ -180,8 +180,12 @@ class WebApp:
             self.send(client, _error("history's 'limit' must be an integer from 1 to 500"))
             return
         messages, earlier = self.view.earlier(before, limit=limit, max_chars=HISTORY_CHARS)
+        session = self.app.session
         reply = {
             "type": "history",
+            # Item ids start again in each session: a page that got a reset since it
+            # asked (another session) knows the reply by this and drops it.
+            "session": session.id if session is not None else None,
             "before": before,
             "messages": [m.to_json() for m in messages],
             "earlier": earlier,

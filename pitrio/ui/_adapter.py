@@ -261,9 +261,7 @@ class _Item:
     @property
     def size(self) -> int:
         """Characters it takes to show."""
-        return (
-            len(self.text) + len(self.thinking) + len(self.title or "") + len(self.summary or "")
-        )
+        return len(self.text) + len(self.thinking) + len(self.title or "") + len(self.summary or "")
 
 
 def _joined(chunks: list[str]) -> str:
@@ -280,6 +278,11 @@ class Transcript:
     message it sends, and send :meth:`snapshot` to a new client. A long conversation's
     snapshot can be bounded to its tail (``limit``, ``max_chars``); the client then
     asks for older items as it needs them, and :meth:`earlier` gives them.
+
+    Attributes:
+        working: whether the agent is working (the last ``status``).
+        version: counts the changes; equal versions are equal views (a server can
+            cache a snapshot's JSON while it stays the same).
     """
 
     __slots__ = ("_ids", "_items", "_position", "version", "working")
@@ -290,7 +293,6 @@ class Transcript:
         self._position: dict[str, int] = {}
         self.working = False
         self.version = 0
-        """Counts the changes: equal versions are equal views (for caching a snapshot)."""
 
     def __len__(self) -> int:
         return len(self._items)

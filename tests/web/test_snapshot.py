@@ -222,6 +222,7 @@ async def test_a_page_gets_the_tail_and_asks_for_the_rest(tmp_path: Any) -> None
                 await ws.send_message(json.dumps({"type": "history", "before": before}))
                 [reply] = await receive_until(socket, lambda m: m["type"] == "history")
                 assert reply["before"] == before
+                assert reply["session"] == reset["session"] == session.id
                 assert reply["earlier"] == max(0, left - 50)  # 50 when no limit is given
                 pages.insert(0, reply["messages"])
                 before, left = reply["messages"][0]["id"], reply["earlier"]
