@@ -37,7 +37,7 @@ def catalog_data() -> dict[str, Any]:
 
 def builtin_models() -> list[Model]:
     """The built-in models in pi-ai's order (providers alphabetically), each a fresh
-    :class:`Model` with its own mappings."""
+    :class:`Model` with its own mappings (costs, being frozen, are shared)."""
     models = []
     for row in catalog_data()["models"]:
         provider, model_id, name, api, base_url, reasoning, inputs, cost = row[:8]
@@ -50,12 +50,7 @@ def builtin_models() -> list[Model]:
             base_url=base_url,
             reasoning=reasoning,
             input=tuple(inputs),
-            cost=ModelCost(
-                input=cost["input"],
-                output=cost["output"],
-                cache_read=cost["cacheRead"],
-                cache_write=cost["cacheWrite"],
-            ),
+            cost=_cost((cost["input"], cost["output"], cost["cacheRead"], cost["cacheWrite"])),
             context_window=window,
             max_tokens=max_tokens,
             thinking_level_map=None if levels is None else dict(levels),
@@ -69,10 +64,16 @@ def builtin_models() -> list[Model]:
     return models
 
 
+@functools.cache
+def _cost(rates: tuple[float, float, float, float]) -> ModelCost:
+    return ModelCost(input=rates[0], output=rates[1], cache_read=rates[2], cache_write=rates[3])
+
+
 def _copy(compat: dict[str, Any]) -> dict[str, Any]:
     # Nested values (chatTemplateArgs, allowedFallbackModels) are copied too: a caller
     # changing its model's compat must not change the cached catalog.
-    return {
-        key: json.loads(json.dumps(value)) if isinstance(value, (dict, list)) else value
-        for key, value in compat.items()
-    }
+    copied = dict(compat)
+    for key, value in compat.items():
+        if isinstance(value, (dict, list)):
+            copied[key] = json.loads(json.dumps(value))
+    return copied
