@@ -13,7 +13,7 @@ import pytest
 from pitrio.providers import _AWS_CREDENTIALS, _ENV_KEYS, env_api_key, find_env_keys
 from pitrio.providers._catalog import catalog_data
 
-from .test_catalog import pi_ai_dir
+from .test_catalog import pi_ai_dir, pi_ai_node
 
 ADC = ".config/gcloud/application_default_credentials.json"
 VERTEX = {"GOOGLE_CLOUD_PROJECT": "proj", "GOOGLE_CLOUD_LOCATION": "us-central1"}
@@ -165,12 +165,10 @@ process.stdout.write(JSON.stringify(out));
 def test_env_keys_agree_with_pi_ai(tmp_path: Path) -> None:
     """Every provider in every environment of the table: pitrio's ``find_env_keys`` and
     ``env_api_key`` give what pi-ai's ``findEnvKeys`` and ``getEnvApiKey`` give."""
-    from _node import node_executable
-
     directory = pi_ai_dir()
     rows = _environments(tmp_path)
     done = subprocess.run(
-        [node_executable(), "--input-type=module", "-e", _NODE_TABLE],
+        [pi_ai_node(), "--input-type=module", "-e", _NODE_TABLE],
         input=json.dumps({"dir": str(directory), "rows": rows, "providers": PROVIDERS}),
         capture_output=True,
         text=True,
