@@ -430,7 +430,9 @@ def _catalog_model(
 
     spec: str = args.model
     provider, slash, model_id = spec.partition("/")
-    if not slash:
+    if args.provider and provider != args.provider:
+        provider, model_id = args.provider, spec  # an id with slashes: baseten's deepseek-ai/...
+    elif not slash:
         provider, model_id = args.provider or "", spec
     if not provider or not model_id:
         parser.error(
@@ -448,7 +450,7 @@ def _catalog_model(
             f"unknown provider {provider!r} in --model {spec!r}; {hint}known providers: "
             f"{known} (for any OpenAI-compatible service use --base-url URL --model MODEL_ID)"
         )
-    model = models.get(provider, model_id)
+    model = models.get(provider, model_id) or models.get(provider, spec)  # nvidia/nvidia/...
     if model is None:
         ids = [m.id for m in models.list(provider)]
         close = difflib.get_close_matches(model_id, ids, n=4, cutoff=0.4)
@@ -461,7 +463,7 @@ def _catalog_model(
         )
     if model.api not in registered_apis():
         parser.error(
-            f"model {provider}/{model_id} speaks the {model.api!r} API, which pitrio does not "
+            f"model {provider}/{model.id} speaks the {model.api!r} API, which pitrio does not "
             f"implement yet (it has {', '.join(registered_apis())}); pitrio --list-models "
             "marks such models"
         )

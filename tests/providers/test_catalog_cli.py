@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cli._pi import pi_command, require_oracle
 
+from pitrio import Model
 from pitrio.cli._args import build_parser
 from pitrio.cli._interactive import _keyed_models
 from pitrio.cli._list_models import format_token_count, list_models_table, matches
@@ -116,6 +117,56 @@ def test_model_takes_every_catalog_entry(env: dict[str, str]) -> None:
         assert f"{settings.model.provider}/{settings.model.id}" == spec
         assert settings.api_key == key
         assert settings.key_source == f"the environment variable {source}"
+
+
+def test_provider_and_model_take_one_model_of_each_provider_and_api(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--provider P --model ID`` for a model of every (provider, API) pair of the catalog:
+    the usable ones are chosen with the provider's key, the others refused naming the API."""
+    from pitrio.providers import _ENV_KEYS
+
+    keyed = {**env, **{n: n.lower() for names in _ENV_KEYS.values() for n in names}}
+    firsts: dict[tuple[str, str], Model] = {}
+    for model in Models().list():
+        firsts.setdefault((model.provider, model.api), model)
+    assert len(firsts) == 50
+    parser = build_parser()
+    usable = 0
+    for (provider, api), model in firsts.items():
+        args = parser.parse_args(["--provider", provider, "--model", model.id, "-p", "hi"])
+        if api not in registered_apis():
+            with pytest.raises(SystemExit):
+                configure(parser, args, keyed, None, io.StringIO())
+            assert f"the {api!r} API, which pitrio does not implement" in capsys.readouterr().err
+            continue
+        settings = configure(parser, args, keyed, None, io.StringIO())
+        assert (settings.model.provider, settings.model.id) == (provider, model.id)
+        variable = next(n for n in _ENV_KEYS[provider] if n != "ANTHROPIC_AUTH_TOKEN")
+        assert settings.api_key == variable.lower()
+        usable += 1
+    assert usable == sum(api in registered_apis() for _, api in firsts)
+
+
+@pytest.mark.parametrize(
+    ("argv", "chosen"),
+    [
+        (["--model", "openrouter/anthropic/claude-sonnet-4.5"], "anthropic/claude-sonnet-4.5"),
+        (["--provider", "openrouter", "--model", "anthropic/claude-sonnet-4.5"], None),
+        (["--provider", "nvidia", "--model", "nvidia/cosmos-reason2-8b"], None),
+        (["--model", "nvidia/cosmos-reason2-8b"], "nvidia/cosmos-reason2-8b"),
+        (["--model", "nvidia/nvidia/cosmos-reason2-8b"], "nvidia/cosmos-reason2-8b"),
+    ],
+)
+def test_model_ids_with_slashes(env: dict[str, str], argv: list[str], chosen: str | None) -> None:
+    """Ids that hold a slash (OpenRouter's, NVIDIA's ``nvidia/...``) are found with
+    ``PROVIDER/ID`` and with ``--provider``; a leading ``PROVIDER/`` may be left out."""
+    parser = build_parser()
+    keyed = {**env, "OPENROUTER_API_KEY": "or", "NVIDIA_API_KEY": "nv"}
+    settings = configure(parser, parser.parse_args([*argv, "-p", "hi"]), keyed, None, io.StringIO())
+    want = chosen or argv[-1]
+    assert settings.model.id == want
+    assert Models().get(settings.model.provider, want) is not None
 
 
 def test_a_model_pitrio_cannot_use_is_a_usage_error(
