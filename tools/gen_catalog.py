@@ -132,15 +132,19 @@ def main(argv: list[str] | None = None) -> int:
     if node is None:
         parser.error("node is not on PATH: the generator runs pi-ai's catalog (Node 20 or later)")
     pi_ai_dir = args.pi_ai_dir or default_pi_ai_dir()
-    if pi_ai_dir is None or not (pi_ai_dir / "package.json").is_file():
+    if pi_ai_dir is None:
+        parser.error(f"no pi-ai found ({ORACLE} is not there): give PI_AI_DIR or set $PITRIO_PI_AI")
+    if not (pi_ai_dir / "package.json").is_file():
         parser.error(f"no pi-ai package at {pi_ai_dir}: give PI_AI_DIR or set $PITRIO_PI_AI")
-    text = render(dump(pi_ai_dir, node))
+    data = dump(pi_ai_dir, node)
+    text = render(data)
     if args.check:
         same = TARGET.read_text(encoding="utf-8") == text
         print(f"{TARGET.relative_to(REPO)}: {'up to date' if same else 'differs from pi-ai'}")
         return 0 if same else 1
     TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET.relative_to(REPO)} ({text.count(chr(10)) - 8} models)")
+    count = sum(len(models) for models in data["models"].values())
+    print(f"wrote {TARGET.relative_to(REPO)}: {count} models of {len(data['models'])} providers")
     return 0
 
 
