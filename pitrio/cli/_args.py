@@ -225,7 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-session", action="store_true", help="keep nothing: the conversation is not saved"
     )
     add("--no-color", action="store_true", help="plain text, no colours or markdown")
-    add("--list-models", action="store_true", help="list the built-in models and exit")
+    add(
+        "--list-models",
+        nargs="?",
+        const="",
+        metavar="SEARCH",
+        help="list the built-in models (of one provider, or found by a fuzzy search), "
+        "whether their provider has a key, and exit",
+    )
     return parser
 
 

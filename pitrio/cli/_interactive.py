@@ -20,7 +20,7 @@ import contextlib
 import os
 import queue
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final, TextIO, get_args
 
 import trio
@@ -67,6 +67,21 @@ def model_thinking_levels(model: Model) -> list[str]:
     from pitrio.providers._options import supported_thinking_levels
 
     return supported_thinking_levels(model)
+
+
+def _keyed_models(env: Mapping[str, str], config_keys: Mapping[str, str]) -> str:
+    """``/model``'s list: the usable catalog models of the providers that have a key."""
+    from pitrio.providers import Models, env_api_key, registered_apis
+
+    models = Models(env=env)
+    apis = registered_apis()
+    keyed = [p for p in models.providers() if env_api_key(p, env) or config_keys.get(p)]
+    names = [f"{m.provider}/{m.id}" for p in keyed for m in models.list(p) if m.api in apis]
+    if not names:
+        return "no catalog provider has a key (pitrio --list-models lists all models)"
+    return f"models with a key ({len(names)}; pitrio --list-models lists all): " + ", ".join(
+        names
+    )
 
 
 def _history_path(env: Any) -> str:
@@ -388,6 +403,7 @@ class _Interactive:
         app = self.app
         if not arg:
             self._say(f"model: {app.model.provider}/{app.model.id}")
+            self._say(_keyed_models(app.settings.env, app.settings.config_keys))
             return
         if await self._busy_guard("/model"):
             return
@@ -397,7 +413,7 @@ class _Interactive:
                 "(offline replay, --base-url or a test model). Restart with --model."
             )
             return
-        from pitrio.providers import Models
+        from pitrio.providers import Models, registered_apis
 
         provider, slash, model_id = arg.partition("/")
         if not slash:
@@ -405,6 +421,12 @@ class _Interactive:
         model = Models(env=app.settings.env).get(provider, model_id)
         if model is None:
             self.renderer.error(f"unknown model {arg!r} (pitrio --list-models lists them)")
+            return
+        if model.api not in registered_apis():
+            self.renderer.error(
+                f"{provider}/{model_id} speaks the {model.api!r} API, which pitrio does not "
+                "implement yet"
+            )
             return
         await app.set_model(model)
         self._say(f"model: {model.provider}/{model.id}")
