@@ -165,8 +165,11 @@ class LineReader:
         """Save the history and give the terminal back as it was."""
         if self.readline is not None and self.history_path:
             with contextlib.suppress(OSError):
-                os.makedirs(os.path.dirname(self.history_path), exist_ok=True)
+                directory = os.path.dirname(self.history_path)
+                if not os.path.isdir(directory):
+                    os.makedirs(directory, mode=0o700)  # it holds what the user typed
                 self.readline.write_history_file(self.history_path)
+                os.chmod(self.history_path, 0o600)
         self._restore_terminal()
 
     def _save_terminal(self) -> None:
