@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from . import _pi_oracle as oracle
+from . import _pi_oracle as oracle, _rpc_driver
 
 FIXTURE = oracle.DATA / "rpc_pi.json"
 _ENTRY_STEPS = frozenset({"getEntries", "getTree"})
@@ -168,6 +168,14 @@ def run_transcript(who: str, server: oracle.OracleServer, root: Path, node: str)
     return oracle.run_driver(node, command[:3], oracle.pitrio_env(root), work, command[3:])
 
 
+def run_python_driver(server: oracle.OracleServer, root: Path) -> Any:
+    """``_rpc_driver``: the driver's steps without Node (pitrio only)."""
+    work = oracle.workspace(root)
+    server.reset()
+    command = oracle.pitrio_command(server.url)
+    return _rpc_driver.run(command[:3], oracle.pitrio_env(root), work, command[3:])
+
+
 @pytest.fixture(scope="module")
 def node_path() -> str:
     found = oracle.node()
@@ -177,12 +185,14 @@ def node_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def pitrio_transcript(
-    node_path: str, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[dict[str, Any], Path]:
+def pitrio_transcript(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """pitrio driven by Pi's RpcClient (Node), else by the Python port of the driver."""
     root = tmp_path_factory.mktemp("pitrio-rpc")
+    node = oracle.node()
     with oracle.OracleServer() as server:
-        return run_transcript("pitrio", server, root, node_path), root
+        if node is None:
+            return run_python_driver(server, root), root
+        return run_transcript("pitrio", server, root, node), root
 
 
 def pi_steps(node: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
@@ -216,6 +226,20 @@ def test_the_recorded_pi_transcript_matches_pitrio(
     transcript, root = pitrio_transcript
     recorded = json.loads(FIXTURE.read_text(encoding="utf-8"))["steps"]
     found = differences(comparable(recorded), comparable(normalize(transcript, root)))
+    assert not found, "\n".join(found[:40])
+
+
+def test_the_python_driver_is_the_node_driver(
+    node_path: str,
+    pitrio_transcript: tuple[dict[str, Any], Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The fallback for machines without Node sends what Pi's RpcClient sends."""
+    transcript, root = pitrio_transcript
+    python_root = tmp_path_factory.mktemp("pitrio-rpc-python")
+    with oracle.OracleServer() as server:
+        python = normalize(run_python_driver(server, python_root), python_root)
+    found = differences(comparable(normalize(transcript, root)), comparable(python))
     assert not found, "\n".join(found[:40])
 
 
