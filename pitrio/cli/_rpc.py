@@ -45,7 +45,6 @@ from pitrio import (
     Model,
     TextContent,
     ThinkingLevel,
-    UsageError,
     UserMessage,
     wire,
 )
@@ -359,8 +358,8 @@ class _RpcServer:
         command_id, name = command.get("id"), command.get("type")
         try:
             data = await handler(command)
-        except (RpcCommandError, UsageError, SessionError, ValueError, OSError) as exc:
-            self.write(_error(command_id, name, str(exc)))
+        except Exception as exc:  # Pi answers any failure of a command as its error response
+            self.write(_error(command_id, name, str(exc) or type(exc).__name__))
             return
         if data is _ANSWERED:
             return
@@ -504,13 +503,16 @@ class _RpcServer:
             return await InMemorySessionStore().create(cwd=app.cwd)
         return await app.store.create(cwd=app.cwd)
 
-    def _idle_or_raise(self, what: str) -> None:
-        if self.app.harness.is_busy:
-            msg = f"{what} waits until the agent is idle (send abort first)"
-            raise RpcCommandError(msg)
+    async def _end_running(self) -> None:
+        """Abort what runs in the session being left (Pi tears that session down)."""
+        harness = self.app.harness
+        if harness.is_busy:
+            self.cancel_dialogs()
+            harness.abort()
+            await harness.wait_for_idle()
 
     async def new_session(self, command: dict[str, Any]) -> Any:
-        self._idle_or_raise("new_session")
+        await self._end_running()
         await self._switch(await self._new_store_session())
         return {"cancelled": False}
 
@@ -519,7 +521,7 @@ class _RpcServer:
         if not isinstance(path, str) or not path:
             msg = "switch_session needs sessionPath (the path of a session file)"
             raise RpcCommandError(msg)
-        self._idle_or_raise("switch_session")
+        await self._end_running()
         if self.app.store is None:
             msg = "switch_session needs session files (this run has --no-session)"
             raise RpcCommandError(msg)
@@ -542,7 +544,7 @@ class _RpcServer:
         if not isinstance(entry, MessageEntry) or not isinstance(entry.message, UserMessage):
             msg = "Invalid entry ID for forking"
             raise RpcCommandError(msg)
-        self._idle_or_raise("fork")
+        await self._end_running()
         text = _text_of(entry.message)
         if entry.parent_id is None:
             forked = await self._new_store_session()
@@ -556,7 +558,7 @@ class _RpcServer:
         if session.leaf_id is None:
             msg = "Cannot clone session: no current entry selected"
             raise RpcCommandError(msg)
-        self._idle_or_raise("clone")
+        await self._end_running()
         await self._switch(await session.fork(session.leaf_id, position="at"))
         return {"cancelled": False}
 

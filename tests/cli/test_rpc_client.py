@@ -109,7 +109,8 @@ def comparable(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if event["type"] == "compaction_end" and event.get("result"):
                 event["result"].get("usage", {}).pop("reasoning", None)
         if step["step"] in _RACY_STEPS:
-            kinds = sorted(e["type"] for e in events if e["type"] != "message_update")
+            streamed = ("message_update", "tool_execution_update")
+            kinds = sorted(e["type"] for e in events if e["type"] not in streamed)
             queues = [e for e in events if e["type"] == "queue_update"]
             step["events"] = {"kinds": kinds, "queues": queues}
         else:

@@ -420,3 +420,81 @@ def test_rpc_state_of_a_session_file_and_small_session_compaction(
         "willRetry": False,
         "errorMessage": "Compaction failed: Nothing to compact (session too small)",
     }
+
+
+def test_rpc_thinking_levels_of_a_reasoning_model(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    """``--thinking low`` makes the --base-url model a reasoning one: Pi's levels
+    (no ``xhigh``/``max`` without a level map), cycling, and ``thinking_level_changed``
+    only when the level changes."""
+    lines, _ = rpc(
+        serve,
+        cli_env,
+        workdir,
+        [
+            {"type": "get_available_thinking_levels"},
+            {"type": "set_thinking_level", "level": "xhigh"},
+            {"type": "set_thinking_level", "level": "high"},
+            {"type": "cycle_thinking_level"},
+            {"type": "get_state"},
+        ],
+        "--thinking",
+        "low",
+    )
+    got = responses(lines)
+    assert got[0]["data"] == {"levels": ["off", "minimal", "low", "medium", "high"]}
+    assert got[3]["data"] == {"level": "off"}  # high -> the next one round: off
+    assert got[4]["data"]["thinkingLevel"] == "off"
+    changes = [line["level"] for line in lines if line["type"] == "thinking_level_changed"]
+    assert changes == ["high", "off"]  # xhigh clamps to high; high again is no change
+
+
+def test_rpc_bash_output_reaches_the_next_prompt(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    """``bash`` streams ``bash_execution_update`` (with the command's id), answers with
+    the result, and the next prompt's context has Pi's ``Ran `...``` message."""
+    server = serve(rpc_script)
+    proc, read_until = _talk(server, cli_env, workdir)
+    with proc:
+        _send(proc, {"id": "b", "type": "bash", "command": "echo hi"})
+        lines = read_until(lambda e: e.get("id") == "b" and e["type"] == "response")
+        _send(proc, {"type": "prompt", "message": "what ran?"})
+        read_until(lambda e: e["type"] == "agent_settled")
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    assert lines[0] == {"type": "bash_execution_update", "id": "b", "delta": "hi\n"}
+    assert lines[-1]["data"] == {
+        "output": "hi\n",
+        "exitCode": 0,
+        "cancelled": False,
+        "truncated": False,
+    }
+    texts = [last_user_text({"messages": [m]}) for m in server.requests[0]["messages"]]
+    assert any(t.startswith("Ran `echo hi`") for t in texts)  # Pi's bashExecution for the LLM
+
+
+def test_rpc_a_command_with_bad_fields_is_an_error_response(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    lines, _ = rpc(
+        serve,
+        cli_env,
+        workdir,
+        [
+            {"id": "1", "type": "get_entries", "since": 5},
+            {"id": "2", "type": "set_steering_mode", "mode": "sometimes"},
+            {"id": "3", "type": "set_session_name", "name": "   "},
+            {"id": "4", "type": "fork", "entryId": "nope"},
+            {"id": "5", "type": "get_state"},
+        ],
+    )
+    got = {r["id"]: r for r in responses(lines)}
+    assert got["1"]["error"] == "Entry not found: 5"
+    assert got["2"]["error"] == 'mode must be "all" or "one-at-a-time"; got \'sometimes\''
+    assert got["3"]["error"] == "Session name cannot be empty"
+    assert got["4"]["error"] == "Invalid entry ID for forking"
+    assert got["5"]["success"] is True
+    assert "sessionFile" in got["5"]["data"]
