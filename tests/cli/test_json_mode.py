@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -142,3 +144,33 @@ def test_message_start_carries_the_response_id(server: oracle.OracleServer, tmp_
     assistant = [s for s in starts if s["message"]["role"] == "assistant"]
     assert assistant
     assert assistant[0]["message"]["responseId"] == "chatcmpl-scripted"
+
+
+def test_an_interrupt_ends_the_run_as_aborted(server: oracle.OracleServer, tmp_path: Path) -> None:
+    """Ctrl-C mid-answer: the aborted message and the closing events, exit status 130
+    (Pi's json mode has no SIGINT handler: it dies with the signal, writing nothing more;
+    docs/deviations.md)."""
+    work = oracle.workspace(tmp_path)
+    server.reset()
+    command = [*oracle.pitrio_command(server.url), "--mode", "json", "-p", "hang"]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, env=oracle.pitrio_env(tmp_path), cwd=work
+    )
+    assert proc.stdout is not None
+    lines = []
+    with proc:
+        for raw in proc.stdout:
+            lines.append(json.loads(raw))
+            if lines[-1].get("assistantMessageEvent", {}).get("type") == "text_delta":
+                proc.send_signal(signal.SIGINT)
+                break
+        lines += [json.loads(raw) for raw in proc.stdout]
+        assert proc.wait(timeout=30) == 130
+    assert [line["type"] for line in lines[-4:]] == [
+        "message_end",
+        "turn_end",
+        "agent_end",
+        "agent_settled",
+    ]
+    assert lines[-4]["message"]["stopReason"] == "aborted"
+    assert lines[-4]["message"]["content"] == [{"type": "text", "text": "Start"}]
