@@ -174,3 +174,10 @@ def test_an_interrupt_ends_the_run_as_aborted(server: oracle.OracleServer, tmp_p
     ]
     assert lines[-4]["message"]["stopReason"] == "aborted"
     assert lines[-4]["message"]["content"] == [{"type": "text", "text": "Start"}]
+
+
+def test_numbers_are_written_as_javascript_writes_them() -> None:
+    from pitrio.cli._json_mode import dumps
+
+    value = {"a": 0.0, "b": 1e-05, "c": 1.5, "d": [2.5e-7, 1e21, "é"], "e": 123456789.0}
+    assert dumps(value) == '{"a":0,"b":0.00001,"c":1.5,"d":[2.5e-7,1e+21,"é"],"e":123456789}'
