@@ -221,6 +221,9 @@ async def run_rpc(app: App, stdin: TextIO, out: TextIO) -> int:
     """Serve commands from ``stdin`` until it ends; returns the exit status."""
     if app.session is None:  # --no-session: Pi's in-memory session
         await app.switch_session(await InMemorySessionStore().create(cwd=app.cwd))
+    clamped = clamp_thinking_level(app.model, app.thinking)
+    if clamped != app.thinking:  # Pi's session starts with the level clamped to the model
+        await app.set_thinking(clamped)  # type: ignore[arg-type]  # one of the levels
     read_line = _read_lines(stdin)
     async with trio.open_nursery() as nursery:
         server = _RpcServer(app, out, nursery)

@@ -498,3 +498,17 @@ def test_rpc_a_command_with_bad_fields_is_an_error_response(
     assert got["4"]["error"] == "Invalid entry ID for forking"
     assert got["5"]["success"] is True
     assert "sessionFile" in got["5"]["data"]
+
+
+def test_rpc_starts_with_the_thinking_level_clamped_to_the_model(
+    cli_env: dict[str, str], workdir: Path
+) -> None:
+    """gpt-4.1 does not reason: ``--thinking high`` starts as ``off`` (no request made)."""
+    env = {**cli_env, "OPENAI_API_KEY": "sk-unused"}
+    stdin = json.dumps({"type": "get_state"}) + "\n"
+    args = ["--model", "openai/gpt-4.1", "--thinking", "high", "--mode", "rpc"]
+    proc = pitrio(args, env, workdir, stdin)
+    assert proc.returncode == 0, proc.stderr
+    (state,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert state["data"]["thinkingLevel"] == "off"
+    assert state["data"]["model"]["id"] == "gpt-4.1"
