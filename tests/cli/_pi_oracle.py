@@ -416,6 +416,28 @@ def pi_package() -> Path:
     )
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_fixture(path: Path, data: dict[str, Any]) -> None:
+    """A fixture as JSON with one line per list item (a step, an event line), so that a
+    re-recording diffs by item."""
+
+    def block(value: Any, indent: str) -> str:
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            items = ",\n".join(indent + "  " + _compact(v) for v in value)
+            return "[\n" + items + "\n" + indent + "]"
+        if isinstance(value, dict) and any(isinstance(v, list | dict) for v in value.values()):
+            inner = ",\n".join(
+                f"{indent}  {_compact(k)}: {block(v, indent + '  ')}" for k, v in value.items()
+            )
+            return "{\n" + inner + "\n" + indent + "}"
+        return _compact(value)
+
+    path.write_text(block(data, "") + "\n", encoding="utf-8")
+
+
 def record() -> None:
     """Re-record the fixtures of Pi's output (needs the real CLI and Node)."""
     import importlib
@@ -435,8 +457,7 @@ def record() -> None:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         data = {"recordedFrom": "Pi's coding agent 0.85.0 (RpcClient, driver.mjs)", "steps": steps}
-        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-        (DATA / "rpc_pi.json").write_text(text, encoding="utf-8")
+        write_fixture(DATA / "rpc_pi.json", data)
         test_json_mode.record(server)
 
 

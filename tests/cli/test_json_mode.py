@@ -82,8 +82,7 @@ def record(server: oracle.OracleServer) -> None:
             }
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-    FIXTURE.write_text(text, encoding="utf-8")
+    oracle.write_fixture(FIXTURE, data)
 
 
 @pytest.fixture(scope="module")
