@@ -329,7 +329,7 @@ def test_json_mode_prints_every_event_as_one_wire_line(env: dict[str, str], proj
     sessions = list(Path(env["PITRIO_SESSIONS_DIR"]).rglob("*.jsonl"))
     assert header["id"] in sessions[0].name
     assert types[1] == "agent_start"
-    assert types[-1] == "agent_end"
+    assert types[-2:] == ["agent_end", "agent_settled"]
     deltas = [
         e["assistantMessageEvent"]["delta"]
         for e in events
