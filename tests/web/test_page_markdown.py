@@ -315,11 +315,14 @@ async def test_an_edit_shows_its_diff_colored_and_escaped(
         return rows, tool
 
     rows, tool = await shown()
-    assert ["del", f"-    {OLD_LINE}\n"] in rows
-    assert ["add", f"+    {NEW_LINE}\n"] in rows
-    assert [r[0] for r in rows[:3]] == ["file", "file", "hunk"]
-    assert rows[0][1] == "--- greet.py\n"
-    assert {r[0] for r in rows[3:]} <= {"ctx", "add", "del"}
+    # Pi's diff: the line number, then the line (greet.py's sixth line)
+    assert ["del", f"-6     {OLD_LINE}\n"] in rows
+    assert ["add", f"+6     {NEW_LINE}\n"] in rows
+    # Pi's display diff has no file or hunk headers: context, removed and added lines
+    assert {r[0] for r in rows} == {"ctx", "add", "del"}
+    assert rows.index(["del", f"-6     {OLD_LINE}\n"]) + 1 == rows.index(
+        ["add", f"+6     {NEW_LINE}\n"]
+    )
     assert tool["title"] == "edit greet.py"
     assert tool["summary"] == "edited · +1 -1 lines"
     assert set(tool["tags"]) == {"span"}  # the <b> in the new line is text

@@ -23,8 +23,8 @@ from .test_web import items, send, wait_idle
 def chat_script(body: dict[str, Any]) -> Reply:
     last = body["messages"][-1]
     if last["role"] == "tool":
-        return text_reply(f"The directory holds: {last['content'].strip()}")
-    return tool_reply("Let me look.", "ls", {"path": "."})
+        return text_reply(f"The file holds: {last['content'].strip()}")
+    return tool_reply("Let me look.", "read", {"path": "notes.txt"})
 
 
 async def test_web_ui_on_an_openai_compatible_server(page: Page, tmp_path: Path) -> None:
@@ -54,8 +54,8 @@ async def test_web_ui_on_an_openai_compatible_server(page: Page, tmp_path: Path)
             assert visible == [
                 ("user", "what is here?"),
                 ("assistant", "Let me look."),
-                ("tool", "ls ."),
-                ("assistant", "The directory holds: notes.txt"),
+                ("tool", "read notes.txt"),
+                ("assistant", "The file holds: hi"),
             ]
             nursery.cancel_scope.cancel()
     finally:
@@ -63,4 +63,4 @@ async def test_web_ui_on_an_openai_compatible_server(page: Page, tmp_path: Path)
     assert len(chat.requests) == 2
     sent = chat.requests[1]["messages"]
     assert sent[-1]["role"] == "tool"
-    assert json.loads(sent[-2]["tool_calls"][0]["function"]["arguments"]) == {"path": "."}
+    assert json.loads(sent[-2]["tool_calls"][0]["function"]["arguments"]) == {"path": "notes.txt"}
