@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 import trio
+from _debian import ensure_debian_packages
+from cli._pi import oracle_path
 
 from pitrio._events import ToolResult
 from pitrio._messages import ImageContent, TextContent
@@ -159,17 +161,9 @@ def test_every_case_was_recorded() -> None:
 def _pi_node_modules() -> Path | None:
     env = os.environ.get("PITRIO_PI_NODE_MODULES")
     candidates = [Path(env)] if env else []
-    candidates.append(Path.home() / ".cache" / "pitrio-oracle-coding-agent" / "node_modules")
-    oracle = Path("/work/shared/oracle/coding-agent/pi")
-    if oracle.exists():
-        try:
-            found = subprocess.run(
-                [str(oracle), "--oracle-path"], capture_output=True, text=True, timeout=60
-            ).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            found = ""
-        if found:
-            candidates.append(Path(found) / "node_modules")
+    found = oracle_path()  # ../shared/oracle/coding-agent/pi beside the repository
+    if found:
+        candidates.append(Path(found) / "node_modules")
     for candidate in candidates:
         if (candidate / "@earendil-works" / "pi-coding-agent").is_dir():
             return candidate
@@ -179,18 +173,21 @@ def _pi_node_modules() -> Path | None:
 def test_the_recording_is_what_pi_prints_now(tmp_path: Path) -> None:
     """Re-run Pi's tools on the cases (Node, the oracle install, rg and fd needed)."""
     node_modules = _pi_node_modules()
+    why = ensure_debian_packages({"ripgrep": ("rg",), "fd-find": ("fd", "fdfind")})
     missing = [
         name
         for name, ok in (
             ("node", shutil.which("node")),
             ("the oracle's node_modules", node_modules),
-            ("rg", shutil.which("rg")),
-            ("fd", shutil.which("fd") or shutil.which("fdfind")),
+            (why or "", why is None),
         )
         if not ok
     ]
     if missing:
-        pytest.skip(f"re-running Pi's tools needs {', '.join(missing)}")
+        reason = f"re-running Pi's tools needs {', '.join(missing)}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
     assert node_modules is not None
     completed = subprocess.run(
         ["node", str(HERE / "node" / "pi_tools.mjs"), str(HERE / "data" / "pi_tools_cases.json")],
