@@ -316,6 +316,18 @@ class McpServer:
                         await self._refresh()
 
 
+def _file_of(stream: TextIO) -> TextIO:
+    """``stream`` if a child process can write to it (it has a file descriptor), else the
+    interpreter's own stderr (``sys.__stderr__``: under pytest's capture, for one)."""
+    try:
+        stream.fileno()
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+        fallback = sys.__stderr__
+        assert fallback is not None, "the interpreter has no stderr"
+        return fallback
+    return stream
+
+
 def _transport(config: McpServerConfig, errlog: TextIO) -> Any:
     if isinstance(config, StdioServer):
         parameters = mcp.StdioServerParameters(
@@ -355,13 +367,15 @@ async def connect(
 
     Args:
         config: what to start or where to connect.
-        errlog: where a child process's stderr goes (default ``sys.stderr``).
+        errlog: where a child process's stderr goes (default ``sys.stderr``; a stream
+            without a file descriptor, such as :class:`io.StringIO`, is replaced by
+            ``sys.__stderr__``).
 
     Raises:
         McpError: the server did not start or did not answer the handshake.
     """
     server = McpServer(config)
-    target = _transport(config, errlog or sys.stderr)
+    target = _transport(config, _file_of(errlog or sys.stderr))
     async with contextlib.AsyncExitStack() as stack:
         try:
             client = await stack.enter_async_context(
