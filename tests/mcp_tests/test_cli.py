@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,33 @@ async def test_slash_mcp_lists_servers_and_tools() -> None:
     assert describe_mcp(None).startswith("no MCP servers")
 
 
+async def test_the_terminal_asks_before_an_mcp_tool(tmp_path: Path) -> None:
+    """Consent asks about an MCP tool (its arguments shown), as about bash."""
+    from pitrio.cli._consent import Consent, Policy
+    from pitrio.harness import ToolCallEvent
+
+    asked: list[str] = []
+
+    async def ask(event: ToolCallEvent) -> str:
+        asked.append(event.tool_name)
+        return "n"
+
+    consent = Consent(Policy(), yes=False, mode_hint="the interactive prompt", cwd=str(tmp_path))
+    consent.ask = ask
+    read = await consent(_event("read"))
+    refused = await consent(_event("mcp__github__create_issue"))
+    assert read is None
+    assert asked == ["mcp__github__create_issue"]
+    assert refused is not None
+    assert refused.block
+
+
+def _event(tool: str) -> Any:
+    from pitrio.harness import ToolCallEvent
+
+    return ToolCallEvent(tool_call_id="c1", tool_name=tool, args={"title": "x"})
+
+
 # -- python -m pitrio mcp ---------------------------------------------------------------
 
 
@@ -197,6 +225,44 @@ async def test_pitrio_mcp_serves_the_agent_over_stdio(tmp_path: Path) -> None:
         assert not (work / "made.txt").exists()
         assert len(server.requests) == 3
     finally:
+        server.stop()
+
+
+async def test_a_cancelled_prompt_aborts_the_run(tmp_path: Path) -> None:
+    """The client cancelling a prompt call (notifications/cancelled) ends the run; the
+    agent then answers the next prompt."""
+    held = threading.Event()
+
+    def script(body: dict[str, Any]) -> Reply:
+        if last_user_text(body) == "take forever":
+            return [{"delta": {"role": "assistant", "content": "thinking"}}, {"wait": held}]
+        return text_reply("hello from pitrio")
+
+    server = ChatServer(script)
+    server.start()
+    try:
+        config = StdioServer(
+            name="pitrio",
+            command=sys.executable,
+            args=["-m", "pitrio", "mcp", "--base-url", server.url, "--model", "m",
+                  "--no-session", "--cwd", str(tmp_path)],
+            env=_env(tmp_path),
+        )  # fmt: skip
+        with trio.fail_after(60):
+            async with connect(config) as agent:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(agent.call_tool, "prompt", {"text": "take forever"})
+                    for _ in range(1000):  # until the model request is under way
+                        if server.requests:
+                            break
+                        await trio.sleep(0.05)
+                    nursery.cancel_scope.cancel()
+                result, is_error = await agent.call_tool("prompt", {"text": "say hi"})
+                assert not is_error
+                assert result.content == (TextContent(text="hello from pitrio"),)
+        assert [last_user_text(r) for r in server.requests] == ["take forever", "say hi"]
+    finally:
+        held.set()
         server.stop()
 
 

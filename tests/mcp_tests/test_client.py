@@ -201,7 +201,7 @@ async def test_a_server_that_crashes_mid_call() -> None:
             await harness.prompt("go")
             (result,) = _results(harness)
             assert result.is_error
-            assert "crash" in _text(result)
+            assert _text(result) == "MCP server 'crash': Connection closed"
             assert server.closed
             assert toolset(harness.tool_context) == []
 
@@ -270,3 +270,40 @@ async def test_prompts_become_templates() -> None:
             assert template.description == "Review a file."
             expanded = expand_prompt_template("/tools:review src/app.py", [template])
             assert expanded == "Review src/app.py, looking for bugs."
+
+
+async def test_a_factory_with_a_tools_revision_is_called_again_when_it_changes() -> None:
+    """The harness calls a tool factory again (in the same run) when its tools_revision
+    changes, and only then."""
+    from pitrio import Tool, text_result
+
+    async def run(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
+        factory.tools_revision += 1
+        return text_result("changed")
+
+    class Factory:
+        tools_revision = 0
+        calls = 0
+
+        def __call__(self, context: Any) -> list[Tool]:
+            self.calls += 1
+            return [Tool(name=f"t{self.tools_revision}", execute=run)]
+
+    factory = Factory()
+    scripted = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("c1", "t0", {})),
+            ScriptedResponse.tool_calls(("c2", "t1", {})),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    harness = Harness(model=MODEL, stream_fn=scripted, tools=[factory])
+    await harness.prompt("go")
+    assert [[t.name for t in r.tools or ()] for r in scripted.requests] == [
+        ["t0"],
+        ["t1"],
+        ["t2"],
+    ]
+    assert factory.calls == 3
+    await harness.prompt("again")  # nothing changed since: not called again
+    assert factory.calls == 3
