@@ -544,6 +544,8 @@ def _tool_list(app: App) -> Iterator[Any]:
     from ._app import tools_for
 
     yield from tools_for(app.harness.tool_context)
+    if app.mcp is not None:
+        yield from app.mcp(app.harness.tool_context)
 
 
 async def run_interactive(app: App, renderer: Renderer, stdin: TextIO) -> int:

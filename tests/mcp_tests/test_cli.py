@@ -155,6 +155,31 @@ async def test_slash_mcp_lists_servers_and_tools() -> None:
     assert describe_mcp(None).startswith("no MCP servers")
 
 
+class _Typed(io.StringIO):
+    """Lines typed at the interactive prompt (a terminal, as far as pitrio can tell)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_slash_mcp_and_tools_in_the_terminal(tmp_path: Path) -> None:
+    """In the interactive prompt /mcp lists the configured server and its tools, and
+    /tools says MCP tools ask first."""
+    env = _env(tmp_path)
+    _write_config(env, {"errors": {"command": sys.executable, "args": [str(SERVERS), "errors"]}})
+    out = io.StringIO()
+    argv = ["--cwd", str(tmp_path), "--no-session", "--no-color"]
+    status = main(
+        argv, stream_fn=ScriptedModel([]), env=env, stdin=_Typed("/mcp\n/tools\n"), stdout=out
+    )
+    assert status == 0
+    text = out.getvalue()
+    assert f"  errors  {sys.executable} {SERVERS} errors  (1 tools)" in text
+    assert "    mcp__errors__refuse  Returns an error result." in text
+    (line,) = [row for row in text.splitlines() if row.startswith("  mcp__errors__refuse ")]
+    assert "asks first" in line
+
+
 async def test_the_terminal_asks_before_an_mcp_tool(tmp_path: Path) -> None:
     """Consent asks about an MCP tool (its arguments shown), as about bash."""
     from pitrio.cli._consent import Consent, Policy

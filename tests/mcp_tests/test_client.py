@@ -177,14 +177,27 @@ def _text_of(result: Any) -> str:
 async def test_a_hung_call_is_aborted_and_nothing_is_left_behind() -> None:
     """A call the server never answers (it ignores the cancellation) ends promptly on
     abort, and leaving the block stops the server: no child process remains."""
-    before = children()
+    before, tasks = children(), _tasks()
     with trio.fail_after(LIMIT):
         async with connect(stdio("hang")) as server:
             assert len(children() - before) == 1
+            assert _tasks() > tasks  # the SDK's pipe readers, our watcher...
             with trio.move_on_after(0.5) as scope:
                 await server.call_tool("hang", {})
             assert scope.cancelled_caught
     assert children() - before == set()
+    assert _tasks() == tasks
+
+
+def _tasks() -> int:
+    """How many tasks run under this test's task (in its nurseries, recursively)."""
+
+    def count(task: trio.lowlevel.Task) -> int:
+        return sum(
+            1 + count(child) for nursery in task.child_nurseries for child in nursery.child_tasks
+        )
+
+    return count(trio.lowlevel.current_task())
 
 
 async def test_a_server_that_crashes_mid_call() -> None:
