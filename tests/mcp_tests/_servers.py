@@ -12,6 +12,7 @@ import os
 import sys
 
 import anyio
+import anyio.abc
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import (
@@ -27,6 +28,7 @@ PNG = base64.b64decode(
 )
 
 CANCELLED: list[str] = []
+BACKGROUND: list[anyio.abc.TaskGroup] = []  # the stdio server's task group, for grow_soon
 
 
 def tools_server() -> MCPServer:
@@ -88,6 +90,22 @@ def tools_server() -> MCPServer:
         await ctx.session.send_tool_list_changed()
         return "grown"
 
+    @server.tool(description="Adds a tool named 'later' a moment after it returns.")
+    async def grow_soon(ctx: Context) -> str:
+        session = ctx.session
+
+        async def later() -> None:
+            await anyio.sleep(0.2)
+
+            def late() -> str:
+                return "late!"
+
+            server.add_tool(late, name="later", description="Added after a call ended.")
+            await session.send_tool_list_changed()
+
+        BACKGROUND[0].start_soon(later)
+        return "soon"
+
     @server.prompt(description="Review a file.")
     def review(path: str, focus: str = "bugs") -> str:
         return f"Review {path}, looking for {focus}."
@@ -143,4 +161,11 @@ if __name__ == "__main__":
         port = int(sys.argv[sys.argv.index("--http") + 1])
         server.run("streamable-http", host="127.0.0.1", port=port)
     else:
-        server.run()
+
+        async def run_stdio() -> None:
+            async with anyio.create_task_group() as group:
+                BACKGROUND.append(group)
+                await server.run_stdio_async()
+                group.cancel_scope.cancel()
+
+        anyio.run(run_stdio)

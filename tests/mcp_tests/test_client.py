@@ -320,3 +320,19 @@ async def test_a_factory_with_a_tools_revision_is_called_again_when_it_changes()
     assert factory.calls == 3
     await harness.prompt("again")  # nothing changed since: not called again
     assert factory.calls == 3
+
+
+async def test_a_change_announced_outside_a_call_is_picked_up() -> None:
+    """A tools/list_changed that arrives between calls is fetched by the server's own
+    task: the next tool list has the new tool."""
+    with trio.fail_after(LIMIT):
+        async with connect(stdio("tools")) as server:
+            later = tool_name("tools", "later")
+            revision = server.revision
+            await server.call_tool("grow_soon", {})
+            assert later not in {t.name for t in server.tools}
+            for _ in range(200):  # the server announces it 0.2 s after the call
+                if server.revision != revision:
+                    break
+                await trio.sleep(0.05)
+            assert later in {t.name for t in server.tools}
