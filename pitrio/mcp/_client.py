@@ -268,8 +268,10 @@ class McpServer:
         """
         client = self._live()
 
+        finished = False  # progress the SDK hands over after the result is dropped
+
         async def progress(progress: float, total: float | None, message: str | None) -> None:
-            if on_update is not None:
+            if on_update is not None and not finished:
                 of = f"/{total:g}" if total is not None else ""
                 text = f"{progress:g}{of}" + (f" {message}" if message else "")
                 on_update(ToolResult(content=(TextContent(text=text),)))
@@ -287,6 +289,8 @@ class McpServer:
             self._closed = True
             msg = f"MCP server {self.name!r} went away during the call"
             raise McpError(msg) from exc
+        finally:
+            finished = True
         await self._settle()
         return convert_result(result)
 

@@ -45,7 +45,8 @@ def tools_server() -> MCPServer:
         return f"echo: {text}"
 
     @server.tool(description="Sleep for a long time (to be cancelled).")
-    async def slow(seconds: float = 3600) -> str:
+    async def slow(ctx: Context, seconds: float = 3600) -> str:
+        await ctx.report_progress(0, 1, "sleeping")
         try:
             await anyio.sleep(seconds)
         except anyio.get_cancelled_exc_class():

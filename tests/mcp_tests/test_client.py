@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from pitrio import ImageContent, Model, TextContent, ToolResultMessage
+from pitrio import ImageContent, Model, TextContent, ToolExecutionUpdate, ToolResultMessage
 from pitrio.harness import Harness, expand_prompt_template
 from pitrio.mcp import (
     HttpServer,
@@ -143,7 +143,8 @@ async def test_error_results_keep_the_servers_text() -> None:
 
 async def test_abort_cancels_the_request_on_the_server(tools_config: Any) -> None:
     """Aborting a slow call ends it at once as aborted, and the server was told
-    (notifications/cancelled: its handler was cancelled)."""
+    (notifications/cancelled: its handler was cancelled); its progress reached the run as
+    a tool_execution_update."""
     with trio.fail_after(LIMIT):
         async with connect(tools_config) as server:
             slow = tool_name(server.name, "slow")
@@ -151,13 +152,20 @@ async def test_abort_cancels_the_request_on_the_server(tools_config: Any) -> Non
                 [ScriptedResponse.tool_calls(("c1", slow, {})), ScriptedResponse.text("x")]
             )
             harness = Harness(model=MODEL, stream_fn=scripted, tools=list(server.tools))
-            started = trio.Event()
-            harness.hooks.on("tool_call", lambda event: started.set())
+            updates: list[str] = []
+            running = trio.Event()
+
+            def listen(event: object) -> None:
+                if isinstance(event, ToolExecutionUpdate):
+                    updates.append(_text_of(event.partial_result))
+                    running.set()  # the server's handler has started
+
+            harness.subscribe(listen)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(harness.prompt, "go")
-                await started.wait()
-                await trio.sleep(0.2)  # the request is on the wire
+                await running.wait()
                 harness.abort()
+            assert updates == ["0/1 sleeping"]  # its progress notification
             (result,) = _results(harness)
             assert result.is_error
             assert _text(result) == "Operation aborted"
