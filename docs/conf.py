@@ -95,6 +95,11 @@ _EXTERNAL = {
     # nor Hypothesis' (pitrio.testing's strategies return its SearchStrategy)
     "hypothesis.strategies.SearchStrategy": "https://hypothesis.readthedocs.io/en/latest/"
     "reference/api.html#hypothesis.strategies.SearchStrategy",
+    # the mcp SDK's types (pitrio.mcp) are the protocol's schema, which the spec documents
+    "mcp_types._types.Tool": "https://modelcontextprotocol.io/specification/"
+    "2025-11-25/schema#tool",
+    "mcp_types._types.CallToolResult": "https://modelcontextprotocol.io/specification/"
+    "2025-11-25/schema#calltoolresult",
 }
 # Names a signature shows that no package exports (type aliases, a class reached through a
 # public one): each is described once in reference/types.md under its private path.
@@ -114,6 +119,7 @@ PUBLIC_PACKAGES = [
     "pitrio.harness",
     "pitrio.testing",
     "pitrio.coding",
+    "pitrio.mcp",
     "pitrio.ui",
     "pitrio.wire",
 ]

@@ -26,6 +26,7 @@ PUBLIC_PACKAGES = [
     "pitrio.harness",
     "pitrio.testing",
     "pitrio.coding",
+    "pitrio.mcp",
     "pitrio.ui",
 ]
 

@@ -20,6 +20,7 @@ import pitrio._loop
 import pitrio.cli
 import pitrio.coding
 import pitrio.harness
+import pitrio.mcp
 import pitrio.providers
 import pitrio.testing.conformance
 import pitrio.testing.provider_conformance
@@ -100,6 +101,7 @@ def _resolve(name: str) -> type[BaseException]:
         pitrio.harness,
         pitrio.coding,
         pitrio.cli,
+        pitrio.mcp,
         pitrio.testing.conformance,
         pitrio.testing.provider_conformance,
     ):

@@ -90,6 +90,13 @@ EXPECTED_OUTPUT = {
         "test_any_script_ends_in_a_settled_run passed",
         "test_the_status_line_follows_any_run_so_far passed",
     ],
+    # MCP (docs/mcp.md): a real server process, so main() runs in real time
+    "mcp_agent.py": [
+        "tools: ['mcp__weather__forecast']",
+        "toolResult: Lisbon: sunny, 24°C",
+        "assistant: It is sunny in Lisbon.",
+        "direct: Porto: sunny, 24°C (ok)",
+    ],
     # the recipes (docs/recipes/)
     "agent_service.py": [
         "/c/bob 200 echo: hi (1 messages so far)",

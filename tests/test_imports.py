@@ -24,6 +24,9 @@ NOT_AT_IMPORT = (
     "pitrio.testing",
     "pitrio.coding",
     "pitrio.ui",
+    "pitrio.mcp",
+    "mcp",
+    "anyio",
 )
 
 

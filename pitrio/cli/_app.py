@@ -16,8 +16,8 @@ import os
 import signal as signal_module
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TextIO, final
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, final
 
 import trio
 
@@ -48,6 +48,9 @@ from ._render import Renderer, Style, use_color
 from ._resources import CodingResources, build_system_prompt, load_resources
 from ._sanitize import one_line
 from ._setup import AppSettings, api_key_lookup, open_session, open_stream_fn, templates_dirs
+
+if TYPE_CHECKING:
+    from pitrio.mcp import McpToolset
 
 __all__ = [
     "App",
@@ -113,8 +116,12 @@ class App:
         out: TextIO,
         err: TextIO,
         resources: CodingResources | None = None,
+        mcp: McpToolset | None = None,
     ) -> None:
         self.settings = settings
+        self.mcp = mcp
+        """The configured MCP servers (``mcp.json``), if any: their tools join the coding
+        tools."""
         self.cwd = cwd
         self.stream_fn = stream_fn
         self.store = store
@@ -151,7 +158,7 @@ class App:
             model=self.model,
             stream_fn=self.stream_fn,
             session=session,
-            tools=[tools_for],
+            tools=[tools_for] if self.mcp is None else [tools_for, self.mcp],
             system_prompt=system_prompt,
             thinking_level=self.thinking,
             cwd=self.cwd,
@@ -256,8 +263,16 @@ def _local_options() -> StreamOptions:
 # Starting
 
 
-async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO) -> int:
-    """Run the CLI in Trio; returns the exit status.
+async def run_app(
+    settings: AppSettings,
+    stdin: TextIO,
+    out: TextIO,
+    err: TextIO,
+    *,
+    serve: Callable[[App], Awaitable[int]] | None = None,
+) -> int:
+    """Run the CLI in Trio; returns the exit status (``serve``: run this with the App
+    instead of the mode, as ``python -m pitrio mcp`` does).
 
     Raises:
         CliError: it cannot start (the session cannot be opened, the ``--local`` model
@@ -296,17 +311,30 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
                 print(f"pitrio: warning: {warning}", file=err)
             template_dirs = [*resources.template_dirs, *template_dirs]
         templates_result = await load_prompt_templates(template_dirs)
+        templates = tuple(templates_result.templates)
+        mcp = None
+        if resources is not None:
+            from ._mcp import open_mcp
+
+            # a server's stderr would write over the terminal's screen
+            quiet = settings.mode == "interactive"
+            mcp = await open_mcp(stack, cwd, settings.env, resources, err, quiet=quiet)
+            if mcp is not None:
+                templates = (*templates, *mcp.prompt_templates)
         app = App(
             settings,
             cwd=cwd,
             stream_fn=stream_fn,
             store=store,
             session=session,
-            templates=tuple(templates_result.templates),
+            templates=templates,
             out=out,
             err=err,
             resources=resources,
+            mcp=mcp,
         )
+        if serve is not None:
+            return await serve(app)
         if settings.mode == "rpc":
             from ._rpc import run_rpc
 

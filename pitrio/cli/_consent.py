@@ -55,9 +55,27 @@ from pitrio.harness import ToolCallEvent, ToolCallResult
 from . import _shell
 from ._errors import PolicyError
 
-__all__ = ["MUTATING_TOOLS", "Consent", "Policy", "PolicyError", "Verdict", "load_policy"]
+__all__ = [
+    "MCP_TOOL_PREFIX",
+    "MUTATING_TOOLS",
+    "Consent",
+    "Policy",
+    "PolicyError",
+    "Verdict",
+    "load_policy",
+    "needs_consent",
+]
 
 MUTATING_TOOLS: Final = frozenset({"bash", "write", "edit"})
+MCP_TOOL_PREFIX: Final = "mcp__"
+"""An MCP server's tools (``mcp__SERVER__TOOL``, :mod:`pitrio.mcp`) may do anything:
+they ask too, and a policy pattern for them is ``TOOL:*`` (their arguments are not
+matched)."""
+
+
+def needs_consent(tool: str) -> bool:
+    """Whether calls of ``tool`` ask first (bash, write, edit and MCP servers' tools)."""
+    return tool in MUTATING_TOOLS or tool.startswith(MCP_TOOL_PREFIX)
 
 
 @final
@@ -94,6 +112,11 @@ class Policy:
             return None
         if not isinstance(args, dict):
             args = {}
+        if tool.startswith(MCP_TOOL_PREFIX):  # the tool's name decides
+            why = f"the tool is {tool!r}"
+            if deny:
+                return Verdict(kind="deny", pattern=deny[0], why=why)
+            return Verdict(kind="allow", pattern=allow[0], why=why)
         if tool == "bash":
             return _decide_bash(str(args.get("command", "")), deny, allow)
         return _decide_path(str(args.get("path", "")), cwd or os.getcwd(), deny, allow)
@@ -369,7 +392,7 @@ class Consent:
 
     async def __call__(self, event: ToolCallEvent) -> ToolCallResult | None:
         tool = event.tool_name
-        if tool not in MUTATING_TOOLS:
+        if not needs_consent(tool):
             return None
         verdict = self.policy.decide(tool, event.args, cwd=self.cwd)
         if verdict is not None and verdict.kind == "deny":

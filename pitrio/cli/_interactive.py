@@ -30,7 +30,7 @@ from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
 
 from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
-from ._consent import parse_answer
+from ._consent import needs_consent, parse_answer
 from ._render import Renderer, session_cost
 from ._sanitize import one_line
 
@@ -51,6 +51,7 @@ COMMANDS: Final[dict[str, str]] = {
     "/model [PROVIDER/ID]": "show or change the model",
     "/thinking [LEVEL]": "show or change the reasoning level",  # /help adds the model's
     "/tools": "the tools and whether they ask before running",
+    "/mcp": "the MCP servers (mcp.json) and their tools",
     "/session": "this session: id, file, messages",
     "/resume [ID]": "list this directory's sessions, or continue one",
     "/fork [ENTRY]": "continue in a copy of this session (up to ENTRY)",
@@ -366,6 +367,7 @@ class _Interactive:
             "/model": self._model,
             "/thinking": self._thinking,
             "/tools": self._tools,
+            "/mcp": self._mcp,
             "/session": self._session,
             "/resume": self._resume,
             "/fork": self._fork,
@@ -459,7 +461,7 @@ class _Interactive:
         consent = self.app.consent
         lines = []
         for tool in self.app.harness.turn.tools if self.app.harness.turn else _tool_list(self.app):
-            if tool.name in {"bash", "write", "edit"}:
+            if needs_consent(tool.name):
                 if consent.yes:
                     how = f"runs without asking ({self.app.settings.yes_reason})"
                 elif tool.name in consent.always:
@@ -476,6 +478,11 @@ class _Interactive:
                 f"policy {policy.source}: allow {list(policy.allow)}, deny {list(policy.deny)}"
             )
         self._say("tools:\n" + "\n".join(lines))
+
+    async def _mcp(self, _: str) -> None:
+        from ._mcp import describe_mcp
+
+        self._say(describe_mcp(self.app.mcp))
 
     async def _session(self, _: str) -> None:
         app = self.app
@@ -562,6 +569,8 @@ def _tool_list(app: App) -> Iterator[Any]:
     from ._app import tools_for
 
     yield from tools_for(app.harness.tool_context)
+    if app.mcp is not None:
+        yield from app.mcp(app.harness.tool_context)
 
 
 async def run_interactive(app: App, renderer: Renderer, stdin: TextIO) -> int:

@@ -8,6 +8,7 @@ message saying what to change. This module is the only place that calls
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -49,6 +50,8 @@ def main(
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["serve"]:
         return _serve(args_list[1:])
+    if args_list[:1] == ["mcp"]:
+        return _mcp(args_list[1:], stream_fn, os.environ if env is None else env)
     environ = os.environ if env is None else env
     source = sys.stdin if stdin is None else stdin
     out = sys.stdout if stdout is None else stdout
@@ -98,6 +101,55 @@ def _serve(argv: list[str]) -> int:
     from . import _serve as serve_module
 
     status: int = serve_module.main(argv)
+    return status
+
+
+def _mcp(argv: list[str], stream_fn: StreamFn | None, env: Mapping[str, str]) -> int:
+    """``python -m pitrio mcp [OPTIONS]``: the agent as an MCP server on stdin/stdout,
+    with the options of a ``-p`` run (``--model``, ``--base-url``, ``--yes``...)."""
+    import io
+
+    parser = build_parser()
+    parser.prog = "pitrio mcp"
+    try:
+        args = parser.parse_args(argv)
+        if args.prompt is not None or args.mode != "text":
+            parser.error("pitrio mcp takes its prompts from the MCP client; drop -p / --mode")
+        args.mode = "rpc"  # no prompt on stdin (it carries the protocol), no terminal
+        import importlib.util
+
+        if importlib.util.find_spec("mcp") is None:
+            print(
+                "pitrio mcp: the MCP server needs the mcp package: pip install 'pitrio[mcp]'",
+                file=sys.stderr,
+            )
+            return EXIT_MODEL_ERROR
+        import trio
+
+        from ._app import run_app
+        from ._errors import CliError
+        from ._mcp import serve_mcp
+        from ._setup import configure
+
+        settings = configure(parser, args, env, stream_fn, io.StringIO())
+        if settings.offline:
+            parser.error(
+                "pitrio mcp needs a model: --model, --base-url, or an API key "
+                "(ANTHROPIC_API_KEY, OPENAI_API_KEY...)"
+            )
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        status: int = trio.run(
+            functools.partial(run_app, serve=serve_mcp), settings, sys.stdin, sys.stderr, sys.stderr
+        )
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except CliError as exc:
+        from ._sanitize import visible
+
+        print(f"pitrio mcp: {visible(str(exc))}", file=sys.stderr)
+        return exc.exit_status
     return status
 
 

@@ -63,6 +63,7 @@ _TRUST_REQUIRING: Final = (
     "themes",
     "SYSTEM.md",
     "APPEND_SYSTEM.md",
+    "mcp.json",  # pitrio's: MCP servers are programs to start (pitrio.cli._mcp)
 )
 
 TOOL_PROMPTS: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {

@@ -58,7 +58,15 @@ class ToolContext:
 
 
 ToolFactory: TypeAlias = Callable[[ToolContext], "AgentTool | Sequence[AgentTool]"]
-"""Builds tools for a :class:`ToolContext` (``lambda ctx: coding_tools(ctx.cwd)``)."""
+"""Builds tools for a :class:`ToolContext` (``lambda ctx: coding_tools(ctx.cwd)``).
+
+It is called again when the tools or the context change, and, for a factory with a
+``tools_revision`` attribute (an MCP toolset's), when that value does."""
+
+
+def _revisions(sources: tuple[AgentTool | ToolFactory, ...]) -> tuple[object, ...]:
+    """The sources' ``tools_revision`` values (``None`` for a source without one)."""
+    return tuple(getattr(source, "tools_revision", None) for source in sources)
 
 
 def _skills(value: Iterable[Skill]) -> tuple[Skill, ...]:
@@ -152,7 +160,9 @@ class TurnConfig:
         """The state of the latest request (``None`` before the first)."""
         self.applied: Applied | None = None
         """What the loop is using since the last request was prepared."""
-        self._bound: tuple[object, ToolContext, tuple[AgentTool, ...]] | None = None
+        self._bound: (
+            tuple[object, ToolContext, tuple[object, ...], tuple[AgentTool, ...]] | None
+        ) = None
 
     def rebind(
         self,
@@ -173,7 +183,13 @@ class TurnConfig:
         context = self.tool_context
         sources = self.tool_sources
         bound = self._bound
-        if bound is None or bound[0] is not sources or bound[1] != context:
+        revisions = _revisions(sources)
+        if (
+            bound is None
+            or bound[0] is not sources
+            or bound[1] != context
+            or bound[2] != revisions
+        ):
             tools: list[AgentTool] = []
             for source in sources:
                 if hasattr(source, "execute"):
@@ -184,9 +200,9 @@ class TurnConfig:
                     tools.append(cast("AgentTool", made))
                 else:
                     tools.extend(made)
-            bound = self._bound = (sources, context, tuple(tools))
+            bound = self._bound = (sources, context, revisions, tuple(tools))
         active = self.active_tools
-        tools_now = bound[2] if active is None else tuple(t for t in bound[2] if t.name in active)
+        tools_now = bound[3] if active is None else tuple(t for t in bound[3] if t.name in active)
         turn = TurnState(
             session=session,
             model=self.model,
@@ -282,6 +298,7 @@ class Applied:
         "active_tools",
         "model",
         "resources",
+        "revisions",
         "sources",
         "system_prompt",
         "thinking_level",
@@ -295,6 +312,7 @@ class Applied:
         self.model = config.model
         self.thinking_level = config.thinking_level
         self.sources = config.tool_sources
+        self.revisions = _revisions(config.tool_sources)
         self.active_tools = config.active_tools
         self.tool_context = config.tool_context
         self.resources = config.resources
@@ -307,6 +325,7 @@ class Applied:
             self.model is config.model
             and self.thinking_level == config.thinking_level
             and self.sources is config.tool_sources
+            and self.revisions == _revisions(config.tool_sources)
             and self.active_tools == config.active_tools
             and self.tool_context == config.tool_context
             and self.resources is config.resources
