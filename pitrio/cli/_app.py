@@ -20,7 +20,15 @@ from typing import Any, TextIO, final
 
 import trio
 
-from pitrio import AssistantMessage, Model, StreamFn, StreamOptions, ThinkingLevel, wire
+from pitrio import (
+    AssistantMessage,
+    ImageContent,
+    Model,
+    StreamFn,
+    StreamOptions,
+    ThinkingLevel,
+    wire,
+)
 from pitrio.coding import coding_tools
 from pitrio.harness import (
     AutoRetryEnd,
@@ -47,6 +55,7 @@ from pitrio.harness import (
 from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
 from ._errors import CliError, CliUsageError
+from ._flags import apply_resource_flags
 from ._loopback import RefusingStreamFn
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
@@ -181,6 +190,7 @@ class App:
         self.model = settings.model
         self.thinking: ThinkingLevel = settings.thinking
         ask_mode = {
+            "export": "--export",
             "print": "-p",
             "json": "--mode json",
             "rpc": "--mode rpc",
@@ -196,8 +206,8 @@ class App:
         settings = self.settings
         resources = self.resources
         system_prompt: str | SystemPromptFn
-        if settings.system_prompt is not None:
-            system_prompt = settings.system_prompt
+        if settings.system_prompt is not None and resources is None:
+            system_prompt = settings.system_prompt  # the replay with --system-prompt
         elif resources is None:  # the offline replay: the prompt it was recorded with
             system_prompt = default_system_prompt(self.cwd)
         else:
@@ -206,7 +216,7 @@ class App:
             model=self.model,
             stream_fn=self.stream_fn,
             session=session,
-            tools=[tools_for],
+            tools=[self._tools],
             system_prompt=system_prompt,
             thinking_level=self.thinking,
             cwd=self.cwd,
@@ -224,6 +234,12 @@ class App:
         for listener in self._listeners:
             harness.subscribe(listener)
         return harness
+
+    def _tools(self, context: ToolContext) -> list[Any]:
+        """The coding tools, as ``--tools`` / ``--exclude-tools`` / ``--no-tools`` select."""
+        tools = tools_for(context)
+        selection = self.settings.tools
+        return tools if selection.default else selection.select(tools, lambda t: t.name)
 
     def expand(self, text: str) -> str:
         """A typed prompt as Pi's coding agent sends it: ``/skill:NAME args`` becomes the
@@ -318,6 +334,10 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
         CliError: it cannot start (the session cannot be opened, the ``--local`` model
             server did not start); the caller shows it as one line.
     """
+    if settings.mode == "export":
+        from ._export import export_session
+
+        return await export_session(settings, out)
     async with contextlib.AsyncExitStack() as stack:
         cwd = settings.cwd
         if cwd is None:
@@ -346,10 +366,13 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
         resources = None
         template_dirs = templates_dirs(cwd, settings.env)
         if not settings.offline:
-            resources = await load_resources(cwd, settings.env)
+            resources = await load_resources(cwd, settings.env, trust=settings.trust)
+            resources, template_dirs = await apply_resource_flags(
+                resources, settings, [*resources.template_dirs, *template_dirs]
+            )
             for warning in resources.warnings:
                 print(f"pitrio: warning: {warning}", file=err)
-            template_dirs = [*resources.template_dirs, *template_dirs]
+            _warn_unknown_tools(settings, cwd, err)
         templates_result = await load_prompt_templates(template_dirs)
         app = App(
             settings,
@@ -367,7 +390,7 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
 
             return await run_rpc(app, stdin, out)
         if settings.mode == "json":
-            return await _run_json(app, settings.prompt or "")
+            return await _run_json(app, settings.prompt or "", settings.images)
         style = _style(out, settings)
         renderer = Renderer(
             out,
@@ -396,9 +419,20 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
 
                 status = await run_interactive(app, renderer, stdin)
             else:
-                status = await _run_print(app, renderer, settings.prompt or "")
+                status = await _run_print(app, renderer, settings.prompt or "", settings.images)
             nursery.cancel_scope.cancel(reason="the conversation is over")
         return status
+
+
+def _warn_unknown_tools(settings: AppSettings, cwd: str, err: TextIO) -> None:
+    """``--tools`` / ``--exclude-tools`` naming no tool pitrio has: said, not fatal."""
+    if settings.tools.default:
+        return
+    known = [t.name for t in coding_tools(cwd)]
+    for name in settings.tools.unknown(known):
+        print(
+            f"pitrio: warning: no tool {name!r} (pitrio's tools: {', '.join(known)})", file=err
+        )
 
 
 async def _close_quietly(session: Session) -> None:
@@ -426,9 +460,15 @@ def _style(out: TextIO, settings: AppSettings) -> Style:
     return "rich"  # falls back to "ansi" when rich is not installed
 
 
-async def _run_print(app: App, renderer: Renderer, prompt: str) -> int:
+async def _run_print(
+    app: App, renderer: Renderer, prompt: str, images: tuple[ImageContent, ...] = ()
+) -> int:
     async with open_interrupts() as interrupts:
-        status = await run_once(app, prompt, interrupts)
+        status = await run_once(app, prompt, interrupts, images)
+        for message in app.settings.messages:  # Pi's further messages, one after another
+            if status != EXIT_OK:
+                break
+            status = await run_once(app, message, interrupts)
     last = app.last_assistant()
     if last is not None and last.stop_reason == "error":
         hint = app.error_hint(last)
@@ -437,7 +477,7 @@ async def _run_print(app: App, renderer: Renderer, prompt: str) -> int:
     return status
 
 
-async def _run_json(app: App, prompt: str) -> int:
+async def _run_json(app: App, prompt: str, images: tuple[ImageContent, ...] = ()) -> int:
     import json
 
     out = app.out
@@ -461,10 +501,20 @@ async def _run_json(app: App, prompt: str) -> int:
         out.write(json.dumps(header, ensure_ascii=False) + "\n")
     app.subscribe(emit)
     async with open_interrupts() as interrupts:
-        return await run_once(app, prompt, interrupts)
+        status = await run_once(app, prompt, interrupts, images)
+        for message in app.settings.messages:
+            if status != EXIT_OK:
+                break
+            status = await run_once(app, message, interrupts)
+        return status
 
 
-async def run_once(app: App, prompt: str, interrupts: AsyncIterator[object]) -> int:
+async def run_once(
+    app: App,
+    prompt: str,
+    interrupts: AsyncIterator[object],
+    images: tuple[ImageContent, ...] = (),
+) -> int:
     """Run one prompt to the end; the first interrupt aborts it, a second stops waiting."""
     interrupted = False
     async with trio.open_nursery() as nursery:
@@ -479,7 +529,7 @@ async def run_once(app: App, prompt: str, interrupts: AsyncIterator[object]) -> 
                 app.harness.abort()
 
         nursery.start_soon(watch)
-        await app.harness.prompt(app.expand(prompt))
+        await app.harness.prompt(app.expand(prompt), images)
         nursery.cancel_scope.cancel(reason="the run has settled")
     if interrupted:
         return EXIT_INTERRUPTED

@@ -25,7 +25,7 @@ from typing import Any, Final, TextIO, get_args
 
 import trio
 
-from pitrio import Model, ThinkingLevel, UsageError
+from pitrio import ImageContent, Model, ThinkingLevel, UsageError
 from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
 
 from ._app import App, open_interrupts
@@ -226,7 +226,11 @@ class _Interactive:
             nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
             if app.settings.prompt:
                 self.out.write(IDLE_PROMPT + one_line(app.settings.prompt) + "\n")
-                await self._prompt(nursery, app.settings.prompt)
+                await self._prompt(nursery, app.settings.prompt, app.settings.images)
+            for message in app.settings.messages:  # Pi's further messages, in turn
+                await app.harness.wait_for_idle()
+                self.out.write(IDLE_PROMPT + one_line(message) + "\n")
+                await self._prompt(nursery, message)
             self._next_prompt()
             async for line in lines_receive:
                 if line is None:  # Ctrl-D
@@ -318,14 +322,18 @@ class _Interactive:
             text = text[len(FOLLOW_UP_PREFIX) :].strip()
         await self._prompt(nursery, text)
 
-    async def _prompt(self, nursery: trio.Nursery, text: str) -> None:
-        await nursery.start(self._turn, text)
+    async def _prompt(
+        self, nursery: trio.Nursery, text: str, images: tuple[ImageContent, ...] = ()
+    ) -> None:
+        await nursery.start(self._turn, text, images)
 
-    async def _turn(self, text: str, *, task_status: trio.TaskStatus[None]) -> None:
+    async def _turn(
+        self, text: str, images: tuple[ImageContent, ...], *, task_status: trio.TaskStatus[None]
+    ) -> None:
         app = self.app
         self.aborted = False
         harness = app.harness
-        await harness.prompt(text, task_status=task_status)
+        await harness.prompt(text, images, task_status=task_status)
         # Lines queued after the run's last look at its queues are still waiting.
         while harness.agent.has_queued_messages() and not self.aborted:
             await harness.resume()
