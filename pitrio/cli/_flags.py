@@ -181,9 +181,10 @@ class ToolSelection:
         return [n for n in dict.fromkeys(asked) if n not in names]
 
     def select(self, tools: Sequence[_T], name_of: Callable[[_T], str]) -> list[_T]:
-        """The tools to offer, in their order."""
-        if self.allow is not None:
-            chosen = [t for t in tools if name_of(t) in self.allow]
+        """The tools to offer: ``--tools``' in its order, else ``tools`` in theirs."""
+        if self.allow is not None:  # in the order given, as Pi's setActiveToolsByName
+            by_name = {name_of(t): t for t in tools}
+            chosen = [by_name[n] for n in dict.fromkeys(self.allow) if n in by_name]
         elif self.none:
             chosen = []
         else:

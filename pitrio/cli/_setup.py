@@ -287,12 +287,7 @@ def configure(
         thinking = cast("ThinkingLevel", level)  # Pi's settings.json; no reasoning: "off"
     if offline and args.thinking not in (None, "off"):
         parser.error("--thinking needs a model; the offline replay has no reasoning to adjust")
-    if args.api_key and not offline and stream_fn is None and args.local is False:
-        if not (args.model or args.base_url or args.provider):
-            parser.error(
-                "--api-key needs a model: add --model PROVIDER/ID (or --provider NAME "
-                "--model ID)"
-            )
+    if args.api_key and not offline and stream_fn is None and not args.local:
         api_key, key_source = args.api_key, "--api-key"
 
     messages, files = split_messages(args)
@@ -459,6 +454,11 @@ def _pi_flags(
         args.model, level = split_thinking(args.model)
         if level is not None and args.thinking is None:
             args.thinking = level
+    if args.api_key and not (args.model or args.base_url):
+        parser.error(
+            "--api-key needs a model: add --model PROVIDER/ID (or --provider NAME --model ID, "
+            "or --models)"
+        )
     allow = ToolSelection.from_flags(args.tools, args.exclude_tools, args.no_tools)
     if args.no_builtin_tools and args.tools is None:
         allow = attrs.evolve(allow, none=True)  # pitrio has only built-in tools
