@@ -26,8 +26,9 @@ from typing import Any, Final, TextIO, get_args
 import trio
 
 from pitrio import ImageContent, Model, ThinkingLevel, UsageError
-from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
+from pitrio.harness import SessionError, ToolCallEvent
 
+from . import _slash
 from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import parse_answer
@@ -41,6 +42,8 @@ __all__ = [
     "model_thinking_levels",
     "run_interactive",
 ]
+
+_SlashCommand = Callable[[App, Renderer, str], Awaitable[None]]
 
 FOLLOW_UP_PREFIX: Final = ">>"
 IDLE_PROMPT: Final = "> "
@@ -57,6 +60,15 @@ COMMANDS: Final[dict[str, str]] = {
     "/compact [INSTRUCTIONS]": "summarise older messages to free context",
     "/clear": "start a new session",
     "/cost": "tokens and cost of this session",
+    "/name [NAME]": "show or set the session's name",
+    "/clone": "continue in a copy of the whole session",
+    "/tree [ID]": "the session tree, or continue from entry ID",
+    "/export [FILE]": "write the session as an HTML page",
+    "/copy": "copy the last answer to the clipboard",
+    "/reload": "load context files, skills and prompt templates again",
+    "/hotkeys": "the keys and line prefixes",
+    "/skill:NAME [ARGS]": "run a skill",
+    "!CMD / !!CMD": "run a shell command (!! keeps it out of the context)",
     "/quit": "exit (so do Ctrl-D and Ctrl-C when idle)",
 }
 
@@ -219,7 +231,7 @@ class _Interactive:
             "a follow-up); Ctrl-C aborts, Ctrl-D exits."
         )
         if app.session is not None and app.harness.messages:
-            self.renderer.note(f"({len(app.harness.messages)} earlier messages restored)")
+            _slash.show_history(app, self.renderer)  # as Pi redraws a resumed session
         lines_send, lines_receive = trio.open_memory_channel[str | None](0)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read_lines, lines_send)
@@ -294,6 +306,12 @@ class _Interactive:
         text = line.strip()
         if not text:
             return
+        if text.startswith("!"):
+            excluded = text.startswith("!!")
+            command = text[2 if excluded else 1 :]
+            if not await self._busy_guard("!!" if excluded else "!"):
+                await _slash.run_bash(app, self.renderer, command, excluded=excluded)
+            return
         if text.startswith("/"):
             name = text.split(maxsplit=1)[0]
             handler = self._commands().get(name)
@@ -304,7 +322,12 @@ class _Interactive:
                 except (SessionError, UsageError, ValueError) as exc:
                     self.renderer.error(f"{name}: {exc}")
                 return
-            expanded = expand_prompt_template(text, app.templates)
+            if name in _slash.NOT_SUPPORTED:
+                self.renderer.error(
+                    f"{name} is not supported yet in pitrio: {_slash.NOT_SUPPORTED[name]}"
+                )
+                return
+            expanded = app.expand(text)  # /skill:NAME, then the prompt templates
             if expanded == text:
                 self.renderer.error(f"unknown command {name}; /help lists the commands")
                 return
@@ -363,12 +386,35 @@ class _Interactive:
             "/clear": self._clear,
             "/new": self._clear,
             "/cost": self._cost,
+            "/name": self._with_app(_slash.name),
+            "/clone": self._idle(_slash.clone, "/clone"),
+            "/tree": self._idle(_slash.tree, "/tree"),
+            "/export": self._with_app(_slash.export),
+            "/copy": self._with_app(_slash.copy_last),
+            "/reload": self._idle(_slash.reload, "/reload"),
+            "/hotkeys": self._hotkeys,
             "/quit": self._quit,
             "/exit": self._quit,
         }
 
     def _say(self, text: str) -> None:
         self.renderer.say(text)
+
+    def _with_app(self, command: _SlashCommand) -> Callable[[str], Awaitable[None]]:
+        async def run(arg: str) -> None:
+            await command(self.app, self.renderer, arg)
+
+        return run
+
+    def _idle(self, command: _SlashCommand, name: str) -> Callable[[str], Awaitable[None]]:
+        async def run(arg: str) -> None:
+            if not await self._busy_guard(name):
+                await command(self.app, self.renderer, arg)
+
+        return run
+
+    async def _hotkeys(self, _: str) -> None:
+        self._say(_slash.HOTKEYS)
 
     async def _help(self, _: str) -> None:
         levels = ", ".join(model_thinking_levels(self.app.model))
