@@ -127,9 +127,8 @@ async def export(app: App, renderer: Renderer, arg: str) -> None:
         renderer.error("/export needs a session (this run has none)")
         return
     await session.flush()
-    target = arg.strip() or os.path.join(
-        app.cwd, default_export_path(getattr(session, "path", None), session.id)
-    )
+    given = arg.strip() or default_export_path(getattr(session, "path", None), session.id)
+    target = os.path.join(app.cwd, os.path.expanduser(given))  # noqa: ASYNC240  # no I/O
     try:
         await write_export(session, target)
     except OSError as exc:
