@@ -539,6 +539,7 @@ class _Interactive:
             return
         session = await app.store.open(arg)
         await app.switch_session(session)
+        _slash.show_history(app, self.renderer)
         self._say(f"resumed session {session.id} ({len(app.harness.messages)} messages)")
 
     async def _fork(self, arg: str) -> None:

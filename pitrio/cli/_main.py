@@ -63,7 +63,8 @@ def main(
     try:
         args = parse_cli(parser, args_list)
         if args.list_models:
-            return _list_models(out)
+            search = args.list_models if isinstance(args.list_models, str) else ""
+            return _list_models(out, search)
         # Imported here: --help and --version have exited above without them.
         import trio
 
@@ -108,12 +109,14 @@ def _serve(argv: list[str]) -> int:
     return status
 
 
-def _list_models(out: IO[str]) -> int:
+def _list_models(out: IO[str], search: str = "") -> int:
     from pitrio.providers import Models
 
     try:
         for model in Models().list():
-            out.write(f"{model.provider}/{model.id}\n")
+            name = f"{model.provider}/{model.id}"
+            if search.lower() in name.lower():
+                out.write(f"{name}\n")
         out.flush()
     except BrokenPipeError:
         # The reader went away (``pitrio --list-models | head``): that is fine. Point

@@ -243,6 +243,31 @@ def test_pis_argument_errors_are_one_line_usage_errors(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("argv", "search", "messages"),
+    [
+        (["--list-models"], True, []),
+        (["--list-models", "sonnet"], "sonnet", []),
+        (["--list-models", "@a.txt"], True, ["@a.txt"]),  # Pi: an @file is no search
+        (["--list-models", "-p"], True, []),
+    ],
+)
+def test_list_models_takes_an_optional_search(
+    argv: list[str], search: object, messages: list[str]
+) -> None:
+    args = parse_cli(build_parser(), argv)
+    assert (args.list_models, args.messages) == (search, messages)
+
+
+def test_list_models_filters_by_the_search(capsys: pytest.CaptureFixture[str]) -> None:
+    from pitrio.cli._main import main
+
+    assert main(["--list-models", "GPT-4.1"], env={}) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "openai/gpt-4.1" in lines
+    assert all("gpt-4.1" in line for line in lines)
+
+
 def test_piped_stdin_comes_before_the_files_and_the_first_message(
     here: Path, tmp_path: Path
 ) -> None:
