@@ -450,6 +450,7 @@ def test_cli_errors_are_one_line_without_a_traceback(env: dict[str, str], projec
             capture_output=True,
             text=True,
             timeout=60,
+            stdin=subprocess.DEVNULL,  # piped stdin would join the prompt, as in Pi
         )
         assert result.returncode == 2
         assert "Traceback" not in result.stderr

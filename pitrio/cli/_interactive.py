@@ -238,11 +238,12 @@ class _Interactive:
             nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
             if app.settings.prompt:
                 self.out.write(IDLE_PROMPT + one_line(app.settings.prompt) + "\n")
-                await self._prompt(nursery, app.settings.prompt, app.settings.images)
+                first = app.expand(app.settings.prompt)  # /skill:, /template as typed
+                await self._prompt(nursery, first, app.settings.images)
             for message in app.settings.messages:  # Pi's further messages, in turn
                 await app.harness.wait_for_idle()
                 self.out.write(IDLE_PROMPT + one_line(message) + "\n")
-                await self._prompt(nursery, message)
+                await self._prompt(nursery, app.expand(message))
             self._next_prompt()
             async for line in lines_receive:
                 if line is None:  # Ctrl-D

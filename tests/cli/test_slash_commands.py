@@ -271,3 +271,21 @@ def test_history_lines_show_the_conversation_compactly() -> None:
         "$ ls",
         "[error: boom]",
     ]
+
+
+def test_command_line_messages_are_sent_first_in_the_terminal(
+    serve: Callable[..., ChatServer], spawn: Spawn, workdir: Path
+) -> None:
+    """``pi "Read package.json" "What dependencies?"``: interactive, the messages in turn,
+    the first with the ``@file``'s text."""
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m", "@" + str(workdir / "notes.txt"),
+                  "first", "second")  # fmt: skip
+    child.expect_exact("you said: second")
+    ready(child)
+    quit(child)
+    assert len(server.requests) == 2
+    assert user_texts(server.requests[1]) == [
+        f'<file name="{workdir}/notes.txt">\nfirst line\n\n</file>\nfirst',
+        "second",
+    ]
