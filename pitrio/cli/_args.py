@@ -56,6 +56,8 @@ class CliArgumentParser(argparse.ArgumentParser):
 
 _INVALID_CHOICE: Final = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
 _UNRECOGNIZED: Final = "unrecognized arguments: "
+_PI_ONLY: Final = frozenset({"-e", "--extension", "--theme", "--use-theme", "--tui-mode"})
+"""Pi's flags pitrio does not take (the error says so rather than guessing)."""
 
 
 def _guess(parser: argparse.ArgumentParser, message: str) -> str:
@@ -68,8 +70,15 @@ def _guess(parser: argparse.ArgumentParser, message: str) -> str:
     if not message.startswith(_UNRECOGNIZED):
         return ""
     options = [s for action in parser._actions for s in action.option_strings]
+    words = message.removeprefix(_UNRECOGNIZED).split()
+    unsupported = [w for w in words if w.partition("=")[0] in _PI_ONLY]
+    if unsupported and parser.prog == "pitrio":
+        return (
+            f"; {unsupported[0].partition('=')[0]} is Pi's, and pitrio has no TypeScript "
+            "extensions, themes or full-screen mode (docs/cli.md, Pi's flags)"
+        )
     guesses = []
-    for word in message.removeprefix(_UNRECOGNIZED).split():
+    for word in words:
         if word.startswith("-"):
             close = difflib.get_close_matches(word.partition("=")[0], options, n=2, cutoff=0.7)
             if close:

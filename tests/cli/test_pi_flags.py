@@ -225,6 +225,8 @@ def test_the_table_covers_thirty_command_lines() -> None:
         (["--demo", *LOCAL], "--demo replays the recorded demo"),
         (["--tools"], "expected one argument"),
         (["--no-tool", "-p", "x"], "did you mean --no-tools"),
+        (["-e", "ext.ts", "-p", "x"], "-e is Pi's, and pitrio has no TypeScript extensions"),
+        (["--use-theme", "dark", "-p", "x"], "--use-theme is Pi's"),
         ([*LOCAL, "-p"], "no prompt"),
     ],
 )
@@ -441,9 +443,17 @@ def test_pi_and_pitrio_send_the_same_request_for_the_same_command_line(
          "--append-system-prompt", "APPENDED", "--append-system-prompt", "extra.md", "-p", "hi"],
         ["--tools", "read", "-nc", "@img.png", "-p", "Describe"],
         ["--no-tools", "-p", "--", "- one", "two"],
+        ["--tools", "read", "-ns", "--skill", "skills/greeter", "-np", "--prompt-template",
+         "review.md", "-p", "/review main.py"],
+        ["--model", "local/r:high", "--tools", "bash", "-p", "think"],
+        ["--provider", "local", "--model", "r", "--thinking", "low", "-t", "read", "-p", "x"],
     ]  # fmt: skip
+    skill = here / "skills" / "greeter"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greeter\ndescription: Greets.\n---\nHi.\n")
+    (here / "review.md").write_text("---\ndescription: Review\n---\nReview $1 carefully.\n")
     for argv in lines:
-        full = [*LOCAL, "--no-session", *argv]
+        full = [*([] if "--model" in argv else LOCAL), "--no-session", *argv]
         sent: dict[str, list[dict[str, Any]]] = {}
         for who, command in (
             ("pitrio", [sys.executable, "-m", "pitrio"]),
@@ -466,3 +476,4 @@ def test_pi_and_pitrio_send_the_same_request_for_the_same_command_line(
                 t["function"]["name"] for t in b.get("tools", [])
             ], argv
             assert a["messages"][1:] == b["messages"][1:], argv
+            assert a.get("reasoning_effort") == b.get("reasoning_effort"), argv
