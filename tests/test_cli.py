@@ -378,7 +378,7 @@ def test_resume_without_id_lists_sessions(env: dict[str, str], project: Path) ->
     run_cli(["--cwd", str(project), "-p", "one"], env, stream_fn=model)
     status, out = run_cli(["--cwd", str(project), "--resume"], env, stream_fn=model)
     assert status == 0
-    assert "resume one with pitrio --resume ID" in out
+    assert "resume one with pitrio --session ID" in out
     session_id = out.splitlines()[1].split()[0]
     model2 = ScriptedModel([ScriptedResponse.text("again")])
     status, _ = run_cli(

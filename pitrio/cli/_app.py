@@ -360,7 +360,13 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
         except SessionError as exc:  # --continue / --resume: missing, locked, unreadable
             raise CliUsageError(str(exc)) from None
         if settings.session.kind == "resume" and session is None:
-            return await _list_sessions(store, cwd, out)
+            if settings.mode != "interactive" or store is None:
+                return await _list_sessions(store, cwd, out)
+            from ._flags import pick_session
+
+            session = await pick_session(store, cwd, stdin, out)  # Pi's session picker
+            if session is None:
+                return EXIT_OK
         if session is not None:
             stack.push_async_callback(_close_quietly, session)
         resources = None
@@ -447,7 +453,7 @@ async def _list_sessions(store: SessionStore | None, cwd: str, out: TextIO) -> i
         out.write(f"No sessions for {one_line(cwd)} yet.\n")
         return EXIT_OK
     shown = one_line(cwd)
-    out.write(f"Sessions for {shown} (newest first); resume one with pitrio --resume ID:\n")
+    out.write(f"Sessions for {shown} (newest first); resume one with pitrio --session ID:\n")
     for info in infos:
         when = datetime.datetime.fromtimestamp(info.modified_at).strftime("%Y-%m-%d %H:%M")
         out.write(f"  {one_line(info.id)}  {when}\n")

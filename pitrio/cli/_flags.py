@@ -13,18 +13,20 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar, final
 
 import attrs
 import trio
 
 from pitrio import ImageContent, ThinkingLevel
-from pitrio.harness import SessionInfo, Skill, load_skills
+from pitrio.harness import PiSessionStore, Session, SessionInfo, Skill, load_skills
 
 from ._errors import CliUsageError
 from ._resources import CodingResources
+from ._sanitize import one_line
 
 if TYPE_CHECKING:
     from ._setup import AppSettings
@@ -36,6 +38,7 @@ __all__ = [
     "image_mime_type",
     "initial_message",
     "looks_like_path",
+    "pick_session",
     "process_file_args",
     "resolve_prompt_input",
     "split_thinking",
@@ -264,3 +267,32 @@ async def _skills_at(paths: Sequence[str], warnings: list[str]) -> list[Skill]:
             continue
         warnings += [f"{d.path}: {d.message}" for d in result.diagnostics]
     return found
+
+
+async def pick_session(
+    store: PiSessionStore, cwd: str, stdin: TextIO, out: TextIO
+) -> Session | None:
+    """``--resume`` in a terminal: the directory's sessions, numbered (newest first); the
+    line typed (a number, or an id or its start) picks one; an empty line picks none."""
+    infos = await store.list(cwd=cwd)
+    if not infos:
+        out.write(f"No sessions for {one_line(cwd)} yet.\n")
+        return None
+    out.write(f"Sessions for {one_line(cwd)} (newest first):\n")
+    for number, info in enumerate(infos, 1):
+        when = datetime.datetime.fromtimestamp(info.modified_at).strftime("%Y-%m-%d %H:%M")
+        out.write(f"  {number:>3}  {one_line(info.id)}  {when}\n")
+    while True:
+        out.write("Resume which? (number or id; Enter: none) ")
+        out.flush()
+        answer = (await trio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)).strip()
+        if not answer:
+            out.write("No session selected\n")
+            return None
+        if answer.isdigit() and 1 <= int(answer) <= len(infos):
+            chosen: SessionInfo | None = infos[int(answer) - 1]
+        else:
+            chosen = find_session(answer, infos, ())
+        if chosen is not None:
+            return await store.open(chosen.path or chosen.id)
+        out.write(f"no session {one_line(answer)!r} here; type a number from the list\n")

@@ -304,7 +304,9 @@ def configure(
     elif args.mode == "rpc":
         mode, prompt = "rpc", None
     elif args.resume is True and not args.print and not messages and not files:
-        mode, prompt = "print", None  # --resume lists the sessions
+        # --resume: a terminal picks a session to continue; otherwise they are listed
+        tty = _isatty(stdin) and args.mode == "text"
+        mode, prompt = ("interactive" if tty else "print"), None
     elif (args.print or args.mode == "json" or not _isatty(stdin)) and not (
         offline and args.mode == "text" and not args.print and _isatty(stdin)
     ):

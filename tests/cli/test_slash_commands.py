@@ -289,3 +289,39 @@ def test_command_line_messages_are_sent_first_in_the_terminal(
         f'<file name="{workdir}/notes.txt">\nfirst line\n\n</file>\nfirst',
         "second",
     ]
+
+
+def test_resume_in_a_terminal_picks_a_session(
+    serve: Callable[..., ChatServer], spawn: Spawn
+) -> None:
+    """``pi -r`` opens a picker: here a numbered list, the line typed picks one (Enter:
+    none), and the picked session's history is shown again."""
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m")
+    ready(child)
+    child.send("remember 7\r")
+    child.expect_exact("you said: remember 7")
+    ready(child)
+    quit(child)
+
+    child = spawn("--base-url", server.url, "--model", "m", "-r")
+    child.expect_exact("Resume which?")
+    child.send("\r")
+    child.expect_exact("No session selected")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    child = spawn("--base-url", server.url, "--model", "m", "--resume")
+    child.expect_exact("    1  ")
+    child.expect_exact("Resume which?")
+    child.send("9\r")
+    child.expect_exact("type a number from the list")
+    child.send("1\r")
+    child.expect_exact("> remember 7")
+    ready(child)
+    child.send("which number?\r")
+    child.expect_exact("you said: which number?")
+    ready(child)
+    quit(child)
+    assert user_texts(server.requests[-1]) == ["remember 7", "which number?"]
