@@ -8,8 +8,10 @@ worker thread, so the Trio side keeps streaming while the person types:
   current tool, the rest of the batch skipped); a line starting with ``>>`` is queued
   as a follow-up (delivered when the agent would otherwise stop);
 * a line ending in ``\\`` continues on the next line (multi-line input);
-* ``/command`` lines are handled here (:data:`COMMANDS`); ``/name args`` with a prompt
-  template's name expands the template;
+* ``/command`` lines are handled here (:data:`COMMANDS`; Pi's further ones in
+  :mod:`pitrio.cli._slash`); ``/skill:NAME args`` and ``/name args`` with a prompt
+  template's name expand as in Pi; ``!cmd`` runs a shell command into the context
+  (``!!cmd``: kept out of it);
 * Ctrl-C aborts the running answer (queued lines are dropped); Ctrl-C when idle, or
   Ctrl-D, exits.
 """

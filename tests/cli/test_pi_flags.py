@@ -124,13 +124,22 @@ TABLE: list[tuple[list[str], bool, dict[str, Any]]] = [
     (["--print", "hi"], False, {"mode": "print", "prompt": "hi"}),
     (["hi", "-p"], False, {"mode": "print", "prompt": "hi"}),
     (["-p", "--", "- Summarize these points"], False, {"prompt": "- Summarize these points"}),
-    (["-p", "--", "-x", "@a.txt"], False, {"prompt": '<file name="{here}/a.txt">\nA file.\n\n'
-                                          "</file>\n-x"}),
+    (
+        ["-p", "--", "-x", "@a.txt"],
+        False,
+        {"prompt": '<file name="{here}/a.txt">\nA file.\n\n</file>\n-x'},
+    ),
     (["-p", "one", "two", "three"], False, {"prompt": "one", "messages": ("two", "three")}),
-    (["-p", "@a.txt", "What is in it?"], False,
-     {"prompt": '<file name="{here}/a.txt">\nA file.\n\n</file>\nWhat is in it?', "images": []}),
-    (["@img.png", "-p", "Describe"], False,
-     {"prompt": '<file name="{here}/img.png"></file>\nDescribe', "images": ["image/png"]}),
+    (
+        ["-p", "@a.txt", "What is in it?"],
+        False,
+        {"prompt": '<file name="{here}/a.txt">\nA file.\n\n</file>\nWhat is in it?', "images": []},
+    ),
+    (
+        ["@img.png", "-p", "Describe"],
+        False,
+        {"prompt": '<file name="{here}/img.png"></file>\nDescribe', "images": ["image/png"]},
+    ),
     (["-p", "@empty.txt", "x"], False, {"prompt": "x"}),
     (["--mode", "json", "hi"], False, {"mode": "json", "prompt": "hi"}),
     (["hi"], False, {"mode": "print", "prompt": "hi"}),  # stdin is no terminal: print
@@ -140,13 +149,22 @@ TABLE: list[tuple[list[str], bool, dict[str, Any]]] = [
     (["--model", "local/m", "-p", "x"], False, {"model": "local/m"}),
     (["--model", "local/r:high", "-p", "x"], False, {"model": "local/r", "thinking": "high"}),
     (["--model", "local/r:high", "--thinking", "low", "-p", "x"], False, {"thinking": "low"}),
-    (["--provider", "local", "--model", "r:minimal", "-p", "x"], False,
-     {"model": "local/r", "thinking": "minimal"}),
-    (["--models", "local/r:low,local/m", "-p", "x"], False,
-     {"model": "local/r", "thinking": "low", "scoped": ("local/r:low", "local/m")}),
+    (
+        ["--provider", "local", "--model", "r:minimal", "-p", "x"],
+        False,
+        {"model": "local/r", "thinking": "minimal"},
+    ),
+    (
+        ["--models", "local/r:low,local/m", "-p", "x"],
+        False,
+        {"model": "local/r", "thinking": "low", "scoped": ("local/r:low", "local/m")},
+    ),
     ([*LOCAL, "--api-key", "sk-cli", "-p", "x"], False, {"api_key": "sk-cli"}),
-    (["--tools", "read,grep,find,ls", "-p", "x"], False,
-     {"allow": ("read", "grep", "find", "ls"), "no_tools": False}),
+    (
+        ["--tools", "read,grep,find,ls", "-p", "x"],
+        False,
+        {"allow": ("read", "grep", "find", "ls"), "no_tools": False},
+    ),
     (["-t", " read , bash ", "-p", "x"], False, {"allow": ("read", "bash")}),
     (["--no-tools", "-p", "x"], False, {"no_tools": True, "allow": None}),
     (["-nt", "-t", "read", "-p", "x"], False, {"no_tools": True, "allow": ("read",)}),
@@ -156,33 +174,54 @@ TABLE: list[tuple[list[str], bool, dict[str, Any]]] = [
     (["--system-prompt", "Be brief.", "-p", "x"], False, {"system": "Be brief."}),
     (["--system-prompt", "prompt.md", "-p", "x"], False, {"system": "SYSTEM FROM FILE\n"}),
     (["--system", "Old flag.", "-p", "x"], False, {"system": "Old flag."}),
-    (["--append-system-prompt", "A", "--append-system-prompt", "extra.md", "-p", "x"], False,
-     {"append": ("A", "EXTRA FROM FILE"), "system": None}),
+    (
+        ["--append-system-prompt", "A", "--append-system-prompt", "extra.md", "-p", "x"],
+        False,
+        {"append": ("A", "EXTRA FROM FILE"), "system": None},
+    ),
     (["--no-context-files", "-p", "x"], False, {"context_files": False}),
-    (["-nc", "-ns", "-np", "-p", "x"], False,
-     {"context_files": False, "skills": False, "templates": False}),
-    (["--skill", "skills/x", "--prompt-template", "t.md", "-p", "x"], False,
-     {"skill_paths": ("{here}/skills/x",), "template_paths": ("{here}/t.md",), "skills": True}),
+    (
+        ["-nc", "-ns", "-np", "-p", "x"],
+        False,
+        {"context_files": False, "skills": False, "templates": False},
+    ),
+    (
+        ["--skill", "skills/x", "--prompt-template", "t.md", "-p", "x"],
+        False,
+        {"skill_paths": ("{here}/skills/x",), "template_paths": ("{here}/t.md",), "skills": True},
+    ),
     (["-a", "-p", "x"], False, {"trust": True}),
     (["--no-approve", "-p", "x"], False, {"trust": False}),
     (["-p", "x"], False, {"trust": None, "session": ("none", None)}),  # the demo: no session
     ([*LOCAL, "-c", "-p", "x"], False, {"session": ("continue", None)}),
-    ([*LOCAL, "--continue", "What did we discuss?"], False,
-     {"session": ("continue", None), "prompt": "What did we discuss?"}),
+    (
+        [*LOCAL, "--continue", "What did we discuss?"],
+        False,
+        {"session": ("continue", None), "prompt": "What did we discuss?"},
+    ),
     ([*LOCAL, "-r"], False, {"session": ("resume", None), "mode": "print", "prompt": None}),
     ([*LOCAL, "--session", "0199ab", "-p", "x"], False, {"session": ("resume", "0199ab")}),
-    ([*LOCAL, "--session", "s/chat.jsonl", "-p", "x"], False,
-     {"session": ("file", "{here}/s/chat.jsonl")}),
+    (
+        [*LOCAL, "--session", "s/chat.jsonl", "-p", "x"],
+        False,
+        {"session": ("file", "{here}/s/chat.jsonl")},
+    ),
     ([*LOCAL, "--resume=0199ab", "-p", "x"], False, {"session": ("resume", "0199ab")}),
     ([*LOCAL, "--session-id", "my-id.1", "-p", "x"], False, {"session": ("id", "my-id.1")}),
     ([*LOCAL, "--fork", "0199ab", "-p", "x"], False, {"session": ("fork", "0199ab")}),
     ([*LOCAL, "--no-session", "-p", "x"], False, {"session": ("none", None)}),
     ([*LOCAL, "--session-dir", "sess", "-p", "x"], False, {"session_dir": "{here}/sess"}),
-    ([*LOCAL, "--name", " Refactor auth module ", "-p", "x"], False,
-     {"name": "Refactor auth module"}),
+    (
+        [*LOCAL, "--name", " Refactor auth module ", "-p", "x"],
+        False,
+        {"name": "Refactor auth module"},
+    ),
     ([*LOCAL, "-n", "short"], True, {"name": "short", "mode": "interactive"}),
-    (["--export", "s.jsonl", "out.html"], False,
-     {"mode": "export", "export": "s.jsonl", "prompt": "out.html", "messages": ()}),
+    (
+        ["--export", "s.jsonl", "out.html"],
+        False,
+        {"mode": "export", "export": "s.jsonl", "prompt": "out.html", "messages": ()},
+    ),
     ([*LOCAL, "--offline", "-p", "x"], False, {"demo": False, "model": "local/m"}),
     (["--verbose", "-ne", "--no-themes", "-p", "x"], False, {"prompt": "x"}),
     (["--demo", "-p", "x"], False, {"demo": True, "model": "pitrio/offline-replay"}),
@@ -477,3 +516,37 @@ def test_pi_and_pitrio_send_the_same_request_for_the_same_command_line(
             ], argv
             assert a["messages"][1:] == b["messages"][1:], argv
             assert a.get("reasoning_effort") == b.get("reasoning_effort"), argv
+
+
+@pytest.mark.parametrize(
+    ("head", "mime"),
+    [
+        (PNG[:16], "image/png"),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF", "image/jpeg"),
+        (b"GIF89a\x01\x00", "image/gif"),
+        (b"RIFF\x10\x00\x00\x00WEBPVP8 ", "image/webp"),
+        (b"%PDF-1.7", None),
+        (b"hello", None),
+    ],
+)
+def test_image_files_are_told_by_their_first_bytes(head: bytes, mime: str | None) -> None:
+    from pitrio.cli._flags import image_mime_type
+
+    assert image_mime_type(head) == mime
+
+
+def test_a_binary_file_that_is_no_image_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pitrio.cli._errors import CliUsageError
+    from pitrio.cli._flags import process_file_args
+
+    (tmp_path / "blob.bin").write_bytes(b"\x00\xff\xfe\x80")
+    with pytest.raises(CliUsageError, match=r"Could not read file .*blob\.bin: not UTF-8 text"):
+        process_file_args(["blob.bin"], str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))  # ~ is the home directory, as in Pi
+    (tmp_path / "x.txt").write_text("X")
+    assert process_file_args(["~/x.txt"], "/") == (
+        f'<file name="{tmp_path}/x.txt">\nX\n</file>\n',
+        (),
+    )
