@@ -34,6 +34,7 @@ from . import _slash
 from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import parse_answer
+from ._flags import find_session
 from ._render import Renderer, session_cost
 from ._sanitize import one_line
 
@@ -540,7 +541,11 @@ class _Interactive:
         if app.session is not None and arg == app.session.id:
             self._say("that is the current session")
             return
-        session = await app.store.open(arg)
+        found = find_session(arg, await app.store.list(cwd=app.cwd), await app.store.list())
+        if found is not None and app.session is not None and found.id == app.session.id:
+            self._say("that is the current session")
+            return
+        session = await app.store.open(found.id if found is not None else arg)  # id prefix
         await app.switch_session(session)
         _slash.show_history(app, self.renderer)
         self._say(f"resumed session {session.id} ({len(app.harness.messages)} messages)")

@@ -323,5 +323,15 @@ def test_resume_in_a_terminal_picks_a_session(
     child.send("which number?\r")
     child.expect_exact("you said: which number?")
     ready(child)
+    child.send("/session\r")
+    child.expect(r"session (\S+)\r?\n")
+    session_id = child.match.group(1)
+    ready(child)
+    child.send("/clear\r")
+    child.expect_exact("new session")
+    ready(child)
+    child.send(f"/resume {session_id[:-4]}\r")  # the start of an id, as pi's --session
+    child.expect_exact(f"resumed session {session_id} (4 messages)")
+    ready(child)
     quit(child)
     assert user_texts(server.requests[-1]) == ["remember 7", "which number?"]
