@@ -176,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--models",
         metavar="PATTERNS",
-        help="comma-separated models /model may switch to (globs such as anthropic/*, "
-        "ID:THINKING); the first is used when no --model is given",
+        help="comma-separated model patterns (Pi's Ctrl+P scope, PROVIDER/ID:THINKING); "
+        "pitrio starts on the first when no --model is given (no cycling)",
     )
     model.add_argument(
         "--thinking",
@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-r",
         "--resume",
         action="store_true",
-        help="list this directory's sessions to resume (resume one with --session ID)",
+        help="pick a session of this directory to resume (in a terminal; piped: list them)",
     )
     sessions.add_argument(
         "--session",
