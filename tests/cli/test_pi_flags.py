@@ -550,3 +550,19 @@ def test_a_binary_file_that_is_no_image_is_a_clear_error(
         f'<file name="{tmp_path}/x.txt">\nX\n</file>\n',
         (),
     )
+
+
+def test_json_mode_takes_the_files_and_messages_too(
+    serve: Callable[..., ChatServer], here: Path, tmp_path: Path
+) -> None:
+    server = serve(lambda body: text_reply("ok"))
+    env = agent_setup(tmp_path, server.url)
+    done = run_pitrio(
+        [*LOCAL, "--no-session", "--mode", "json", "@img.png", "Describe", "Shorter"], env, here
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["type"] for e in events].count("agent_start") == 2
+    first = server.requests[0]["messages"][-1]["content"]
+    assert [p["type"] for p in first] == ["text", "image_url"]
+    assert user_text(server.requests[1]["messages"][-1]) == "Shorter"
