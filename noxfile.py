@@ -28,7 +28,9 @@ def realserver(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff: lint rules from pyproject.toml (the test suite runs the same, tests/test_lint.py)."""
     session.install("ruff==0.17.6")
-    session.run("ruff", "check", "pitrio", "tests", "benchmarks", "docs/examples", "noxfile.py")
+    session.run(
+        "ruff", "check", "pitrio", "tests", "benchmarks", "docs/examples", "tools", "noxfile.py"
+    )
 
 
 @nox.session(python=PYTHON)

@@ -17,10 +17,23 @@ sessions_r the same 200 sessions: open, build_context(), close                  
 list       list() over those 200 sessions                                       ms
 ========== ==================================================================== ============
 
+With ``--big N`` (off by default: building the session takes a while) one more pair:
+
+========== ==================================================================== ============
+metric     workload                                                             reported
+========== ==================================================================== ============
+big_s      open an N-entry session (a compaction every 1,000 entries, the shape
+           of a long session) + build_context(), close                          s
+big_mb     the peak of Python's allocations during that (``tracemalloc``)       MB
+========== ==================================================================== ============
+
+The target for a 100,000-entry session is 0.5 s and 50 MB (issue 17): resuming should
+read only what the active branch needs.
+
 Usage::
 
     python -m benchmarks.bench_sessions [--backend jsonl|sqlite|memory|all] [--reps N]
-                                        [--clock wall|cpu] [--json]
+                                        [--clock wall|cpu] [--json] [--big N]
 
 Timings are medians over ``--reps`` repetitions (default 5) with the real clock
 (``time.perf_counter``), including the worker-thread hops of the file I/O; with
@@ -36,12 +49,21 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from pitrio import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from pitrio import (
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    wire,
+)
 from pitrio.harness import (
     InMemorySessionStore,
     JsonlSessionStore,
@@ -188,6 +210,91 @@ async def measure(
     return {k: statistics.median(r[k] for r in rounds) for k in UNITS}
 
 
+COMPACT_EVERY = 1000
+
+
+async def write_big_session(store: Any, n: int, compact_every: int = COMPACT_EVERY) -> str:
+    """An ``n``-entry session of coding turns with a compaction every ``compact_every``
+    entries, written in one go (as a fork writes its copy); returns its id."""
+    writes: list[dict[str, Any]] = []
+    parent: str | None = None
+    turn = 0
+    while len(writes) < n:
+        for message in turn_messages(turn):
+            if len(writes) == n:
+                break
+            entry_id = f"e{len(writes):09d}"
+            if len(writes) % compact_every == compact_every - 1:
+                fields: dict[str, Any] = {
+                    "type": "compaction",
+                    "summary": f"Summary of the first {len(writes)} entries.",
+                    "retainedTail": [],
+                    "tokensBefore": 150_000,
+                    "fromHook": False,
+                }
+            else:
+                fields = {"type": "message", "message": wire.unstructure(message)}
+            seq = len(writes) + 1
+            writes.append(
+                {
+                    "kind": "entry",
+                    "id": entry_id,
+                    "parentId": parent,
+                    **fields,
+                    "seq": seq,
+                    "timestamp": 1,
+                }
+            )
+            parent = entry_id
+        turn += 1
+    writes.append(
+        {
+            "kind": "value",
+            "op": "set",
+            "seq": len(writes) + 1,
+            "namespace": "pi.branch.tip",
+            "key": "main",
+            "value": parent,
+        }
+    )
+    session = await store._create_session(
+        cwd="/bench/project", session_id=None, parent_session_id=None, initial=writes
+    )
+    await session.close()
+    return str(session.id)
+
+
+async def measure_big(
+    backend: str, entries: int, compact_every: int = COMPACT_EVERY, clock: Any = time.perf_counter
+) -> dict[str, float]:
+    """``big_s`` and ``big_mb`` once, on a fresh store (see the module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = make_store(backend, Path(tmp))
+        sid = await write_big_session(store, entries, compact_every)
+        start = clock()
+        session = await store.open(sid)
+        context = session.build_context()
+        await session.close()
+        seconds = clock() - start
+        tracemalloc.start()
+        try:
+            session = await store.open(sid)
+            context = session.build_context()
+            await session.close()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        # The summary of the last compaction, then what follows it.
+        expected = entries % compact_every + 1 if entries >= compact_every else entries
+        if len(context.messages) != expected:
+            raise AssertionError(f"resumed {len(context.messages)} messages, expected {expected}")
+        if isinstance(store, SqliteSessionStore):
+            await store.aclose()
+    return {"big_s": seconds, "big_mb": peak / 1e6}
+
+
+BIG_UNITS = {"big_s": "s", "big_mb": "MB"}
+
 UNITS = {
     "append": "entries/s",
     "append1": "entries/s",
@@ -211,11 +318,21 @@ def main(argv: list[str] | None = None) -> int:
         help="wall: time.perf_counter; cpu: time.process_time (the process's CPU time, all "
         "threads; steadier on a busy machine, blind to waiting for the disk)",
     )
+    parser.add_argument(
+        "--big",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also resume an N-entry session (big_s, big_mb; 0: skip)",
+    )
     args = parser.parse_args(argv)
     backends = ["jsonl", "sqlite", "memory"] if args.backend == "all" else [args.backend]
+    units = {**UNITS, **BIG_UNITS}
     for backend in backends:
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         figures = trio.run(measure, backend, args.reps, ENTRIES, SESSIONS, clock)
+        if args.big:
+            figures.update(trio.run(measure_big, backend, args.big, COMPACT_EVERY, clock))
         for metric, value in figures.items():
             if args.json:
                 print(
@@ -224,13 +341,13 @@ def main(argv: list[str] | None = None) -> int:
                             "metric": metric,
                             "backend": backend,
                             "value": round(value, 2),
-                            "unit": UNITS[metric],
+                            "unit": units[metric],
                             "clock": args.clock,
                         }
                     )
                 )
             else:
-                print(f"{backend:7} {metric:11} {value:12,.1f} {UNITS[metric]}")
+                print(f"{backend:7} {metric:11} {value:12,.1f} {units[metric]}")
     return 0
 
 

@@ -20,6 +20,7 @@ once; execution, with ``on_update`` emitting ``tool_execution_update`` synchrono
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from typing import Any, Final, TypeAlias, final
@@ -68,6 +69,7 @@ _TRUNCATED = (
 
 
 def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolResultMessage:
+    # Pi stamps the result with Date.now() (agent-loop.js); traces drop timestamps.
     return ToolResultMessage(
         tool_call_id=call.id,
         tool_name=call.name,
@@ -76,6 +78,7 @@ def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolR
         usage=result.usage,
         added_tool_names=result.added_tool_names or None,
         is_error=is_error,
+        timestamp=int(time.time() * 1000),
     )
 
 

@@ -14,11 +14,12 @@ from pitrio._agent import Agent
 from pitrio._events import AgentEvent, ToolExecutionEnd, ToolResult
 from pitrio._messages import ImageContent, TextContent
 from pitrio._signal import AbortSignal
-from pitrio.coding._tools import (
+from pitrio.coding import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_TOOL_NAMES,
+    TOOL_NAMES,
     CodingToolError,
     Workspace,
-    _OutputTail,
     coding_tools,
 )
 from pitrio.testing import ScriptedModel, ScriptedResponse
@@ -30,9 +31,10 @@ def ws(tmp_path: Path) -> Workspace:
 
 
 async def call(ws: Workspace, name: str, **params: Any) -> ToolResult:
-    tool = next(t for t in ws.tools() if t.name == name)
+    tool = ws.tools([name])[0]
     updates: list[ToolResult] = []
-    return await tool.execute("call_1", params, AbortSignal(), updates.append)
+    prepared = tool.prepare_arguments(params)
+    return await tool.execute("call_1", prepared, AbortSignal(), updates.append)
 
 
 def text_of(result: ToolResult) -> str:
@@ -43,13 +45,22 @@ async def run_text(ws: Workspace, name: str, **params: Any) -> str:
     return text_of(await call(ws, name, **params))
 
 
-def test_coding_tools_are_the_six_pi_tools(tmp_path: Path) -> None:
-    """The factory returns read, write, edit, ls, grep and bash with object schemas."""
+def test_coding_tools_are_pis_seven_tools(tmp_path: Path) -> None:
+    """All seven in Pi's order by default, any subset by name, Pi's four as the default set."""
     tools = coding_tools(tmp_path)
-    assert [t.name for t in tools] == ["read", "write", "edit", "ls", "grep", "bash"]
+    assert [t.name for t in tools] == ["read", "bash", "edit", "write", "grep", "find", "ls"]
+    assert list(TOOL_NAMES) == [t.name for t in tools]
+    assert DEFAULT_TOOL_NAMES == ("read", "bash", "edit", "write")
+    assert [t.name for t in coding_tools(tmp_path, ["ls", "read"])] == ["ls", "read"]
     assert all(t.parameters["type"] == "object" for t in tools)
     edit = tools[2]
-    assert edit.parameters["required"] == ["path", "oldText", "newText"]
+    assert edit.parameters["required"] == ["path", "edits"]
+
+
+def test_an_unknown_tool_name_is_refused(tmp_path: Path) -> None:
+    """A name that is not a coding tool is an error naming the tools there are."""
+    with pytest.raises(CodingToolError, match=r"^unknown coding tool 'cat'; the coding tools"):
+        coding_tools(tmp_path, ["read", "cat"])
 
 
 def test_workspace_needs_a_directory(tmp_path: Path) -> None:
@@ -62,9 +73,9 @@ def test_workspace_needs_a_directory(tmp_path: Path) -> None:
 
 
 async def test_write_creates_parents_and_read_returns_the_text(ws: Workspace) -> None:
-    """write makes parent directories and reports bytes; read gives the content back."""
+    """write makes parent directories; read gives the content back, newline and all."""
     text = await run_text(ws, "write", path="pkg/mod.py", content="x = 'é'\n")
-    assert text == "Successfully wrote 9 bytes to pkg/mod.py"
+    assert text == "Successfully wrote to pkg/mod.py"
     assert (ws.root / "pkg" / "mod.py").read_text(encoding="utf-8") == "x = 'é'\n"
     assert await run_text(ws, "read", path="pkg/mod.py") == "x = 'é'\n"
 
@@ -88,12 +99,20 @@ async def test_read_offset_past_the_end_is_an_error(ws: Workspace) -> None:
 
 
 async def test_read_cuts_long_files_at_the_line_limit(ws: Workspace) -> None:
-    """More than 2000 lines: the first 2000 and a note with the next offset."""
+    """More than 2000 lines: the first 2000 and a note with the next offset; details
+    carry Pi's truncation record."""
     (ws.root / "big.txt").write_text("\n".join(str(i) for i in range(1, 2501)))
-    text = await run_text(ws, "read", path="big.txt")
-    body, note = text.split("\n\n")
+    result = await call(ws, "read", path="big.txt")
+    body, note = text_of(result).split("\n\n")
     assert body.split("\n")[-1] == "2000"
     assert note == "[Showing lines 1-2000 of 2500. Use offset=2001 to continue.]"
+    assert isinstance(result.details, dict)
+    truncation = result.details["truncation"]
+    assert (truncation["truncatedBy"], truncation["totalLines"], truncation["outputLines"]) == (
+        "lines",
+        2500,
+        2000,
+    )
 
 
 async def test_read_cuts_at_the_byte_limit(ws: Workspace) -> None:
@@ -114,45 +133,71 @@ async def test_read_a_line_longer_than_the_limit_points_to_bash(ws: Workspace) -
 
 
 async def test_read_missing_file_and_directory(ws: Workspace) -> None:
-    """Clear texts for a missing file and for a directory."""
-    with pytest.raises(CodingToolError, match=r"^File not found: nope\.txt$"):
+    """Node's texts, as Pi passes them on, for a missing file and for a directory."""
+    with pytest.raises(
+        CodingToolError, match=r"^ENOENT: no such file or directory, access '.*/nope\.txt'$"
+    ):
         await call(ws, "read", path="nope.txt")
     (ws.root / "d").mkdir()
-    with pytest.raises(CodingToolError, match=r"^Path is a directory: d\. Use ls to list it\.$"):
+    with pytest.raises(CodingToolError, match=r"^EISDIR: illegal operation on a directory, read$"):
         await call(ws, "read", path="d")
 
 
 async def test_read_rejects_a_bad_offset(ws: Workspace) -> None:
-    """offset must be a whole number of at least 1."""
+    """offset and limit must be whole numbers; a negative limit is refused."""
     (ws.root / "f.txt").write_text("a")
-    with pytest.raises(CodingToolError, match=r"^offset must be at least 1; got 0$"):
-        await call(ws, "read", path="f.txt", offset=0)
-    with pytest.raises(CodingToolError, match=r"^limit must be a whole number; got 1\.5$"):
-        await call(ws, "read", path="f.txt", limit=1.5)
+    with pytest.raises(CodingToolError, match=r"^offset must be a whole number; got 1\.5$"):
+        await call(ws, "read", path="f.txt", offset=1.5)
+    with pytest.raises(CodingToolError, match=r"^limit must not be negative; got -1$"):
+        await call(ws, "read", path="f.txt", limit=-1)
 
 
 async def test_read_an_image_returns_an_attachment(ws: Workspace) -> None:
-    """Images come back as base64 image content with their MIME type."""
-    data = b"\x89PNG\r\n\x1a\nfake"
-    (ws.root / "pic.png").write_bytes(data)
-    result = await call(ws, "read", path="pic.png")
+    """An image is known by its bytes (not its name) and comes back as base64 content."""
+    data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + b"\x00" * 13
+    (ws.root / "pic.dat").write_bytes(data)
+    result = await call(ws, "read", path="pic.dat")
+    assert text_of(result) == "Read image file [image/png]"
     image = result.content[1]
     assert isinstance(image, ImageContent)
     assert image.mime_type == "image/png"
     assert base64.b64decode(image.data) == data
 
 
+async def test_read_an_image_too_large_to_send_is_omitted(ws: Workspace) -> None:
+    """An image over Pi's inline limit is named, not sent (pitrio cannot scale it down)."""
+    (ws.root / "big.gif").write_bytes(b"GIF89a" + b"\x00" * (4 * 1024 * 1024))
+    result = await call(ws, "read", path="big.gif")
+    assert result.content == (
+        TextContent(
+            text="Read image file [image/gif]\n[Image omitted: could not be resized below the "
+            "inline image size limit.]"
+        ),
+    )
+
+
 # -- edit -----------------------------------------------------------------------------
 
 
 async def test_edit_replaces_one_exact_occurrence(ws: Workspace) -> None:
-    """A unique oldText is replaced; details carry a diff and the first changed line."""
+    """A unique oldText is replaced; details carry Pi's diff, patch and first changed line."""
     (ws.root / "m.py").write_text("a = 1\nb = 2\n")
-    result = await call(ws, "edit", path="m.py", oldText="b = 2", newText="b = 3")
-    assert text_of(result) == "Successfully replaced text in m.py."
+    result = await call(ws, "edit", path="m.py", edits=[{"oldText": "b = 2", "newText": "b = 3"}])
+    assert text_of(result) == "Successfully replaced 1 block(s) in m.py."
     assert (ws.root / "m.py").read_text() == "a = 1\nb = 3\n"
-    assert result.details["firstChangedLine"] == 2
-    assert "-b = 2\n+b = 3" in result.details["diff"]
+    assert result.details == {
+        "diff": " 1 a = 1\n-2 b = 2\n+2 b = 3",
+        "patch": "--- m.py\n+++ m.py\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3\n",
+        "firstChangedLine": 2,
+    }
+
+
+async def test_edit_accepts_the_older_top_level_form(ws: Workspace) -> None:
+    """oldText/newText at the top level still work (Pi's prepareArguments)."""
+    (ws.root / "m.py").write_text("a = 1\n")
+    result = await call(ws, "edit", path="m.py", oldText="a = 1", newText="a = 2")
+    assert text_of(result) == "Successfully replaced 1 block(s) in m.py."
+    assert (ws.root / "m.py").read_text() == "a = 2\n"
 
 
 async def test_edit_text_not_found(ws: Workspace) -> None:
@@ -165,7 +210,7 @@ async def test_edit_text_not_found(ws: Workspace) -> None:
             r"including all whitespace and newlines\.$"
         ),
     ):
-        await call(ws, "edit", path="m.py", oldText="a  = 1", newText="a = 2")
+        await call(ws, "edit", path="m.py", edits=[{"oldText": "a  = 1", "newText": "a = 2"}])
     assert (ws.root / "m.py").read_text() == "a = 1\n"
 
 
@@ -179,30 +224,23 @@ async def test_edit_text_not_unique(ws: Workspace) -> None:
             r"Please provide more context to make it unique\.$"
         ),
     ):
-        await call(ws, "edit", path="m.py", oldText="x", newText="y")
+        await call(ws, "edit", path="m.py", edits=[{"oldText": "x", "newText": "y"}])
     assert (ws.root / "m.py").read_text() == "x\nx\nx\n"
 
 
 async def test_edit_keeps_crlf_line_endings(ws: Workspace) -> None:
     """A CRLF file matches LF oldText and keeps its CRLF endings."""
     (ws.root / "w.txt").write_bytes(b"one\r\ntwo\r\n")
-    await call(ws, "edit", path="w.txt", oldText="one\ntwo", newText="1\n2")
+    await call(ws, "edit", path="w.txt", edits=[{"oldText": "one\ntwo", "newText": "1\n2"}])
     assert (ws.root / "w.txt").read_bytes() == b"1\r\n2\r\n"
 
 
-async def test_edit_refuses_empty_and_identical_replacements(ws: Workspace) -> None:
-    """An empty oldText and a no-op replacement are errors."""
-    (ws.root / "m.py").write_text("a\n")
-    with pytest.raises(CodingToolError, match=r"^oldText must not be empty in m\.py\.$"):
-        await call(ws, "edit", path="m.py", oldText="", newText="b")
-    with pytest.raises(CodingToolError, match=r"^No changes made to m\.py\."):
-        await call(ws, "edit", path="m.py", oldText="a", newText="a")
-
-
 async def test_edit_missing_file(ws: Workspace) -> None:
-    """Editing a file that does not exist names it."""
-    with pytest.raises(CodingToolError, match=r"^File not found: gone\.py$"):
-        await call(ws, "edit", path="gone.py", oldText="a", newText="b")
+    """Editing a file that does not exist: Pi's text with Node's error code."""
+    with pytest.raises(
+        CodingToolError, match=r"^Could not edit file: gone\.py\. Error code: ENOENT\.$"
+    ):
+        await call(ws, "edit", path="gone.py", edits=[{"oldText": "a", "newText": "b"}])
 
 
 # -- confinement ----------------------------------------------------------------------
@@ -233,7 +271,7 @@ async def test_absolute_paths_inside_the_root_and_at_mentions_work(ws: Workspace
     assert await run_text(ws, "read", path="@a.txt") == "hi"
 
 
-# -- ls / grep ------------------------------------------------------------------------
+# -- ls / grep / find -----------------------------------------------------------------
 
 
 async def test_ls_sorts_and_marks_directories(ws: Workspace) -> None:
@@ -246,15 +284,16 @@ async def test_ls_sorts_and_marks_directories(ws: Workspace) -> None:
 
 
 async def test_ls_limit_and_errors(ws: Workspace) -> None:
-    """A limit cuts the list with a note; missing paths and files are errors."""
+    """A limit cuts the list with a note; missing paths and files are errors (absolute
+    paths, as Pi prints them)."""
     for i in range(3):
         (ws.root / f"f{i}").write_text("")
-    assert await run_text(ws, "ls", limit=2) == (
-        "f0\nf1\n\n[2 entries limit reached. Use limit=4 for more]"
-    )
-    with pytest.raises(CodingToolError, match=r"^Path not found: nope$"):
+    result = await call(ws, "ls", limit=2)
+    assert text_of(result) == "f0\nf1\n\n[2 entries limit reached. Use limit=4 for more]"
+    assert result.details == {"entryLimitReached": 2}
+    with pytest.raises(CodingToolError, match=rf"^Path not found: {ws.root}/nope$"):
         await call(ws, "ls", path="nope")
-    with pytest.raises(CodingToolError, match=r"^Not a directory: f0$"):
+    with pytest.raises(CodingToolError, match=rf"^Not a directory: {ws.root}/f0$"):
         await call(ws, "ls", path="f0")
 
 
@@ -264,13 +303,15 @@ def tree(ws: Workspace) -> Workspace:
     (ws.root / "src" / "a.py").write_text("def alpha():\n    return 1\n\ndef Beta():\n    pass\n")
     (ws.root / "notes.md").write_text("alpha (a.b)\n")
     (ws.root / ".git").mkdir()
-    (ws.root / ".git" / "config").write_text("def hidden\n")
+    (ws.root / ".gitignore").write_text("build/\n")
+    (ws.root / "build").mkdir()
+    (ws.root / "build" / "out.py").write_text("def built():\n")
     (ws.root / "blob.bin").write_bytes(b"\0def binary")
     return ws
 
 
 async def test_grep_finds_lines_with_numbers(tree: Workspace) -> None:
-    """Matches come as path:line: text; hidden directories and binaries are skipped."""
+    """Matches come as path:line: text; ignored and binary files are skipped."""
     assert await run_text(tree, "grep", pattern=r"^def ") == (
         "src/a.py:1: def alpha():\nsrc/a.py:4: def Beta():"
     )
@@ -296,44 +337,74 @@ async def test_grep_limit_no_match_and_bad_regex(tree: Workspace) -> None:
         "or refine pattern]"
     )
     assert await run_text(tree, "grep", pattern="zzz") == "No matches found"
-    with pytest.raises(CodingToolError, match=r"^Invalid regular expression '\(': "):
+    with pytest.raises(CodingToolError, match=r"^regex parse error: \(: "):
         await call(tree, "grep", pattern="(")
+
+
+async def test_find_globs_and_respects_gitignore(tree: Workspace) -> None:
+    """find matches names (or paths with '/'), lists directories with '/', skips ignored."""
+    assert await run_text(tree, "find", pattern="*.py") == "src/a.py"
+    assert await run_text(tree, "find", pattern="src/*") == "src/a.py"
+    assert await run_text(tree, "find", pattern="s*") == "src/"
+    assert await run_text(tree, "find", pattern="*.rs") == "No files found matching pattern"
+    result = await call(tree, "find", pattern="*", limit=2)
+    assert text_of(result) == (
+        ".git/\n.gitignore\n\n[2 results limit reached. Use limit=4 for more, or refine pattern]"
+    )
+    assert result.details == {"resultLimitReached": 2}
 
 
 # -- bash -----------------------------------------------------------------------------
 
 
 async def test_bash_runs_in_the_working_directory(ws: Workspace) -> None:
-    """stdout and stderr come back together; the command runs in the root."""
+    """stdout and stderr come back together, trailing newline kept; the command runs in
+    the root."""
     (ws.root / "here.txt").write_text("")
     text = await run_text(ws, "bash", command="ls; echo oops >&2")
-    assert text == "here.txt\noops"
+    assert text == "here.txt\noops\n"
     assert await run_text(ws, "bash", command="true") == "(no output)"
 
 
 async def test_bash_nonzero_exit_is_an_error(ws: Workspace) -> None:
     """A failing command raises with its output and exit code."""
-    with pytest.raises(CodingToolError, match=r"^partial\n\nCommand exited with code 3$"):
+    with pytest.raises(CodingToolError, match=r"^partial\n\n\nCommand exited with code 3$"):
         await call(ws, "bash", command="echo partial; exit 3")
 
 
 async def test_bash_keeps_the_tail_of_long_output(ws: Workspace) -> None:
-    """Only the last 2000 lines are kept, with a note on which ones."""
-    text = await run_text(ws, "bash", command="seq 1 3000")
-    body, note = text.split("\n\n")
+    """Only the last 2000 lines are kept, with a note naming the file with all of it."""
+    result = await call(ws, "bash", command="seq 1 3000")
+    body, note = text_of(result).split("\n\n")
     assert body.split("\n")[0] == "1001"
-    assert note == "[Showing lines 1001-3000 of 3000.]"
+    assert isinstance(result.details, dict)
+    full = result.details["fullOutputPath"]
+    assert note == f"[Showing lines 1001-3000 of 3000. Full output: {full}]"
+    assert await trio.Path(full).read_text() == "".join(f"{i}\n" for i in range(1, 3001))
+    await trio.Path(full).unlink()
 
 
-def test_output_tail_counts_dropped_lines() -> None:
-    """Output beyond the kept window is dropped at line starts and still counted."""
-    tail = _OutputTail(keep=100)
-    for i in range(1, 101):
-        tail.add(f"{i:03d}\n".encode())
-    text = tail.format()
-    assert tail.dropped_lines == 75
-    assert text.split("\n")[0] == "076"
-    assert text.endswith("100\n\n[Showing lines 76-100 of 100.]")
+async def test_bash_sends_partial_output_while_it_runs(ws: Workspace) -> None:
+    """An empty update first (as Pi), then the output so far."""
+    tool = ws.tools(["bash"])[0]
+    updates: list[ToolResult] = []
+    await tool.execute(
+        "c", {"command": "echo one; sleep 0.3; echo two"}, AbortSignal(), updates.append
+    )
+    assert updates[0] == ToolResult(content=())
+    texts = [text_of(u) for u in updates[1:]]
+    assert texts[0] == "one\n"
+    assert texts[-1] == "one\ntwo\n"
+
+
+async def test_bash_rejects_a_bad_timeout(ws: Workspace) -> None:
+    """Pi's texts for a timeout that is not a positive number or is too large."""
+    with pytest.raises(CodingToolError, match=r"^Invalid timeout: must be a finite number"):
+        await call(ws, "bash", command="true", timeout=0)
+    with pytest.raises(
+        CodingToolError, match=r"^Invalid timeout: maximum is 2147483\.647 seconds$"
+    ):
+        await call(ws, "bash", command="true", timeout=10**7)
 
 
 def _alive(pid: int) -> bool:
@@ -368,7 +439,7 @@ async def test_bash_timeout_kills_the_command(ws: Workspace) -> None:
     """After the timeout the command and its children are killed and the output kept."""
     with trio.fail_after(20), pytest.raises(CodingToolError) as info:
         await call(ws, "bash", command="echo begun; sleep 30 & echo $! > pid; wait", timeout=0.5)
-    assert str(info.value) == "begun\n\nCommand timed out after 0.5 seconds"
+    assert str(info.value) == "begun\n\n\nCommand timed out after 0.5 seconds"
     assert await _wait_dead(int((ws.root / "pid").read_text()))
 
 
@@ -376,7 +447,7 @@ async def test_bash_background_leftovers_do_not_hang(ws: Workspace) -> None:
     """A command that leaves a child holding the output pipe still returns."""
     with trio.fail_after(20):
         text = await run_text(ws, "bash", command="sleep 30 & echo $! > pid; echo started")
-    assert text == "started"
+    assert text == "started\n"
     assert await _wait_dead(int((ws.root / "pid").read_text()))
 
 
@@ -415,7 +486,8 @@ ESCAPES = ["dotdot", "absolute", "symlinked-dir", "symlinked-file"]
 FILE_CALLS: dict[str, dict[str, Any]] = {
     "read": {},
     "write": {"content": "overwritten\n"},
-    "edit": {"oldText": "secret", "newText": "EDITED"},
+    "edit": {"edits": [{"oldText": "secret", "newText": "EDITED"}]},
+    "find": {"pattern": "*"},
     "grep": {"pattern": "secret"},
     "ls": {},
 }
@@ -452,11 +524,11 @@ def escape_path(escape: str, outside: Path, *, directory: bool) -> str:
 async def test_every_path_tool_refuses_every_escape(
     jail: tuple[Workspace, Path], tool: str, escape: str
 ) -> None:
-    """read, write, edit, ls and grep refuse ``..``, absolute paths, a symlinked
+    """read, write, edit, ls, find and grep refuse ``..``, absolute paths, a symlinked
     directory and a symlinked file that lead outside, and the outside is unchanged."""
     ws, outside = jail
     before = sorted(p.name for p in outside.iterdir())
-    path = escape_path(escape, outside, directory=tool == "ls")
+    path = escape_path(escape, outside, directory=tool in ("ls", "find"))
     with pytest.raises(CodingToolError, match=r"is outside the working directory"):
         await call(ws, tool, path=path, **FILE_CALLS[tool])
     assert (outside / "secret.txt").read_text() == SECRET
@@ -479,4 +551,20 @@ async def test_symlinks_that_stay_inside_the_root_work(ws: Workspace) -> None:
     (ws.root / "real.txt").write_text("real\n")
     (ws.root / "alias.txt").symlink_to(ws.root / "real.txt")
     assert await run_text(ws, "read", path="alias.txt") == "real\n"
-    assert await run_text(ws, "grep", pattern="real", path="alias.txt") == "real.txt:1: real"
+    assert await run_text(ws, "grep", pattern="real", path="alias.txt") == "alias.txt:1: real"
+
+
+async def test_bash_shows_output_held_back_by_the_throttle(ws: Workspace) -> None:
+    """Output that comes within the update interval is shown when the interval ends, not
+    only when the command does (Pi's throttle timer)."""
+    seen: list[tuple[str, bool]] = []
+    done = ws.root / "done"
+
+    def record(update: ToolResult) -> None:
+        seen.append((text_of(update), done.exists()))
+
+    tool = ws.tools(["bash"])[0]
+    command = "printf one; sleep 0.02; printf two; sleep 1.5; touch done"
+    with trio.fail_after(20):
+        await tool.execute("c", {"command": command}, AbortSignal(), record)
+    assert ("onetwo", False) in seen

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED: Final = ("pitrio", "tests", "benchmarks", "docs/examples", "noxfile.py")
+CHECKED: Final = ("pitrio", "tests", "benchmarks", "docs/examples", "tools", "noxfile.py")
 TIMEOUT: Final = 600  # seconds: a cold mypy cache over the whole tree on a slow machine
 
 

@@ -2,7 +2,8 @@
 
 * ``print`` (``-p``): one prompt, the transcript, exit status 0 / 1 (the run ended in
   an error) / 130 (interrupted);
-* ``json``: the same, every event one JSON line in Pi's wire form;
+* ``json``: the same, every event one JSON line as Pi's json mode writes it
+  (:mod:`pitrio.cli._json_mode`; exit status 0 unless interrupted);
 * ``interactive``: the terminal conversation (:mod:`pitrio.cli._interactive`);
 * ``rpc``: JSON-line commands on stdin (:mod:`pitrio.cli._rpc`).
 """
@@ -15,7 +16,7 @@ import os
 import signal as signal_module
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TextIO, final
 
 import trio
@@ -29,21 +30,15 @@ from pitrio import (
     ThinkingLevel,
     wire,
 )
-from pitrio.coding import coding_tools
+from pitrio.coding import DEFAULT_TOOL_NAMES, coding_tools
 from pitrio.harness import (
-    AutoRetryEnd,
-    AutoRetryStart,
-    CompactionEnd,
-    CompactionStart,
     Harness,
     HarnessEvent,
     PromptTemplate,
     Resources,
-    SavePoint,
     Session,
     SessionError,
     SessionStore,
-    Settled,
     SystemPromptFn,
     ToolContext,
     TurnState,
@@ -66,7 +61,6 @@ from ._setup import AppSettings, api_key_lookup, open_session, open_stream_fn, t
 __all__ = [
     "App",
     "default_system_prompt",
-    "event_to_pi",
     "event_to_wire",
     "open_interrupts",
     "run_app",
@@ -106,59 +100,10 @@ def event_to_wire(event: Any) -> dict[str, Any]:
     return data
 
 
-def event_to_pi(event: Any, session: Session | None) -> dict[str, Any] | None:
-    """An event as Pi's coding agent writes it in its json and rpc modes, or ``None``
-    for one it does not send.
-
-    Agent events are :func:`event_to_wire`'s. The harness keeps Python names; here they
-    become Pi's ``AgentSessionEvent`` shapes: compaction the harness started on its
-    own (``threshold``, ``overflow``) is ``auto_compaction_start`` / ``auto_compaction_end``
-    (``result`` only when one was written, ``aborted``, ``willRetry``, ``errorMessage``);
-    ``auto_retry_start`` carries ``delayMs``. A manual compaction (Pi answers it in the
-    ``compact`` response only), ``save_point`` and ``settled`` are not sent.
-    """
-    if isinstance(event, CompactionStart):
-        if event.reason == "manual":
-            return None
-        return {"type": "auto_compaction_start", "reason": event.reason}
-    if isinstance(event, CompactionEnd):
-        if event.reason == "manual":
-            return None
-        data: dict[str, Any] = {"type": "auto_compaction_end"}
-        if event.status == "completed":
-            entry = session.get_entry(event.entry_id) if session and event.entry_id else None
-            data["result"] = {
-                "summary": event.summary,
-                "firstKeptEntryId": getattr(entry, "first_kept_entry_id", None),
-                "tokensBefore": event.tokens_before,
-                "details": event.details,
-            }
-        data["aborted"] = event.status == "aborted"
-        data["willRetry"] = event.will_retry
-        if event.error_message is not None:
-            data["errorMessage"] = event.error_message
-        return data
-    if isinstance(event, AutoRetryStart):
-        return {
-            "type": "auto_retry_start",
-            "attempt": event.attempt,
-            "maxAttempts": event.max_attempts,
-            "delayMs": round(event.delay * 1000),
-            "errorMessage": event.error_message,
-        }
-    if isinstance(event, AutoRetryEnd):
-        data = {"type": "auto_retry_end", "success": event.success, "attempt": event.attempt}
-        if event.final_error is not None:
-            data["finalError"] = event.final_error
-        return data
-    if isinstance(event, (SavePoint, Settled)):
-        return None
-    return event_to_wire(event)
-
-
-def tools_for(context: ToolContext) -> list[Any]:
-    """The coding tools bound to the harness's working directory."""
-    return list(coding_tools(context.cwd))
+def tools_for(context: ToolContext, names: Sequence[str] = DEFAULT_TOOL_NAMES) -> list[Any]:
+    """The coding tools bound to the harness's working directory: Pi's default set (read,
+    bash, edit, write) unless ``names`` (Pi's ``--tools`` names) says otherwise."""
+    return list(coding_tools(context.cwd, names))
 
 
 @final
@@ -236,10 +181,14 @@ class App:
         return harness
 
     def _tools(self, context: ToolContext) -> list[Any]:
-        """The coding tools, as ``--tools`` / ``--exclude-tools`` / ``--no-tools`` select."""
-        tools = tools_for(context)
+        """The coding tools, as ``--tools`` / ``--exclude-tools`` / ``--no-tools`` select
+        (Pi's ``buildSessionOptions``: ``--tools`` picks among all of them, in its order;
+        otherwise the default set less the excluded ones)."""
         selection = self.settings.tools
-        return tools if selection.default else selection.select(tools, lambda t: t.name)
+        if selection.default:
+            return tools_for(context)
+        pool = coding_tools(context.cwd) if selection.allow is not None else tools_for(context)
+        return selection.select(pool, lambda t: t.name)
 
     def expand(self, text: str) -> str:
         """A typed prompt as Pi's coding agent sends it: ``/skill:NAME args`` becomes the
@@ -396,7 +345,9 @@ async def run_app(settings: AppSettings, stdin: TextIO, out: TextIO, err: TextIO
 
             return await run_rpc(app, stdin, out)
         if settings.mode == "json":
-            return await _run_json(app, settings.prompt or "", settings.images)
+            from ._json_mode import run_json
+
+            return await run_json(app, settings.prompt or "", settings.images)
         style = _style(out, settings)
         renderer = Renderer(
             out,
@@ -481,38 +432,6 @@ async def _run_print(
         if hint:
             renderer.error(hint)
     return status
-
-
-async def _run_json(app: App, prompt: str, images: tuple[ImageContent, ...] = ()) -> int:
-    import json
-
-    out = app.out
-
-    def emit(event: HarnessEvent) -> None:
-        data = event_to_pi(event, app.session)
-        if data is not None:
-            out.write(json.dumps(data, ensure_ascii=False) + "\n")
-            out.flush()
-
-    session = app.session
-    if session is not None:  # Pi's json mode starts with the session file's header
-        created = datetime.datetime.fromtimestamp(session.created_at / 1000, datetime.UTC)
-        header = {
-            "type": "session",
-            "version": 3,
-            "id": session.id,
-            "timestamp": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "cwd": app.cwd,
-        }
-        out.write(json.dumps(header, ensure_ascii=False) + "\n")
-    app.subscribe(emit)
-    async with open_interrupts() as interrupts:
-        status = await run_once(app, prompt, interrupts, images)
-        for message in app.settings.messages:
-            if status != EXIT_OK:
-                break
-            status = await run_once(app, message, interrupts)
-        return status
 
 
 async def run_once(

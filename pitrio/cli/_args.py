@@ -188,10 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--list-models",
         nargs="?",
-        const=True,
-        default=False,
+        const="",
         metavar="SEARCH",
-        help="list the models (those matching SEARCH) and exit",
+        help="list the built-in models (of one provider, or found by a fuzzy search), "
+        "whether their provider has a key, and exit",
     )
     model.add_argument(
         "--base-url",
@@ -408,9 +408,9 @@ def parse_cli(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.
     if args.messages[:1] == [first] and difflib.get_close_matches(first, ["serve"], cutoff=0.8):
         parser.error(f"unrecognized arguments: {first}")  # a mistyped ``pitrio serve``
     search = args.list_models
-    if isinstance(search, str) and search.startswith("@"):  # Pi: an @file is no search
+    if search is not None and search.startswith("@"):  # Pi: an @file is no search
         args.messages.insert(0, search)
-        args.list_models = True
+        args.list_models = ""
     args.messages = [*args.messages, *tail]
     args.after_dashes = len(tail)
     return args

@@ -252,27 +252,35 @@ def _decide_path(path: str, cwd: str, deny: list[str], allow: list[str]) -> Verd
     if raw.startswith("~"):
         raw = os.path.expanduser(raw)
     joined = os.path.join(root, raw)
-    lexical = os.path.normpath(joined)
+    lexical = os.path.normpath(joined)  # .. removed, symlinks not followed
     real = os.path.realpath(joined)
-
-    def inside(p: str) -> str | None:
-        rel = os.path.relpath(p, root)
-        return None if rel == ".." or rel.startswith("../") else rel
-
-    resolved = [s for s in (inside(real),) if s is not None]
+    real_inside = _relative_inside(real, root)
+    resolved = [] if real_inside is None else [real_inside]
     every = {real, lexical, os.path.normpath(raw), *resolved}
-    every.update(s for s in (inside(lexical),) if s is not None)
+    if (lexical_inside := _relative_inside(lexical, root)) is not None:
+        every.add(lexical_inside)
     for pattern in deny:
-        glob = os.path.normpath(pattern.partition(":")[2]) if pattern.partition(":")[2] else ""
+        glob = _path_glob(pattern)
         if any(fnmatch.fnmatchcase(s, glob) for s in every):
             return Verdict(kind="deny", pattern=pattern, why=f"the path is {real!r}")
     for pattern in allow:
-        glob = pattern.partition(":")[2]
-        glob = glob if glob.startswith("/") else os.path.normpath(glob) if glob else ""
+        glob = _path_glob(pattern)
         subjects = [real] if glob.startswith("/") else resolved
         if any(fnmatch.fnmatchcase(s, glob) for s in subjects):
             return Verdict(kind="allow", pattern=pattern, why=f"the path is {real!r}")
     return None
+
+
+def _relative_inside(path: str, root: str) -> str | None:
+    """``path`` relative to ``root``, or ``None`` when it lies outside."""
+    rel = os.path.relpath(path, root)
+    return None if rel == ".." or rel.startswith("../") else rel
+
+
+def _path_glob(pattern: str) -> str:
+    """The glob of a path pattern, ``./`` and ``..`` normalised (``edit:./src/*``)."""
+    glob = pattern.partition(":")[2]
+    return os.path.normpath(glob) if glob else ""
 
 
 def load_policy(path: str | None, *, required: bool) -> Policy:

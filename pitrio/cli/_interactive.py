@@ -22,7 +22,7 @@ import contextlib
 import os
 import queue
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final, TextIO, get_args
 
 import trio
@@ -82,6 +82,21 @@ def model_thinking_levels(model: Model) -> list[str]:
     from pitrio.providers._options import supported_thinking_levels
 
     return supported_thinking_levels(model)
+
+
+def _keyed_models(env: Mapping[str, str], config_keys: Mapping[str, str]) -> str:
+    """``/model``'s list: the usable catalog models of the providers that have a key."""
+    from pitrio.providers import Models, env_api_key, registered_apis
+
+    models = Models(env=env)
+    apis = registered_apis()
+    keyed = [p for p in models.providers() if env_api_key(p, env) or config_keys.get(p)]
+    names = [f"{m.provider}/{m.id}" for p in keyed for m in models.list(p) if m.api in apis]
+    if not names:
+        return "no catalog provider has a key (pitrio --list-models lists all models)"
+    return f"models with a key ({len(names)}; pitrio --list-models lists all): " + ", ".join(
+        names
+    )
 
 
 def _history_path(env: Any) -> str:
@@ -165,8 +180,11 @@ class LineReader:
         """Save the history and give the terminal back as it was."""
         if self.readline is not None and self.history_path:
             with contextlib.suppress(OSError):
-                os.makedirs(os.path.dirname(self.history_path), exist_ok=True)
+                directory = os.path.dirname(self.history_path)
+                if not os.path.isdir(directory):
+                    os.makedirs(directory, mode=0o700)  # it holds what the user typed
                 self.readline.write_history_file(self.history_path)
+                os.chmod(self.history_path, 0o600)
         self._restore_terminal()
 
     def _save_terminal(self) -> None:
@@ -446,6 +464,7 @@ class _Interactive:
         app = self.app
         if not arg:
             self._say(f"model: {app.model.provider}/{app.model.id}")
+            self._say(_keyed_models(app.settings.env, app.settings.config_keys))
             return
         if await self._busy_guard("/model"):
             return
@@ -455,7 +474,7 @@ class _Interactive:
                 "(offline replay, --base-url or a test model). Restart with --model."
             )
             return
-        from pitrio.providers import Models
+        from pitrio.providers import Models, registered_apis
 
         provider, slash, model_id = arg.partition("/")
         if not slash:
@@ -463,6 +482,12 @@ class _Interactive:
         model = Models(env=app.settings.env).get(provider, model_id)
         if model is None:
             self.renderer.error(f"unknown model {arg!r} (pitrio --list-models lists them)")
+            return
+        if model.api not in registered_apis():
+            self.renderer.error(
+                f"{provider}/{model_id} speaks the {model.api!r} API, which pitrio does not "
+                "implement yet"
+            )
             return
         await app.set_model(model)
         self._say(f"model: {model.provider}/{model.id}")

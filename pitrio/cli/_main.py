@@ -62,9 +62,8 @@ def main(
     parser = build_parser()
     try:
         args = parse_cli(parser, args_list)
-        if args.list_models:
-            search = args.list_models if isinstance(args.list_models, str) else ""
-            return _list_models(out, search)
+        if args.list_models is not None:
+            return _list_models(out, args.list_models, environ)
         # Imported here: --help and --version have exited above without them.
         import trio
 
@@ -109,14 +108,23 @@ def _serve(argv: list[str]) -> int:
     return status
 
 
-def _list_models(out: IO[str], search: str = "") -> int:
-    from pitrio.providers import Models
+def _list_models(out: IO[str], search: str, env: Mapping[str, str]) -> int:
+    from pitrio.providers import Models, env_api_key, registered_apis
+
+    from ._errors import CliError
+    from ._list_models import list_models_table
+    from ._setup import config_keys
 
     try:
-        for model in Models().list():
-            name = f"{model.provider}/{model.id}"
-            if search.lower() in name.lower():
-                out.write(f"{name}\n")
+        keys, _ = config_keys(env)
+    except CliError:
+        keys = {}  # an unreadable config file: the keys in the environment still count
+    models = Models(env=env)
+    has_key = {p: bool(env_api_key(p, env) or keys.get(p)) for p in models.providers()}
+    lines = list_models_table(models.list(), search, has_key, registered_apis())
+    try:
+        for line in lines:
+            out.write(f"{line}\n")
         out.flush()
     except BrokenPipeError:
         # The reader went away (``pitrio --list-models | head``): that is fine. Point

@@ -135,6 +135,10 @@ def format_usage(last: AssistantMessage | None, model: Model, session_dollars: f
     return " · ".join(parts)
 
 
+_EDIT_TEXTS = frozenset({"oldText", "newText", "edits"})
+"""An edit's texts: its diff shows them, the call's one-line summary leaves them out."""
+
+
 def _args_text(args: Any, limit: int = 120) -> str:
     if isinstance(args, dict):
         if set(args) == {"command"} or "command" in args:
@@ -145,10 +149,8 @@ def _args_text(args: Any, limit: int = 120) -> str:
             if "pattern" in args:
                 text = f"{args['pattern']!r} in {args.get('path') or '.'}"
                 extra = {k: v for k, v in extra.items() if k != "pattern"}
-            if extra and set(extra) - {"oldText", "newText"}:
-                text += " " + json.dumps(
-                    {k: v for k, v in extra.items() if k not in {"oldText", "newText"}}
-                )
+            if extra and set(extra) - _EDIT_TEXTS:
+                text += " " + json.dumps({k: v for k, v in extra.items() if k not in _EDIT_TEXTS})
         elif "pattern" in args:
             text = repr(args["pattern"])
         else:

@@ -11,12 +11,15 @@ Nothing in such a string is obeyed by the terminal; whatever would be is shown i
 * C1 controls (U+0080 to U+009F, some terminals' 8-bit CSI and OSC), format characters
   (bidi overrides and isolates, zero-width spaces and joiners, the tag characters),
   line and paragraph separators, blank fillers and lone surrogates as ``<U+202E>``;
+* combining marks stacked on one character beyond two (which a terminal draws over
+  the rows above and below) as ``<U+0301>``;
 * a newline stays a newline, CR LF becomes a newline, a tab four spaces.
 
-The mapping is one character at a time, so a sequence split between two streamed
-deltas is made visible the same way as a whole one, and each delta can be cleaned as
-it comes. :func:`shown_whitespace` and :func:`wrap` serve the consent question, which
-shows a command exactly, every character of it.
+The mapping is one character at a time (stacked marks aside, counted within one
+string), so a sequence split between two streamed deltas is made visible the same way
+as a whole one, and each delta can be cleaned as it comes. :func:`shown_whitespace` and
+:func:`wrap` serve the consent question, which shows a command exactly, every character
+of it.
 """
 
 from __future__ import annotations
@@ -43,8 +46,14 @@ _OTHER = (
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"  # ... tag characters
     "\ud800-\udfff"  # lone surrogates (they cannot even be encoded)
 )
-_UNSAFE: Final = re.compile(f"\r\n|\t|[{_C0}{_OTHER}]")
-_UNSAFE_OR_NEWLINE: Final = re.compile(f"\r\n|\n|\t|[{_C0}{_OTHER}]")
+# Combining marks stacked on one character ("Zalgo" text) are drawn over the rows above
+# and below; from the third on they are shown as code points.
+_MARKS_RUN = "[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
+_STACKED: Final = 2
+_UNSAFE: Final = re.compile(f"\r\n|\t|[{_C0}{_OTHER}]|{_MARKS_RUN}{{{_STACKED + 1},}}")
+_UNSAFE_OR_NEWLINE: Final = re.compile(
+    f"\r\n|\n|\t|[{_C0}{_OTHER}]|{_MARKS_RUN}{{{_STACKED + 1},}}"
+)
 
 
 def _mark(char: str) -> str:
@@ -72,13 +81,17 @@ _MARKS_ONE_LINE: Final[dict[str, str]] = {
 def _replace(match: re.Match[str]) -> str:
     found = match.group()
     mark = _MARKS.get(found)
-    return mark if mark is not None else _mark(found)
+    if mark is not None:
+        return mark
+    if len(found) > 1:  # stacked combining marks
+        return found[:_STACKED] + "".join(map(_mark, found[_STACKED:]))
+    return _mark(found)
 
 
 def _replace_one_line(match: re.Match[str]) -> str:
     found = match.group()
     mark = _MARKS_ONE_LINE.get(found)
-    return mark if mark is not None else _mark(found)
+    return mark if mark is not None else _replace(match)
 
 
 def visible(text: str) -> str:

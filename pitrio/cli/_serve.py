@@ -17,13 +17,21 @@ The page is a chat view fed by :mod:`pitrio.ui` messages (``append``, ``appendDe
 * ``{"type": "set_model", "model": "PROVIDER/ID"}``, ``{"type": "set_thinking",
   "level": ...}``: the page's model and thinking switches (as ``/model`` and
   ``/thinking``; recorded in the session), offered in the ``info`` message;
-* ``{"type": "abort"}``: stop the running answer and tools;
+* ``{"type": "abort"}``: stop the running answer and tools, and drop the queued steering
+  and follow-up messages (as Ctrl-C in the terminal; ``queueCleared`` says how many);
 * ``{"type": "sessions"}``, ``{"type": "open", "id": ...}``, ``{"type": "new"}``:
   list, resume and start sessions (the CLI's store: Pi's coding-agent files);
 * ``{"type": "hello", "session": ...}``: sent on connecting; a page reloaded on a
   session the server has left switches back to it;
 * ``{"type": "consent", "id": ..., "answer": "y" | "n" | "a"}``: the answer to a
-  ``consent`` request (``bash``, ``write`` and ``edit`` ask, as in the terminal).
+  ``consent`` request (``bash``, ``write`` and ``edit`` ask, as in the terminal). The
+  request holds a short ``title``, the call's exact ``arguments`` and ``full``, the
+  arguments as text to show whole (invisible characters escaped);
+* ``{"type": "history", "before": ID, "limit": N}``: older items than the page shows. A
+  page that connects gets only the view's tail (``reset`` says how many items it left
+  out, ``earlier``); the reply ``{"type": "history", "session": ..., "before": ID,
+  "messages": [...], "earlier": N}`` holds an ``append`` and a ``replace`` per item,
+  oldest first.
 
 The model is chosen as the CLI chooses it (:mod:`pitrio.cli._setup`); with none
 configured the recorded offline demo is replayed on a temporary copy of the sample

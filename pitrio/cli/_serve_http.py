@@ -11,8 +11,9 @@ Every request is checked by a :class:`Gate` before anything is served (any refus
 * it must carry the token: ``?token=...`` (the printed URL), or the cookie that the first
   load of that URL sets (``HttpOnly``, ``SameSite=Strict``, ``Path=/``; named after the
   port, so two servers do not share one). A ``GET /?token=...`` is answered with the
-  cookie and a page that moves on to ``/`` at once, so the token leaves the address bar
-  and the history.
+  cookie and a page whose script (``/move-on.js``, the one file served without the
+  token) moves on to ``/`` at once, ``#session=...`` kept, so the token leaves the
+  address bar and the tab's history.
   Comparisons take constant time.
 
 A ``GET`` of ``/``, ``/app.js``, ``/app.css`` or a vendored library (``_STATIC``) returns
@@ -49,9 +50,12 @@ _LINGER_BYTES: Final = 64 * 1024 * 1024
 _CLIENT_QUEUE: Final = 100_000
 _BATCH: Final = 2_000
 _MOVE_ON: Final = (
-    b'<!doctype html>\n<meta http-equiv="refresh" content="0; url=/">\n<title>pitrio</title>\n'
-    b'<p>Opening pitrio... (<a href="/">continue</a>)</p>\n'
+    b'<!doctype html>\n<meta charset="utf-8">\n<title>pitrio</title>\n'
+    b'<script src="/move-on.js"></script>\n<p>Opening pitrio... (<a href="/">continue</a>)</p>\n'
 )
+# Public (no token needed, nothing secret): from the page that set the cookie to the page
+# itself, keeping the #session=... part.
+_MOVE_ON_JS: Final = b'location.replace("/" + location.hash);\n'
 _STATIC: Final = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -107,9 +111,15 @@ class Gate:
         return f"pitrio_serve_{self.port}"
 
     def refusal(
-        self, query: dict[str, list[str]], headers: dict[str, str], *, websocket: bool
+        self,
+        query: dict[str, list[str]],
+        headers: dict[str, str],
+        *,
+        websocket: bool,
+        public: bool = False,
     ) -> str | None:
-        """Why a request with this query and these headers is refused, or ``None``."""
+        """Why a request with this query and these headers is refused, or ``None``
+        (a ``public`` one needs no token)."""
         host = headers.get("host", "").lower()
         if host not in self.hosts:
             return (
@@ -125,6 +135,8 @@ class Gate:
                 f"Forbidden: requests from {origin!r} are refused; only pitrio serve's own "
                 "page may talk to it."
             )
+        if public:
+            return None
         supplied = query.get("token", [""])[0] or _cookies(headers).get(self.cookie, "")
         if not secrets.compare_digest(supplied.encode(), self.token.encode()):
             return "Forbidden: open the URL pitrio serve printed (it holds the server's token)."
@@ -184,9 +196,13 @@ async def _handle(stream: trio.SocketStream, gate: Gate, pages: Pages) -> None:
         return
     method, path, query, headers = request
     websocket = path == "/ws" and headers.get("upgrade", "").lower() == "websocket"
-    refusal = gate.refusal(query, headers, websocket=websocket)
+    public = method == "GET" and path == "/move-on.js"
+    refusal = gate.refusal(query, headers, websocket=websocket, public=public)
     if refusal is not None:
         await _respond(stream, 403, "text/plain", refusal.encode() + b"\n")
+        return
+    if public:
+        await _respond(stream, 200, "text/javascript; charset=utf-8", _MOVE_ON_JS)
         return
     if websocket:
         await _websocket(_Prefixed(stream, head), pages)

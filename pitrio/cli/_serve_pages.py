@@ -21,16 +21,25 @@ import trio
 
 from pitrio import Model, TextContent, UserMessage
 from pitrio.harness import Session, SessionError, SessionStore, ToolCallEvent
-from pitrio.ui import Transcript, UiAdapter, UiMessage, tool_title
+from pitrio.ui import Status, Transcript, UiAdapter, UiMessage, tool_title
 
 from ._app import App
 from ._serve_commands import WEB_COMMANDS, Commands, model_name, same_model, thinking_levels
 from ._serve_http import Client
 
-__all__ = ["WebApp"]
+__all__ = ["HISTORY_CHARS", "HISTORY_LIMIT", "SNAPSHOT_CHARS", "SNAPSHOT_ITEMS", "WebApp"]
 
 _LISTED: Final = 50  # sessions shown, newest first
 _TITLE: Final = 80
+
+SNAPSHOT_ITEMS: Final = 100
+"""At most this many items (the newest) in a connecting page's snapshot."""
+SNAPSHOT_CHARS: Final = 256_000
+"""About this many characters of items in a snapshot (the newest item always goes)."""
+HISTORY_LIMIT: Final = 50
+"""Items a ``history`` request gets when it names no ``limit``."""
+HISTORY_CHARS: Final = 1_000_000
+"""About this many characters of items in one ``history`` reply."""
 
 
 @final
@@ -61,6 +70,7 @@ class WebApp:
         self._consent_counter = 0
         self.switch_lock = trio.Lock()
         self._titles: dict[str, tuple[float, str]] = {}
+        self._tail_cache: tuple[int, list[str], int] | None = None
         self.commands = Commands(self)
         app.subscribe(self._on_event)
         app.consent.ask = self._ask
@@ -125,22 +135,69 @@ class WebApp:
             "banner": self.banner,
         }
 
-    def hello(self) -> list[dict[str, Any]]:
+    def hello(self) -> list[str]:
+        """What a page gets first (JSON texts): ``info``, ``reset`` (with ``earlier``,
+        the number of older items it may ask for with ``history``), the view's tail
+        (at most :data:`SNAPSHOT_ITEMS` items and about :data:`SNAPSHOT_CHARS`
+        characters), ``status``, and the consent requests waiting for an answer."""
         session = self.app.session
-        first: list[dict[str, Any]] = [
-            self.info(),
-            {"type": "reset", "session": session.id if session is not None else None},
+        tail, earlier = self._tail()
+        reset = {
+            "type": "reset",
+            "session": session.id if session is not None else None,
+            "earlier": earlier,
+        }
+        return [
+            _dumps(self.info()),
+            _dumps(reset),
+            *tail,
+            *(_dumps(request) for request, _, _ in self._consents.values()),
         ]
-        first.extend(m.to_json() for m in self.view.snapshot())
-        first.extend(request for request, _, _ in self._consents.values())
-        return first
+
+    def _tail(self) -> tuple[list[str], int]:
+        """The snapshot's items and status as JSON texts, and how many items it leaves
+        out; made once per change of the view, so that pages connecting meanwhile
+        share the same texts."""
+        cached = self._tail_cache
+        if cached is None or cached[0] != self.view.version:
+            messages, earlier = self.view.earlier(
+                None, limit=SNAPSHOT_ITEMS, max_chars=SNAPSHOT_CHARS
+            )
+            messages.append(Status(working=self.view.working))
+            cached = (self.view.version, [_dumps(m.to_json()) for m in messages], earlier)
+            self._tail_cache = cached
+        return cached[1], cached[2]
+
+    def history(self, client: Client, data: dict[str, Any]) -> None:
+        """Answer ``{"type": "history", "before": ID, "limit": N}``: the items before
+        the item ``ID``, as the snapshot gives them, and how many come before those."""
+        before = data.get("before")
+        limit = data.get("limit", HISTORY_LIMIT)
+        if not isinstance(before, str):
+            self.send(client, _error("history needs a 'before' item id (a string)"))
+            return
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
+            self.send(client, _error("history's 'limit' must be an integer from 1 to 500"))
+            return
+        messages, earlier = self.view.earlier(before, limit=limit, max_chars=HISTORY_CHARS)
+        session = self.app.session
+        reply = {
+            "type": "history",
+            # Item ids start again in each session: a page that got a reset since it
+            # asked (another session) knows the reply by this and drops it.
+            "session": session.id if session is not None else None,
+            "before": before,
+            "messages": [m.to_json() for m in messages],
+            "earlier": earlier,
+        }
+        self.send(client, _dumps(reply))
 
     # -- the pages' connections and commands -------------------------------------------
 
     def connect(self, client: Client) -> None:
         """Queue the snapshot for a page that connected, then its live messages."""
-        for item in self.hello():  # the snapshot, then the live messages, in order
-            client.send.send_nowait(json.dumps(item, ensure_ascii=False))
+        for text in self.hello():  # the snapshot, then the live messages, in order
+            client.send.send_nowait(text)
         self.clients.add(client)
 
     def disconnect(self, client: Client) -> None:
@@ -206,6 +263,8 @@ class WebApp:
                 self.send(client, _error(f"{kind} needs a {key!r} string"))
                 return
             await self.commands.run(client, name, value)
+        elif kind == "history":
+            self.history(client, data)
         elif kind == "consent":
             entry = self._consents.get(str(data.get("id")))
             reply = data.get("answer")
@@ -327,9 +386,10 @@ class WebApp:
         self.app.consent.ask = self._ask
         self.app.consent.mode_hint = "the web UI"
         self._show_history()
+        first = self.hello()
         for page in list(self.clients):
-            for item in self.hello():
-                self.send(page, json.dumps(item, ensure_ascii=False))
+            for text in first:
+                self.send(page, text)
         self.broadcast(await self.sessions())
 
     async def _ask(self, event: ToolCallEvent) -> str:
@@ -372,6 +432,10 @@ def _visible(char: str) -> str:
     if char == "\n" or unicodedata.category(char) not in _INVISIBLE:
         return char
     return json.dumps(char)[1:-1]  # "\\u202e"; a surrogate pair beyond the BMP
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False)
 
 
 def _error(text: str) -> str:

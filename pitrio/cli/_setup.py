@@ -573,10 +573,11 @@ def _settings_model(args: argparse.Namespace, settings: Mapping[str, Any]) -> bo
     provider, model_id = settings.get("defaultProvider"), settings.get("defaultModel")
     if args.model or not isinstance(model_id, str) or not isinstance(provider, str):
         return False
-    from pitrio.providers import Models
+    from pitrio.providers import Models, registered_apis
 
-    if Models().get(provider, model_id) is None:
-        return False  # a model pitrio's catalog lacks: the usual defaults instead
+    found = Models().get(provider, model_id)
+    if found is None or found.api not in registered_apis():
+        return False  # a model pitrio lacks (or lacks the API of): the usual defaults
     args.model = f"{provider}/{model_id}"
     return True
 
@@ -588,11 +589,13 @@ def _catalog_model(
     keys: Mapping[str, str],
     config_path: str,
 ) -> tuple[Model, str, str]:
-    from pitrio.providers import Models, env_api_key
+    from pitrio.providers import Models, env_api_key, registered_apis
 
     spec: str = args.model
     provider, slash, model_id = spec.partition("/")
-    if not slash:
+    if args.provider and provider != args.provider:
+        provider, model_id = args.provider, spec  # an id with slashes: baseten's deepseek-ai/...
+    elif not slash:
         provider, model_id = args.provider or "", spec
     if not provider or not model_id:
         parser.error(
@@ -610,7 +613,7 @@ def _catalog_model(
             f"unknown provider {provider!r} in --model {spec!r}; {hint}known providers: "
             f"{known} (for any OpenAI-compatible service use --base-url URL --model MODEL_ID)"
         )
-    model = models.get(provider, model_id)
+    model = models.get(provider, model_id) or models.get(provider, spec)  # nvidia/nvidia/...
     if model is None:
         ids = [m.id for m in models.list(provider)]
         close = difflib.get_close_matches(model_id, ids, n=4, cutoff=0.4)
@@ -620,6 +623,12 @@ def _catalog_model(
         parser.error(
             f"unknown model {model_id!r} for provider {provider!r}{hint} "
             "(pitrio --list-models lists them all)"
+        )
+    if model.api not in registered_apis():
+        parser.error(
+            f"model {provider}/{model.id} speaks the {model.api!r} API, which pitrio does not "
+            f"implement yet (it has {', '.join(registered_apis())}); pitrio --list-models "
+            "marks such models"
         )
     key = env_api_key(provider, env)
     if key:
@@ -659,17 +668,18 @@ def default_model(
 def _key_names(provider: str) -> str:
     from pitrio import providers
 
-    names: tuple[str, ...] = getattr(providers, "_ENV_KEYS", {}).get(provider, ())
+    names = tuple(
+        n for n in providers._ENV_KEYS.get(provider, ()) if n != providers._BEARER_ONLY_ENV
+    )
     if not names:
         names = (f"{provider.upper().replace('-', '_')}_API_KEY",)
     return " or ".join(names)
 
 
 def _key_var(provider: str, env: Mapping[str, str]) -> str:
-    from pitrio import providers
+    from pitrio.providers import _env_key_name
 
-    names: tuple[str, ...] = getattr(providers, "_ENV_KEYS", {}).get(provider, ())
-    return next((n for n in names if env.get(n)), _key_names(provider))
+    return _env_key_name(provider, env) or _key_names(provider)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -317,7 +317,9 @@ class _Found:
         return True
 
 
-def _collect(code: str, out: _Found, depth: int) -> None:
+def _collect(code: str, out: _Found, depth: int, *, strict: bool = True) -> None:
+    """Add the commands of ``code``; ``strict``: it is surely code, so a line that does
+    not parse is opaque (else, text that may be code, read as far as it goes)."""
     if depth > _MAX_DEPTH:
         out.opaque.append("commands nested too deeply to check")
         return
@@ -327,14 +329,17 @@ def _collect(code: str, out: _Found, depth: int) -> None:
     argvs: list[Argv] = []
     if parser is not None:
         tree = parser.parse(code.encode())
-        if tree.root_node.has_error:
+        if tree.root_node.has_error and strict:
             out.opaque.append("the shell parser cannot read the command")
         _walk(tree.root_node, argvs, out, depth)
     fallback = _split_commands(code)
-    if fallback is not None:
+    if fallback is None:
+        if parser is None and strict:  # (with the parser, its tree is what counts)
+            out.opaque.append("the command has an unterminated quote or substitution")
+    elif parser is None:
         argvs.extend(fallback)
-    elif parser is None:  # (with the parser, a tree without errors is what counts)
-        out.opaque.append("the command has an unterminated quote or substitution")
+    else:  # a second opinion on the programs; their dynamic names are the parser's call
+        argvs.extend(a for a in fallback if isinstance(a[0], str))
     for argv in argvs:
         _unwrap(argv, out, depth)
 
@@ -354,7 +359,7 @@ def _walk(node: Any, argvs: list[Argv], out: _Found, depth: int) -> None:
             value = _word(current) if kind == "ansi_c_string" else current.text.decode()
             if isinstance(value, str) and ("$(" in value or "`" in value):
                 # '... $(rm x) ...' may be code for eval, sh -c, or an array subscript
-                _collect(value.strip("'"), out, depth + 1)
+                _collect(value.strip("'"), out, depth + 1, strict=False)
         stack.extend(reversed(current.children))
 
 
@@ -475,37 +480,49 @@ _KEYWORDS: Final = frozenset(
 )  # fmt: skip
 
 
+_HEADERS: Final = frozenset({"case", "for", "select", "[["})
+"""Keywords whose segment is no command (``for x in ...``, ``[[ ... ]]``)."""
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+
+
 def _split_commands(code: str) -> list[Argv] | None:
     """Quote-aware segments of ``code`` between operators, as words; ``None`` for an
     unterminated quote or substitution.
 
     Over-approximate by design: every ``;``, ``&``, ``|``, parenthesis, brace and newline
     ends a segment, a ``$(...)`` or backtick substitution (also inside double quotes) is
-    split on its own and is :data:`MANY` in its word, redirection targets are dropped,
-    leading keywords (``if``, ``do``, ``!`` ...) are skipped, and a word with ``$``, a
-    glob or ``~`` in it is :data:`MANY`.
+    split on its own and is :data:`MANY` in its word, redirection targets and leading
+    assignments are dropped, leading keywords (``if``, ``do``, ``!`` ...) are skipped
+    (``for``/``case``/``select`` headers and ``[[ ]]`` dropped), and a word with ``$``, a
+    glob or a leading ``~`` in it is :data:`MANY`.
     """
     segments: list[Argv] = []
     words: list[Word] = []
     current: list[str] = []
     dynamic = False
+    bracket = False  # an unquoted [, a glob if a ] follows
     in_word = False
     drop_next = False
 
     def end_word() -> None:
-        nonlocal current, dynamic, in_word, drop_next
+        nonlocal current, dynamic, bracket, in_word, drop_next
         if in_word:
+            text = "".join(current)
+            if bracket and "]" in text[text.find("[") :]:
+                dynamic = True
             if drop_next:
                 drop_next = False
+            elif _ASSIGNMENT.match(text) and all(w in _KEYWORDS for w in words):
+                pass  # VAR=value before the command
             else:
-                words.append(MANY if dynamic else "".join(current))
-        current, dynamic, in_word = [], False, False
+                words.append(MANY if dynamic else text)
+        current, dynamic, bracket, in_word = [], False, False, False
 
     def end_segment() -> None:
         nonlocal words
         end_word()
         while words and words[0] in _KEYWORDS:
-            words = words[1:]
+            words = [] if words[0] in _HEADERS else words[1:]
         if words:
             segments.append(tuple(words))
         words = []
@@ -584,8 +601,9 @@ def _split_commands(code: str) -> list[Argv] | None:
             end_segment()
             drop_next = False
         else:
-            if c == "$" or c in "*?[~":
+            if c in "$*?" or (c == "~" and not in_word):
                 dynamic = True
+            bracket = bracket or c == "["
             current.append(c)
             in_word = True
         i += 1
@@ -689,6 +707,9 @@ def _substitution_end(code: str, start: int) -> int:
 # programs that run other commands
 
 
+_CODE_OPTIONS: Final = frozenset({"-c", "--command", "-S", "--split-string", "-e"})
+"""A wrapper's options whose value is a command line (``su -c``, ``env -S``)."""
+
 _STREAMS: Final = ("/dev/", "/proc/")
 """Files that are a stream (``bash /dev/stdin <<< ...``), not a script on disk."""
 
@@ -710,22 +731,13 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
         out.opaque.append("commands nested too deeply to check")
         return
     if name in SHELLS:
-        if len(literal) != len(args):
-            out.opaque.append(f"{name} runs code that is only known when it runs")
-        elif (
-            "-s" in args
-            or not any(not a.startswith(("-", "+")) for a in literal)
-            or any(a.startswith(_STREAMS) for a in literal)
-        ):
-            out.opaque.append(f"{name} reads the commands it runs from its input")
-        for a in literal:
-            _collect(a, out, depth + 1)
+        _unwrap_shell(name, args, out, depth)
     elif name == "eval" or name in _CODE_ARGS:
         if len(literal) != len(args):
             out.opaque.append(f"{name} runs code that is only known when it runs")
         _collect(" ".join(literal), out, depth + 1)
         for a in literal:
-            _collect(a, out, depth + 1)
+            _collect(a, out, depth + 1, strict=False)
     elif name in {"source", "."}:
         if len(literal) != len(args) or any(a.startswith(_STREAMS) for a in literal):
             out.opaque.append(f"{name} runs a file that is only known when it runs")
@@ -735,12 +747,16 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
     elif name in WRAPPERS:
         if _starts_a_shell(name, literal):
             out.opaque.append(f"{name} starts a shell that reads its commands from its input")
-        extend: Argv = (MANY,) if name in {"xargs", "parallel"} else ()
+        extend: Argv = ()
+        if name in {"xargs", "parallel"}:  # the words it reads are appended or put in
+            extend = (MANY,)
+            args = _replaced(args, _replace_strings(name, args))
         for i in range(len(args)):
             _unwrap((*args[i:], *extend), out, depth + 1)
-        for a in literal:
-            if re.search(r"[\s;&|`$()<>]", a):
-                _collect(a, out, depth + 1)
+        for i, word in enumerate(args):
+            if isinstance(word, str) and re.search(r"[\s;&|`$()<>]", word):
+                code = name == "watch" or (i > 0 and args[i - 1] in _CODE_OPTIONS)
+                _collect(word, out, depth + 1, strict=code)
     elif name == "find":
         _unwrap_find(args, out, depth)
     elif name == "git":
@@ -750,9 +766,71 @@ def _unwrap(argv: Argv, out: _Found, depth: int) -> None:
                 if not isinstance(value, str):
                     out.opaque.append("git -c sets configuration only known when it runs")
                 else:
-                    _collect(value.partition("=")[2].lstrip("!"), out, depth + 1)
+                    setting = value.partition("=")[2]
+                    _collect(setting.lstrip("!"), out, depth + 1, strict=setting[:1] == "!")
             elif isinstance(arg, str) and arg.startswith("--config-env"):
                 out.opaque.append("git --config-env takes configuration from the environment")
+
+
+_SHELL_OPTION_ARGS: Final = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+
+
+def _unwrap_shell(name: str, args: Argv, out: _Found, depth: int) -> None:
+    """``bash -c CODE [ARG0 ARGS]`` (CODE parsed again), ``bash SCRIPT [ARGS]``, or a shell
+    reading its commands from its input (opaque)."""
+    code = False
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not isinstance(word, str):
+            break
+        if word == "--" or word == "-":
+            i += 1 if word == "--" else 0
+            break
+        if not word.startswith(("-", "+")):
+            break
+        code = code or re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", word) is not None
+        if word == "-s" or (re.fullmatch(r"-[A-Za-z]+", word) and "s" in word):
+            out.opaque.append(f"{name} reads the commands it runs from its input")
+        i += 2 if word in _SHELL_OPTION_ARGS else 1
+    if i >= len(args) or args[i] == "-":
+        if not code:
+            out.opaque.append(f"{name} reads the commands it runs from its input")
+        return
+    first = args[i]
+    if not isinstance(first, str):
+        out.opaque.append(f"{name} runs code that is only known when it runs")
+    elif not code and first.startswith(_STREAMS):
+        out.opaque.append(f"{name} reads the commands it runs from its input")
+    else:  # the code (strictly), or a script's name
+        _collect(first, out, depth + 1, strict=code)
+    for word in args[i + 1 :]:  # $0, $1 ... for the code or script: words, maybe code
+        if isinstance(word, str):
+            _collect(word, out, depth + 1, strict=False)
+
+
+def _replace_strings(name: str, args: Argv) -> list[str]:
+    """What ``xargs -I X`` / ``-i`` / ``parallel`` replace by the words they read."""
+    found = (
+        ["{}"]
+        if name == "parallel"
+        or any(isinstance(a, str) and (a == "-i" or a.startswith("--replace")) for a in args)
+        else []
+    )
+    for i, a in enumerate(args):
+        if a == "-I" and i + 1 < len(args) and isinstance(args[i + 1], str):
+            found.append(str(args[i + 1]))
+        elif isinstance(a, str) and a.startswith("-I") and len(a) > 2:
+            found.append(a[2:])
+        elif isinstance(a, str) and a.startswith(("-i", "--replace=")) and "=" in a:
+            found.append(a.partition("=")[2] or "{}")
+    return [f for f in found if f]
+
+
+def _replaced(args: Argv, marks: list[str]) -> Argv:
+    if not marks:
+        return args
+    return tuple(MANY if isinstance(a, str) and any(m in a for m in marks) else a for a in args)
 
 
 def _starts_a_shell(name: str, args: Sequence[str]) -> bool:

@@ -1,10 +1,10 @@
-"""The coding tools: read, write, edit, ls, grep and bash, confined to one directory.
+"""The coding tools: read, bash, edit, write, grep, find and ls, confined to one directory.
 
-These are the tools of Pi's coding agent, rebuilt on Trio::
+These are the tools of Pi's coding agent 0.85.0, rebuilt on Trio::
 
-    from pitrio.coding import coding_tools
+    from pitrio.coding import DEFAULT_TOOL_NAMES, coding_tools
 
-    agent = Agent(tools=coding_tools("/path/to/project"), ...)
+    agent = Agent(tools=coding_tools("/path/to/project", DEFAULT_TOOL_NAMES), ...)
 
 Every path a tool is given is resolved (symlinks followed) against the working
 directory and refused when it lands outside it. ``bash`` runs *in* the directory but is
@@ -13,10 +13,12 @@ not a sandbox.
 
 from __future__ import annotations
 
+from ._errors import CodingToolError as CodingToolError
 from ._tools import (
     DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES as DEFAULT_MAX_LINES,
-    CodingToolError as CodingToolError,
+    DEFAULT_TOOL_NAMES as DEFAULT_TOOL_NAMES,
+    TOOL_NAMES as TOOL_NAMES,
     Workspace as Workspace,
     coding_tools as coding_tools,
 )
@@ -24,6 +26,8 @@ from ._tools import (
 __all__: list[str] = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_LINES",
+    "DEFAULT_TOOL_NAMES",
+    "TOOL_NAMES",
     "CodingToolError",
     "Workspace",
     "coding_tools",

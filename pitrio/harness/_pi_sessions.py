@@ -54,6 +54,7 @@ from ._jsonl import (
     _write_all,
     legacy_v3_header,
     legacy_v3_writes,
+    make_private_dirs,
     open_locked,
     parse_header,
     session_directory_name,
@@ -510,14 +511,13 @@ class PiSessionStore(StoreBase):
 
     def _create_sync(self, path: str, sid: str, data: bytes) -> int:
         directory = os.path.dirname(path)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        make_private_dirs(directory)
         if any(_names_session(name, sid) for name in os.listdir(directory)):
             msg = f"a session with id {sid!r} exists already in {directory}"
             raise SessionExistsError(msg)
         tmp = f"{path}.{os.getpid()}.tmp"
         fd = open_locked(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, f"session {sid}")
         try:
-            os.fchmod(fd, 0o600)
             _write_all(fd, data)
             if self.fsync == "always":
                 os.fsync(fd)

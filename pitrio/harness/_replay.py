@@ -483,8 +483,16 @@ class RecordingStreamFn:
                 mode = "w"
                 header = {"kind": _HEADER_KIND, "version": REPLAY_FORMAT_VERSION}
                 line = json.dumps(header) + "\n" + line
-            async with await trio.open_file(self.path, mode, encoding="utf-8") as file:
-                await file.write(line)
+            await trio.to_thread.run_sync(_append_private, self.path, line, mode == "w")
+
+
+def _append_private(path: str | os.PathLike[str], text: str, truncate: bool) -> None:
+    """Write (or append) ``text`` to a recording, created ``0600``: it holds the whole
+    conversation."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(text)
 
 
 async def _relay(

@@ -32,7 +32,7 @@ import importlib
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TypeAlias, cast, final
+from typing import Final, TypeAlias, cast, final
 
 import httpx
 
@@ -50,6 +50,7 @@ __all__ = [
     "Models",
     "UnknownApiError",
     "env_api_key",
+    "find_env_keys",
     "get_api",
     "openai_compatible",
     "register_api",
@@ -70,6 +71,18 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
     "openai-responses": ("pitrio.providers._openai_responses", "stream_openai_responses"),
 }
 _APIS: dict[str, ApiStreamFn] = {}
+
+_NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
+    "azure-openai-responses": "Azure OpenAI Responses",
+    "bedrock-converse-stream": "Amazon Bedrock Converse",
+    "google-generative-ai": "Google Generative AI (Gemini)",
+    "google-vertex": "Google Vertex AI",
+    "mistral-conversations": "Mistral Conversations",
+    "openai-codex-responses": "OpenAI Codex Responses",
+}
+"""pi-ai's wire APIs that pitrio does not implement yet, with what they are: the
+catalog has their models (so they can be listed and named), but streaming one ends
+with an error naming the API unless :func:`register_api` gave it an implementation."""
 
 
 FetchDeferredFn: TypeAlias = Callable[
@@ -136,6 +149,13 @@ def get_api(api: str) -> ApiStreamFn:
     if stream is not None:
         return stream
     spec = _LAZY_APIS.get(api)
+    if spec is None and api in _NOT_IMPLEMENTED_APIS:
+        msg = (
+            f"The {api!r} API ({_NOT_IMPLEMENTED_APIS[api]}) is not implemented in pitrio "
+            f"yet; pitrio implements {', '.join(sorted(_LAZY_APIS))} (register_api() adds "
+            "another)"
+        )
+        raise UnknownApiError(msg)
     if spec is None:
         msg = f"No API provider registered for api: {api}"
         raise UnknownApiError(msg)
@@ -174,36 +194,114 @@ def stream_simple(
 
 
 _ENV_KEYS: Mapping[str, tuple[str, ...]] = {
-    "anthropic": ("ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"),
+    "github-copilot": ("COPILOT_GITHUB_TOKEN",),
+    "anthropic": ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"),
+    "ant-ling": ("ANT_LING_API_KEY",),
+    "qwen-token-plan": ("QWEN_TOKEN_PLAN_API_KEY",),
+    "qwen-token-plan-cn": ("QWEN_TOKEN_PLAN_CN_API_KEY",),
+    "qwen-token-plan-individual": ("QWEN_TOKEN_PLAN_API_KEY",),
     "openai": ("OPENAI_API_KEY",),
     "azure-openai-responses": ("AZURE_OPENAI_API_KEY",),
+    "nvidia": ("NVIDIA_API_KEY",),
     "deepseek": ("DEEPSEEK_API_KEY",),
     "google": ("GEMINI_API_KEY",),
+    "google-vertex": ("GOOGLE_CLOUD_API_KEY",),
     "groq": ("GROQ_API_KEY",),
     "cerebras": ("CEREBRAS_API_KEY",),
     "xai": ("XAI_API_KEY",),
+    "radius": ("RADIUS_API_KEY",),
     "openrouter": ("OPENROUTER_API_KEY",),
     "vercel-ai-gateway": ("AI_GATEWAY_API_KEY",),
     "zai": ("ZAI_API_KEY",),
+    "zai-coding-cn": ("ZAI_CODING_CN_API_KEY",),
     "mistral": ("MISTRAL_API_KEY",),
     "minimax": ("MINIMAX_API_KEY",),
+    "minimax-cn": ("MINIMAX_CN_API_KEY",),
     "moonshotai": ("MOONSHOT_API_KEY",),
+    "moonshotai-cn": ("MOONSHOT_API_KEY",),
     "huggingface": ("HF_TOKEN",),
     "fireworks": ("FIREWORKS_API_KEY",),
     "together": ("TOGETHER_API_KEY",),
-    "nvidia": ("NVIDIA_API_KEY",),
-    "github-copilot": ("COPILOT_GITHUB_TOKEN",),
+    "baseten": ("BASETEN_API_KEY",),
+    "opencode": ("OPENCODE_API_KEY",),
+    "opencode-go": ("OPENCODE_API_KEY",),
+    "kimi-coding": ("KIMI_API_KEY",),
+    "cloudflare-workers-ai": ("CLOUDFLARE_API_KEY",),
+    "cloudflare-ai-gateway": ("CLOUDFLARE_API_KEY",),
+    "xiaomi": ("XIAOMI_API_KEY",),
+    "xiaomi-token-plan-cn": ("XIAOMI_TOKEN_PLAN_CN_API_KEY",),
+    "xiaomi-token-plan-ams": ("XIAOMI_TOKEN_PLAN_AMS_API_KEY",),
+    "xiaomi-token-plan-sgp": ("XIAOMI_TOKEN_PLAN_SGP_API_KEY",),
 }
+"""pi-ai's ``getApiKeyEnvVars``: the variables holding each provider's key, in order
+(the catalog tests check it against ``_catalog.json`` and pi-ai itself)."""
+
+_BEARER_ONLY_ENV: Final = "ANTHROPIC_AUTH_TOKEN"
+"""Counts as an Anthropic credential (:func:`find_env_keys`) but is never the API key:
+pi-ai sends it as ``Authorization: Bearer``, which pitrio does not do yet."""
+
+_AUTHENTICATED: Final = "<authenticated>"
+"""pi-ai's marker key for credentials that are not a key (Vertex ADC, AWS)."""
+
+_AWS_CREDENTIALS: Final[tuple[tuple[str, ...], ...]] = (
+    ("AWS_PROFILE",),
+    ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+    ("AWS_BEARER_TOKEN_BEDROCK",),
+    ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",),
+    ("AWS_CONTAINER_CREDENTIALS_FULL_URI",),
+    ("AWS_WEB_IDENTITY_TOKEN_FILE",),
+)
+"""Amazon Bedrock's credential sources (each needs all its variables): a profile, IAM
+keys, a Bedrock bearer token, ECS task roles, IRSA."""
+
+
+def find_env_keys(provider: str, env: Mapping[str, str] | None = None) -> list[str] | None:
+    """The variables of ``provider``'s key that are set, in pi-ai's order, or ``None``
+    (pi-ai's ``findEnvKeys``; includes ``ANTHROPIC_AUTH_TOKEN``)."""
+    environ = os.environ if env is None else env
+    found = [name for name in _ENV_KEYS.get(provider, ()) if environ.get(name)]
+    return found or None
 
 
 def env_api_key(provider: str, env: Mapping[str, str] | None = None) -> str | None:
-    """The API key for ``provider`` from the usual environment variable (pi-ai's
-    ``getEnvApiKey``): ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GROQ_API_KEY``, ..."""
+    """The API key for ``provider`` from the environment (pi-ai's ``getEnvApiKey``):
+    the first variable of its list that is set (``OPENAI_API_KEY``,
+    ``ANTHROPIC_OAUTH_TOKEN`` then ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``,
+    ``GROQ_API_KEY``, ...), else ``"<authenticated>"`` when other credentials are there:
+    Google Vertex's application default credentials with ``GOOGLE_CLOUD_PROJECT`` (or
+    ``GCLOUD_PROJECT``) and ``GOOGLE_CLOUD_LOCATION``, or Amazon Bedrock's AWS profile,
+    IAM keys, bearer token or role variables. ``env`` replaces ``os.environ``."""
     environ = os.environ if env is None else env
-    for name in _ENV_KEYS.get(provider, ()):
-        value = environ.get(name)
-        if value:
-            return value
+    for name in find_env_keys(provider, environ) or ():
+        if name != _BEARER_ONLY_ENV:
+            return environ[name]
+    if provider == "google-vertex":
+        project = environ.get("GOOGLE_CLOUD_PROJECT") or environ.get("GCLOUD_PROJECT")
+        if _has_vertex_adc(environ) and project and environ.get("GOOGLE_CLOUD_LOCATION"):
+            return _AUTHENTICATED
+    if provider == "amazon-bedrock" and any(
+        all(environ.get(name) for name in names) for names in _AWS_CREDENTIALS
+    ):
+        return _AUTHENTICATED
+    return None
+
+
+def _has_vertex_adc(environ: Mapping[str, str]) -> bool:
+    explicit = environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if explicit:
+        return os.path.exists(explicit)
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return os.path.exists(
+        os.path.join(home, ".config", "gcloud", "application_default_credentials.json")
+    )
+
+
+def _env_key_name(provider: str, env: Mapping[str, str] | None = None) -> str | None:
+    # The variable env_api_key takes provider's key from (for messages), if any.
+    environ = os.environ if env is None else env
+    for name in find_env_keys(provider, environ) or ():
+        if name != _BEARER_ONLY_ENV:
+            return name
     return None
 
 

@@ -258,6 +258,11 @@ class _Item:
     def thinking(self) -> str:
         return _joined(self.thinking_chunks)
 
+    @property
+    def size(self) -> int:
+        """Characters it takes to show."""
+        return len(self.text) + len(self.thinking) + len(self.title or "") + len(self.summary or "")
+
 
 def _joined(chunks: list[str]) -> str:
     if len(chunks) > 1:
@@ -270,24 +275,38 @@ class Transcript:
     """The chat view that a sequence of messages builds (pure).
 
     A server keeps one to bring a newly connected view up to date: :meth:`apply` every
-    message it sends, and send :meth:`snapshot` to a new client.
+    message it sends, and send :meth:`snapshot` to a new client. A long conversation's
+    snapshot can be bounded to its tail (``limit``, ``max_chars``); the client then
+    asks for older items as it needs them, and :meth:`earlier` gives them.
+
+    Attributes:
+        working: whether the agent is working (the last ``status``).
+        version: counts the changes; equal versions are equal views (a server can
+            cache a snapshot's JSON while it stays the same).
     """
 
-    __slots__ = ("_items", "working")
+    __slots__ = ("_ids", "_items", "_position", "version", "working")
 
     def __init__(self) -> None:
         self._items: dict[str, _Item] = {}
+        self._ids: list[str] = []  # in order of appending
+        self._position: dict[str, int] = {}
         self.working = False
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self._items)
 
     def apply(self, message: UiMessage) -> None:
         """Update the view with one message (unknown ids are ignored, as a view would)."""
+        self.version += 1
         if isinstance(message, Status):
             self.working = message.working
         elif isinstance(message, Append):
             state: ItemState = "working" if message.working else "done"
+            if message.id not in self._items:
+                self._position[message.id] = len(self._ids)
+                self._ids.append(message.id)
             self._items[message.id] = _Item(message.kind, message.title, [message.text], state)
         elif (item := self._items.get(message.id)) is None:
             return
@@ -309,11 +328,47 @@ class Transcript:
         for message in messages:
             self.apply(message)
 
-    def snapshot(self) -> list[UiMessage]:
+    def snapshot(
+        self, *, limit: int | None = None, max_chars: int | None = None
+    ) -> list[UiMessage]:
         """Messages that build this view from an empty one: per item an ``append`` and
-        a ``replace`` with its current state, then the ``status``."""
+        a ``replace`` with its current state, then the ``status``.
+
+        Args:
+            limit: at most this many items, the newest (default: all).
+            max_chars: stop before an older item once the items' text reaches this many
+                characters (the newest item is always given, however long).
+        """
+        out, _ = self.earlier(None, limit=limit, max_chars=max_chars)
+        out.append(Status(working=self.working))
+        return out
+
+    def earlier(
+        self, before: str | None, *, limit: int | None = None, max_chars: int | None = None
+    ) -> tuple[list[UiMessage], int]:
+        """The items just before the item ``before`` (the view's end for ``None``), as
+        :meth:`snapshot` gives them (oldest first, without the ``status``), and how many
+        items come before those. An unknown ``before`` gives none.
+
+        Args:
+            before: an item's id, or ``None``.
+            limit: at most this many items (default: all).
+            max_chars: as for :meth:`snapshot`.
+        """
+        end = len(self._ids) if before is None else self._position.get(before, 0)
+        start = 0 if limit is None else max(0, end - max(limit, 0))
+        if max_chars is not None:
+            size = 0
+            first = end
+            while first > start:
+                size += self._items[self._ids[first - 1]].size
+                if size > max_chars and first < end:
+                    break
+                first -= 1
+            start = first
         out: list[UiMessage] = []
-        for item_id, item in self._items.items():
+        for item_id in self._ids[start:end]:
+            item = self._items[item_id]
             working = item.state == "working"
             out.append(Append(id=item_id, kind=item.kind, title=item.title, working=working))
             out.append(
@@ -326,13 +381,15 @@ class Transcript:
                     diff=item.diff,
                 )
             )
-        out.append(Status(working=self.working))
-        return out
+        return out, start
 
     def clear(self) -> None:
         """Forget every item (a new or another session)."""
         self._items.clear()
+        self._ids.clear()
+        self._position.clear()
         self.working = False
+        self.version += 1
 
 
 # -- text helpers -------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from pitrio.harness import Harness, RecordingStreamFn
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 STEPS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
-    ("I'll start by looking at the project.", [("ls", {"path": "."})]),
+    ("I'll start by looking at the project.", [("bash", {"command": "ls"})]),
     (
         "Let me read the check and the module it checks.",
         [("read", {"path": "check_greet.py"}), ("read", {"path": "greet.py"})],
@@ -47,8 +47,12 @@ STEPS: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
                 "edit",
                 {
                     "path": "greet.py",
-                    "oldText": 'return "Hello " + name',
-                    "newText": 'return f"Hello, {name}!"',
+                    "edits": [
+                        {
+                            "oldText": 'return "Hello " + name',
+                            "newText": 'return f"Hello, {name}!"',
+                        }
+                    ],
                 },
             )
         ],

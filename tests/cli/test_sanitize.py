@@ -88,6 +88,14 @@ def test_the_marks() -> None:
     assert visible(plain) is plain
 
 
+def test_stacked_combining_marks_beyond_two_are_shown_as_code_points() -> None:
+    """Zalgo text would be drawn over the rows around it; accents stay accents."""
+    assert visible("e\u0301 a\u0300\u0323") == "e\u0301 a\u0300\u0323"  # é, ạ̀
+    zalgo = "Z" + "\u0301\u0302\u0303\u0304" + "a"
+    assert visible(zalgo) == "Z\u0301\u0302<U+0303><U+0304>a"
+    assert one_line(zalgo + "\n") == "Z\u0301\u0302<U+0303><U+0304>a ⏎ "
+
+
 def test_every_hidden_character_is_made_visible() -> None:
     """Every control, format and separator character this Python's Unicode knows
     (bidi overrides and isolates, zero-width characters, C0, C1, DEL) gets a mark."""

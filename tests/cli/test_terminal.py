@@ -133,11 +133,11 @@ def test_consent_prompt_no_then_always(
     child.send("edit it\r")
     child.expect_exact("Allow this edit call?")
     child.send("a\r")
-    child.expect_exact("+first line!")
-    child.expect_exact("tool said: Successfully replaced text in notes.txt.")
+    child.expect_exact("+1 first line!")  # Pi's numbered diff
+    child.expect_exact("tool said: Successfully replaced 1 block(s) in notes.txt.")
     ready(child)
     child.send("edit it\r")
-    child.expect_exact("tool said: Successfully replaced text")
+    child.expect_exact("tool said: Successfully replaced 1 block(s)")
     ready(child)
     assert "Allow this edit" not in child.before
     assert (workdir / "notes.txt").read_text() == "first line!!\n"

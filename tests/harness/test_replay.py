@@ -359,6 +359,20 @@ async def test_a_new_recording_replaces_the_file(tmp_path: Path, autojump_clock:
     assert ReplayStreamFn(path).remaining == 2
 
 
+async def test_a_recording_is_private_to_its_user(tmp_path: Path, autojump_clock: Clock) -> None:
+    """A recording holds the whole conversation: created 0600 whatever the umask."""
+    import os
+
+    path = tmp_path / "run.jsonl"
+    old = os.umask(0o022)
+    try:
+        await _run(_agent(RecordingStreamFn(ScriptedModel(_script()), path)), "compare a and b")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert ReplayStreamFn(path).remaining == len(_script())  # every exchange recorded
+
+
 async def test_every_kind_of_block_replays_exactly(tmp_path: Path, autojump_clock: Clock) -> None:
     """Thinking, text and tool-call deltas (arguments streamed as partial JSON) and a
     final usage all come back as they were streamed."""

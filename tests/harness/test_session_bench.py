@@ -38,3 +38,12 @@ def test_main_prints_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
     assert {line["metric"] for line in lines} == set(UNITS)
     assert {line["backend"] for line in lines} == {"memory"}
     assert {line["clock"] for line in lines} == {"cpu"}
+
+
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "memory"])
+async def test_the_big_resume_workload_resumes_after_the_last_compaction(backend: str) -> None:
+    from benchmarks.bench_sessions import BIG_UNITS, measure_big
+
+    figures = await measure_big(backend, 25, compact_every=10)  # checks the context size
+    assert set(figures) == set(BIG_UNITS)
+    assert all(value > 0 for value in figures.values())

@@ -101,7 +101,8 @@ async def test_sqlite_store_creates_0600_files_in_0700_directories(home: Path) -
         assert (name, value) == (name, 0o700 if is_dir else 0o600)
 
 
-def test_the_terminal_cli_saves_sessions_privately(home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["store", "--session"])
+def test_the_terminal_cli_saves_sessions_privately(home: Path, tmp_path: Path, where: str) -> None:
     def answer(body: dict[str, Any]) -> Any:
         return text_reply("hello")
 
@@ -119,6 +120,9 @@ def test_the_terminal_cli_saves_sessions_privately(home: Path, tmp_path: Path) -
     }
     try:
         argv = ["--base-url", chat.url, "--model", "tiny", "--cwd", str(work), "-p", "hi"]
+        if where == "--session":  # a new file at a path of the user's choosing
+            (home / "mine").mkdir()
+            argv += ["--session", str(home / "mine" / "new.jsonl")]
         proc = subprocess.run(
             [sys.executable, "-m", "pitrio", *argv],
             capture_output=True,
@@ -131,6 +135,12 @@ def test_the_terminal_cli_saves_sessions_privately(home: Path, tmp_path: Path) -
     finally:
         chat.stop()
     assert proc.returncode == 0, proc.stderr
+    if where == "--session":
+        made = home / "mine" / "new.jsonl"
+        assert "hi" in made.read_text()
+        assert mode(made) == 0o600
+        assert [p.name for p in (home / "mine").iterdir()] == ["new.jsonl"]  # no scratch left
+        return
     files = [p for p in sessions.rglob("*") if p.is_file()]
     assert len(files) == 1
     assert "hi" in files[0].read_text()

@@ -119,10 +119,15 @@ class Page:
 
     async def wait_for(self, expression: str, *, seconds: float = 20) -> Any:
         """Poll until the expression is truthy; returns its value (fails with the page's
-        text after ``seconds``)."""
+        text after ``seconds``). While it throws, it is not true yet: the page may still
+        be on its way (the printed URL's page moves on to ``/`` at once)."""
+        thrown: CdpError | None = None
         with trio.move_on_after(seconds):
             while True:
-                value = await self.evaluate(expression)
+                try:
+                    value = await self.evaluate(expression)
+                except CdpError as exc:
+                    thrown, value = exc, None
                 if value:
                     return value
                 await trio.sleep(0.02)
@@ -131,6 +136,8 @@ class Page:
             f"timed out after {seconds} s waiting for {expression}\n--- page ---\n{page_text}"
             f"\n--- console ---\n{self.console}"
         )
+        if thrown is not None:
+            msg += f"\n--- last error ---\n{thrown}"
         raise AssertionError(msg)
 
     async def goto(self, url: str) -> None:

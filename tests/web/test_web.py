@@ -374,7 +374,7 @@ async def test_offline_replay_runs_the_demo_in_the_page(page: Page) -> None:
         seen = await items(page)
         tools = [i for i in seen if i["kind"] == "tool"]
         assert [(i["title"], i["state"], i["meta"]) for i in tools] == [
-            ("ls .", "done", "ok · 3 lines"),
+            ("bash ls", "done", "ok · 3 lines"),
             ("read check_greet.py", "done", "ok · 13 lines"),
             ("read greet.py", "done", "ok · 6 lines"),
             (

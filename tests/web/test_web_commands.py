@@ -94,26 +94,28 @@ async def server(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 
 
 def recorded_changes(tmp_path: Path) -> list[tuple[str, str]]:
-    """The model and thinking level each time the session file recorded them.
+    """The model and thinking level after each change the session file recorded.
 
-    The harness's ``append_model_change`` / ``append_thinking_level_change`` write Pi's
-    v4 form: a ``pi.lane.config`` value holding both (v3 files had ``model_change`` and
-    ``thinking_level_change`` entries).
+    The CLI's sessions are Pi's coding-agent files: a change of the lane's configuration
+    is a ``model_change`` and/or a ``thinking_level_change`` line, as ``pi`` writes them
+    (the first configuration: both).
     """
     files = list((tmp_path / "sessions").rglob("*.jsonl"))
     assert len(files) == 1, files
-    records: list[Any] = []
+    model: str | None = None
+    thinking: str | None = None
+    out: list[tuple[str, str]] = []
     for line in files[0].read_text().splitlines()[1:]:
-        data = json.loads(line)
-        records.extend(data if isinstance(data, list) else [data])
-    return [
-        (
-            f"{r['value']['model']['provider']}/{r['value']['model']['modelId']}",
-            r["value"]["thinkingLevel"],
-        )
-        for r in records
-        if r.get("namespace") == "pi.lane.config"
-    ]
+        record = json.loads(line)
+        if record["type"] == "model_change":
+            model = f"{record['provider']}/{record['modelId']}"
+        elif record["type"] == "thinking_level_change":
+            thinking = record["thinkingLevel"]
+        else:
+            continue
+        if model is not None and thinking is not None:
+            out.append((model, thinking))
+    return out
 
 
 async def reopened(tmp_path: Path, session_id: str) -> tuple[str | None, str | None]:
@@ -452,7 +454,7 @@ async def _socket_session(info: ServerInfo, requests: Requests, tmp_path: Path) 
         ]
         shown = await _command(socket, ws, "/tools")
         tools = [line.split()[0] for line in shown["text"].splitlines()[1:]]
-        assert sorted(tools) == ["bash", "edit", "grep", "ls", "read", "write"]
+        assert sorted(tools) == ["bash", "edit", "read", "write"]
         assert "bash   asks first" in shown["text"]
         shown = await _command(socket, ws, "/cost")
         assert shown["text"] == (

@@ -104,8 +104,11 @@ async def test_the_token_moves_into_an_http_only_cookie(server: Callable[..., An
     info = await server()
     status, headers, body = await request(info, f"/?token={info.token}")
     assert status == 200
-    assert b'<meta http-equiv="refresh" content="0; url=/">' in body
+    assert b'<script src="/move-on.js"></script>' in body
     assert info.token.encode() not in body
+    status, _, script = await request(info, "/move-on.js")  # public: it holds nothing
+    assert status == 200
+    assert script == b'location.replace("/" + location.hash);\n'
     [cookie] = headers["set-cookie"]
     name_value, *attributes = [part.strip() for part in cookie.split(";")]
     name, _, value = name_value.partition("=")
