@@ -126,10 +126,10 @@ def test_list_models_survives_a_closed_pipe() -> None:
         (["--base-url", "x", "--model", "m", "-p", "hi"], "must be an http:// or https://"),
         (["--model", "nope/x", "-p", "hi"], "unknown provider 'nope'"),
         (["--model", "openai/gpt-4.1", "-p", "hi"], "set OPENAI_API_KEY, or add [keys] openai"),
-        (["--offline", "--model", "openai/gpt-4.1"], "--offline replays the recorded demo"),
+        (["--demo", "--model", "openai/gpt-4.1"], "--demo replays the recorded demo"),
         (["--compat", "a=b", "-p", "hi"], "add --base-url URL"),
         (["--policy", "/nonexistent/policy.toml", "-p", "hi"], "does not exist"),
-        (["--offline", "--thinking", "high"], "--thinking needs a model"),
+        (["--demo", "--thinking", "high"], "--thinking needs a model"),
         (["--continue", "--no-session", "-p", "x"], "not allowed with argument"),
     ],
 )
@@ -163,8 +163,8 @@ def test_offline_replay_fixes_the_sample_project_with_real_tools(
 def test_offline_flag_wins_over_an_api_key(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--offline never goes online, whatever keys are set."""
-    status, out = run_cli(["--offline"], {**env, "OPENAI_API_KEY": "sk-real"})
+    """--demo never goes online, whatever keys are set."""
+    status, out = run_cli(["--demo"], {**env, "OPENAI_API_KEY": "sk-real"})
     assert status == 0
     assert "all checks passed" in out
     assert "offline replay" in capsys.readouterr().err
@@ -178,7 +178,7 @@ def test_offline_replay_never_touches_the_sample_or_cwd(
     monkeypatch.chdir(tmp_path)
     before = Path(sample_project(), "greet.py").read_text()
     listing = sorted(p.name for p in tmp_path.iterdir())
-    status, out = run_cli(["--offline"], env)
+    status, out = run_cli(["--demo"], env)
     assert status == 0
     assert "all checks passed" in out
     assert Path(sample_project(), "greet.py").read_text() == before
@@ -378,11 +378,11 @@ def test_resume_without_id_lists_sessions(env: dict[str, str], project: Path) ->
     run_cli(["--cwd", str(project), "-p", "one"], env, stream_fn=model)
     status, out = run_cli(["--cwd", str(project), "--resume"], env, stream_fn=model)
     assert status == 0
-    assert "resume one with pitrio --resume ID" in out
+    assert "resume one with pitrio --session ID" in out
     session_id = out.splitlines()[1].split()[0]
     model2 = ScriptedModel([ScriptedResponse.text("again")])
     status, _ = run_cli(
-        ["--cwd", str(project), "--resume", session_id, "-p", "two"], env, stream_fn=model2
+        ["--cwd", str(project), "--session", session_id, "-p", "two"], env, stream_fn=model2
     )
     assert status == 0
     assert len(model2.requests[0].messages) == 3
@@ -442,7 +442,7 @@ def test_unusable_session_paths_are_one_clear_line(
 def test_cli_errors_are_one_line_without_a_traceback(env: dict[str, str], project: Path) -> None:
     """Through a real process: exit status 2 and one line for a --session in a missing
     directory; --resume of an unknown id the same (the store's error, re-based)."""
-    for extra in (["--session", str(project / "no" / "x.jsonl")], ["--resume", "nope"]):
+    for extra in (["--session", str(project / "no" / "x.jsonl")], ["--session", "nope"]):
         argv = ["--cwd", str(project), "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
         result = subprocess.run(
             [sys.executable, "-m", "pitrio", *argv, *extra, "-p", "hi"],
@@ -450,6 +450,7 @@ def test_cli_errors_are_one_line_without_a_traceback(env: dict[str, str], projec
             capture_output=True,
             text=True,
             timeout=60,
+            stdin=subprocess.DEVNULL,  # piped stdin would join the prompt, as in Pi
         )
         assert result.returncode == 2
         assert "Traceback" not in result.stderr

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any, TextIO, final
 
 import trio
 
-from pitrio import AssistantMessage, Model, StreamFn, StreamOptions, ThinkingLevel, wire
+from pitrio import (
+    AssistantMessage,
+    ImageContent,
+    Model,
+    StreamFn,
+    StreamOptions,
+    ThinkingLevel,
+    wire,
+)
 from pitrio.coding import DEFAULT_TOOL_NAMES, coding_tools
 from pitrio.harness import (
     Harness,
@@ -42,6 +50,7 @@ from pitrio.harness import (
 from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
 from ._errors import CliError, CliUsageError
+from ._flags import apply_resource_flags
 from ._loopback import RefusingStreamFn
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
@@ -133,6 +142,7 @@ class App:
         self.model = settings.model
         self.thinking: ThinkingLevel = settings.thinking
         ask_mode = {
+            "export": "--export",
             "print": "-p",
             "json": "--mode json",
             "rpc": "--mode rpc",
@@ -148,8 +158,8 @@ class App:
         settings = self.settings
         resources = self.resources
         system_prompt: str | SystemPromptFn
-        if settings.system_prompt is not None:
-            system_prompt = settings.system_prompt
+        if settings.system_prompt is not None and resources is None:
+            system_prompt = settings.system_prompt  # the replay with --system-prompt
         elif resources is None:  # the offline replay: the prompt it was recorded with
             system_prompt = default_system_prompt(self.cwd)
         else:
@@ -158,7 +168,7 @@ class App:
             model=self.model,
             stream_fn=self.stream_fn,
             session=session,
-            tools=[tools_for] if self.mcp is None else [tools_for, self.mcp],
+            tools=[self._tools] if self.mcp is None else [self._tools, self.mcp],
             system_prompt=system_prompt,
             thinking_level=self.thinking,
             cwd=self.cwd,
@@ -176,6 +186,16 @@ class App:
         for listener in self._listeners:
             harness.subscribe(listener)
         return harness
+
+    def _tools(self, context: ToolContext) -> list[Any]:
+        """The coding tools, as ``--tools`` / ``--exclude-tools`` / ``--no-tools`` select
+        (Pi's ``buildSessionOptions``: ``--tools`` picks among all of them, in its order;
+        otherwise the default set less the excluded ones)."""
+        selection = self.settings.tools
+        if selection.default:
+            return tools_for(context)
+        pool = coding_tools(context.cwd) if selection.allow is not None else tools_for(context)
+        return selection.select(pool, lambda t: t.name)
 
     def expand(self, text: str) -> str:
         """A typed prompt as Pi's coding agent sends it: ``/skill:NAME args`` becomes the
@@ -278,6 +298,10 @@ async def run_app(
         CliError: it cannot start (the session cannot be opened, the ``--local`` model
             server did not start); the caller shows it as one line.
     """
+    if settings.mode == "export":
+        from ._export import export_session
+
+        return await export_session(settings, out)
     async with contextlib.AsyncExitStack() as stack:
         cwd = settings.cwd
         if cwd is None:
@@ -300,16 +324,25 @@ async def run_app(
         except SessionError as exc:  # --continue / --resume: missing, locked, unreadable
             raise CliUsageError(str(exc)) from None
         if settings.session.kind == "resume" and session is None:
-            return await _list_sessions(store, cwd, out)
+            if settings.mode != "interactive" or store is None:
+                return await _list_sessions(store, cwd, out)
+            from ._flags import pick_session
+
+            session = await pick_session(store, cwd, stdin, out)  # Pi's session picker
+            if session is None:
+                return EXIT_OK
         if session is not None:
             stack.push_async_callback(_close_quietly, session)
         resources = None
         template_dirs = templates_dirs(cwd, settings.env)
         if not settings.offline:
-            resources = await load_resources(cwd, settings.env)
+            resources = await load_resources(cwd, settings.env, trust=settings.trust)
+            resources, template_dirs = await apply_resource_flags(
+                resources, settings, [*resources.template_dirs, *template_dirs]
+            )
             for warning in resources.warnings:
                 print(f"pitrio: warning: {warning}", file=err)
-            template_dirs = [*resources.template_dirs, *template_dirs]
+            _warn_unknown_tools(settings, cwd, err)
         templates_result = await load_prompt_templates(template_dirs)
         templates = tuple(templates_result.templates)
         mcp = None
@@ -342,7 +375,7 @@ async def run_app(
         if settings.mode == "json":
             from ._json_mode import run_json
 
-            return await run_json(app, settings.prompt or "")
+            return await run_json(app, settings.prompt or "", settings.images)
         style = _style(out, settings)
         renderer = Renderer(
             out,
@@ -371,9 +404,20 @@ async def run_app(
 
                 status = await run_interactive(app, renderer, stdin)
             else:
-                status = await _run_print(app, renderer, settings.prompt or "")
+                status = await _run_print(app, renderer, settings.prompt or "", settings.images)
             nursery.cancel_scope.cancel(reason="the conversation is over")
         return status
+
+
+def _warn_unknown_tools(settings: AppSettings, cwd: str, err: TextIO) -> None:
+    """``--tools`` / ``--exclude-tools`` naming no tool pitrio has: said, not fatal."""
+    if settings.tools.default:
+        return
+    known = [t.name for t in coding_tools(cwd)]
+    for name in settings.tools.unknown(known):
+        print(
+            f"pitrio: warning: no tool {name!r} (pitrio's tools: {', '.join(known)})", file=err
+        )
 
 
 async def _close_quietly(session: Session) -> None:
@@ -388,7 +432,7 @@ async def _list_sessions(store: SessionStore | None, cwd: str, out: TextIO) -> i
         out.write(f"No sessions for {one_line(cwd)} yet.\n")
         return EXIT_OK
     shown = one_line(cwd)
-    out.write(f"Sessions for {shown} (newest first); resume one with pitrio --resume ID:\n")
+    out.write(f"Sessions for {shown} (newest first); resume one with pitrio --session ID:\n")
     for info in infos:
         when = datetime.datetime.fromtimestamp(info.modified_at).strftime("%Y-%m-%d %H:%M")
         out.write(f"  {one_line(info.id)}  {when}\n")
@@ -401,9 +445,15 @@ def _style(out: TextIO, settings: AppSettings) -> Style:
     return "rich"  # falls back to "ansi" when rich is not installed
 
 
-async def _run_print(app: App, renderer: Renderer, prompt: str) -> int:
+async def _run_print(
+    app: App, renderer: Renderer, prompt: str, images: tuple[ImageContent, ...] = ()
+) -> int:
     async with open_interrupts() as interrupts:
-        status = await run_once(app, prompt, interrupts)
+        status = await run_once(app, prompt, interrupts, images)
+        for message in app.settings.messages:  # Pi's further messages, one after another
+            if status != EXIT_OK:
+                break
+            status = await run_once(app, message, interrupts)
     last = app.last_assistant()
     if last is not None and last.stop_reason == "error":
         hint = app.error_hint(last)
@@ -412,7 +462,12 @@ async def _run_print(app: App, renderer: Renderer, prompt: str) -> int:
     return status
 
 
-async def run_once(app: App, prompt: str, interrupts: AsyncIterator[object]) -> int:
+async def run_once(
+    app: App,
+    prompt: str,
+    interrupts: AsyncIterator[object],
+    images: tuple[ImageContent, ...] = (),
+) -> int:
     """Run one prompt to the end; the first interrupt aborts it, a second stops waiting."""
     interrupted = False
     async with trio.open_nursery() as nursery:
@@ -427,7 +482,7 @@ async def run_once(app: App, prompt: str, interrupts: AsyncIterator[object]) -> 
                 app.harness.abort()
 
         nursery.start_soon(watch)
-        await app.harness.prompt(app.expand(prompt))
+        await app.harness.prompt(app.expand(prompt), images)
         nursery.cancel_scope.cancel(reason="the run has settled")
     if interrupted:
         return EXIT_INTERRUPTED

@@ -8,8 +8,10 @@ worker thread, so the Trio side keeps streaming while the person types:
   current tool, the rest of the batch skipped); a line starting with ``>>`` is queued
   as a follow-up (delivered when the agent would otherwise stop);
 * a line ending in ``\\`` continues on the next line (multi-line input);
-* ``/command`` lines are handled here (:data:`COMMANDS`); ``/name args`` with a prompt
-  template's name expands the template;
+* ``/command`` lines are handled here (:data:`COMMANDS`; Pi's further ones in
+  :mod:`pitrio.cli._slash`); ``/skill:NAME args`` and ``/name args`` with a prompt
+  template's name expand as in Pi; ``!cmd`` runs a shell command into the context
+  (``!!cmd``: kept out of it);
 * Ctrl-C aborts the running answer (queued lines are dropped); Ctrl-C when idle, or
   Ctrl-D, exits.
 """
@@ -25,12 +27,14 @@ from typing import Any, Final, TextIO, get_args
 
 import trio
 
-from pitrio import Model, ThinkingLevel, UsageError
-from pitrio.harness import SessionError, ToolCallEvent, expand_prompt_template
+from pitrio import ImageContent, Model, ThinkingLevel, UsageError
+from pitrio.harness import SessionError, ToolCallEvent
 
+from . import _slash
 from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import needs_consent, parse_answer
+from ._flags import find_session
 from ._render import Renderer, session_cost
 from ._sanitize import one_line
 
@@ -41,6 +45,8 @@ __all__ = [
     "model_thinking_levels",
     "run_interactive",
 ]
+
+_SlashCommand = Callable[[App, Renderer, str], Awaitable[None]]
 
 FOLLOW_UP_PREFIX: Final = ">>"
 IDLE_PROMPT: Final = "> "
@@ -58,6 +64,15 @@ COMMANDS: Final[dict[str, str]] = {
     "/compact [INSTRUCTIONS]": "summarise older messages to free context",
     "/clear": "start a new session",
     "/cost": "tokens and cost of this session",
+    "/name [NAME]": "show or set the session's name",
+    "/clone": "continue in a copy of the whole session",
+    "/tree [ID]": "the session tree, or continue from entry ID",
+    "/export [FILE]": "write the session as an HTML page",
+    "/copy": "copy the last answer to the clipboard",
+    "/reload": "load context files, skills and prompt templates again",
+    "/hotkeys": "the keys and line prefixes",
+    "/skill:NAME [ARGS]": "run a skill",
+    "!CMD / !!CMD": "run a shell command (!! keeps it out of the context)",
     "/quit": "exit (so do Ctrl-D and Ctrl-C when idle)",
 }
 
@@ -238,14 +253,19 @@ class _Interactive:
             "a follow-up); Ctrl-C aborts, Ctrl-D exits."
         )
         if app.session is not None and app.harness.messages:
-            self.renderer.note(f"({len(app.harness.messages)} earlier messages restored)")
+            _slash.show_history(app, self.renderer)  # as Pi redraws a resumed session
         lines_send, lines_receive = trio.open_memory_channel[str | None](0)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read_lines, lines_send)
             nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
             if app.settings.prompt:
                 self.out.write(IDLE_PROMPT + one_line(app.settings.prompt) + "\n")
-                await self._prompt(nursery, app.settings.prompt)
+                first = app.expand(app.settings.prompt)  # /skill:, /template as typed
+                await self._prompt(nursery, first, app.settings.images)
+            for message in app.settings.messages:  # Pi's further messages, in turn
+                await app.harness.wait_for_idle()
+                self.out.write(IDLE_PROMPT + one_line(message) + "\n")
+                await self._prompt(nursery, app.expand(message))
             self._next_prompt()
             async for line in lines_receive:
                 if line is None:  # Ctrl-D
@@ -309,6 +329,12 @@ class _Interactive:
         text = line.strip()
         if not text:
             return
+        if text.startswith("!"):
+            excluded = text.startswith("!!")
+            command = text[2 if excluded else 1 :]
+            if not await self._busy_guard("!!" if excluded else "!"):
+                await _slash.run_bash(app, self.renderer, command, excluded=excluded)
+            return
         if text.startswith("/"):
             name = text.split(maxsplit=1)[0]
             handler = self._commands().get(name)
@@ -319,7 +345,12 @@ class _Interactive:
                 except (SessionError, UsageError, ValueError) as exc:
                     self.renderer.error(f"{name}: {exc}")
                 return
-            expanded = expand_prompt_template(text, app.templates)
+            if name in _slash.NOT_SUPPORTED:
+                self.renderer.error(
+                    f"{name} is not supported yet in pitrio: {_slash.NOT_SUPPORTED[name]}"
+                )
+                return
+            expanded = app.expand(text)  # /skill:NAME, then the prompt templates
             if expanded == text:
                 self.renderer.error(f"unknown command {name}; /help lists the commands")
                 return
@@ -337,14 +368,18 @@ class _Interactive:
             text = text[len(FOLLOW_UP_PREFIX) :].strip()
         await self._prompt(nursery, text)
 
-    async def _prompt(self, nursery: trio.Nursery, text: str) -> None:
-        await nursery.start(self._turn, text)
+    async def _prompt(
+        self, nursery: trio.Nursery, text: str, images: tuple[ImageContent, ...] = ()
+    ) -> None:
+        await nursery.start(self._turn, text, images)
 
-    async def _turn(self, text: str, *, task_status: trio.TaskStatus[None]) -> None:
+    async def _turn(
+        self, text: str, images: tuple[ImageContent, ...], *, task_status: trio.TaskStatus[None]
+    ) -> None:
         app = self.app
         self.aborted = False
         harness = app.harness
-        await harness.prompt(text, task_status=task_status)
+        await harness.prompt(text, images, task_status=task_status)
         # Lines queued after the run's last look at its queues are still waiting.
         while harness.agent.has_queued_messages() and not self.aborted:
             await harness.resume()
@@ -375,12 +410,35 @@ class _Interactive:
             "/clear": self._clear,
             "/new": self._clear,
             "/cost": self._cost,
+            "/name": self._with_app(_slash.name),
+            "/clone": self._idle(_slash.clone, "/clone"),
+            "/tree": self._idle(_slash.tree, "/tree"),
+            "/export": self._with_app(_slash.export),
+            "/copy": self._with_app(_slash.copy_last),
+            "/reload": self._idle(_slash.reload, "/reload"),
+            "/hotkeys": self._hotkeys,
             "/quit": self._quit,
             "/exit": self._quit,
         }
 
     def _say(self, text: str) -> None:
         self.renderer.say(text)
+
+    def _with_app(self, command: _SlashCommand) -> Callable[[str], Awaitable[None]]:
+        async def run(arg: str) -> None:
+            await command(self.app, self.renderer, arg)
+
+        return run
+
+    def _idle(self, command: _SlashCommand, name: str) -> Callable[[str], Awaitable[None]]:
+        async def run(arg: str) -> None:
+            if not await self._busy_guard(name):
+                await command(self.app, self.renderer, arg)
+
+        return run
+
+    async def _hotkeys(self, _: str) -> None:
+        self._say(_slash.HOTKEYS)
 
     async def _help(self, _: str) -> None:
         levels = ", ".join(model_thinking_levels(self.app.model))
@@ -515,8 +573,13 @@ class _Interactive:
         if app.session is not None and arg == app.session.id:
             self._say("that is the current session")
             return
-        session = await app.store.open(arg)
+        found = find_session(arg, await app.store.list(cwd=app.cwd), await app.store.list())
+        if found is not None and app.session is not None and found.id == app.session.id:
+            self._say("that is the current session")
+            return
+        session = await app.store.open(found.id if found is not None else arg)  # id prefix
         await app.switch_session(session)
+        _slash.show_history(app, self.renderer)
         self._say(f"resumed session {session.id} ({len(app.harness.messages)} messages)")
 
     async def _fork(self, arg: str) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Final
 from pitrio import (
     AgentEnd,
     AssistantMessage,
+    ImageContent,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -455,8 +456,9 @@ class PiEvents:
         return False
 
 
-async def run_json(app: App, prompt: str) -> int:
-    """``--mode json``: the session header, then every event of one prompt as a line.
+async def run_json(app: App, prompt: str, images: tuple[ImageContent, ...] = ()) -> int:
+    """``--mode json``: the session header, then every event of the prompt (with the
+    ``@file`` images) and of the further command-line messages, one line each.
 
     The exit status is 0 whatever the run ended in (Pi's json mode), 130 when
     interrupted.
@@ -470,5 +472,9 @@ async def run_json(app: App, prompt: str) -> int:
     write(session_header(app.session, app.cwd))
     app.subscribe(PiEvents(write, harness=lambda: app.harness, session=lambda: app.session))
     async with open_interrupts() as interrupts:
-        status = await run_once(app, prompt, interrupts)
+        status = await run_once(app, prompt, interrupts, images)
+        for message in app.settings.messages:  # Pi's further messages, one after another
+            if status == EXIT_INTERRUPTED:
+                break
+            status = await run_once(app, message, interrupts)
     return EXIT_INTERRUPTED if status == EXIT_INTERRUPTED else EXIT_OK

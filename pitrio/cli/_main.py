@@ -15,7 +15,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Final, NoReturn, TextIO
 
-from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK, EXIT_USAGE, build_parser
+from ._args import (
+    EXIT_INTERRUPTED,
+    EXIT_MODEL_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    build_parser,
+    parse_cli,
+)
 
 if TYPE_CHECKING:
     from pitrio import StreamFn
@@ -57,7 +64,7 @@ def main(
     out = sys.stdout if stdout is None else stdout
     parser = build_parser()
     try:
-        args = parser.parse_args(args_list)
+        args = parse_cli(parser, args_list)
         if args.list_models is not None:
             return _list_models(out, args.list_models, environ)
         # Imported here: --help and --version have exited above without them.

@@ -214,9 +214,21 @@ def _parser() -> argparse.ArgumentParser:
         help="with --base-url: the server's context window (default 128000)",
     )
     add("--thinking", choices=list(LEVELS), default=None, help="reasoning effort")
-    add("--system", metavar="TEXT", help="replace the default system prompt")
+    add(
+        "--system-prompt",
+        "--system",
+        dest="system_prompt",
+        metavar="TEXT|FILE",
+        help="replace the default system prompt (a file's contents when FILE exists)",
+    )
     add("--cwd", metavar="DIR", help="the working directory (default: the current)")
-    add("--offline", action="store_true", help="replay the recorded demo even with a key set")
+    add(
+        "--demo",
+        "--offline",
+        dest="demo",
+        action="store_true",
+        help="replay the recorded demo even with a key set",
+    )
     add(
         "-y",
         "--yes",

@@ -23,21 +23,31 @@ from typing import Any, Final, Literal, TextIO, cast, final, get_args
 import attrs
 import trio
 
-from pitrio import Model, StreamFn, ThinkingLevel
+from pitrio import ImageContent, Model, StreamFn, ThinkingLevel
 from pitrio.harness import (
     JsonlSessionStore,
     PiSessionStore,
     Session,
     SessionExistsError,
     SessionFormatError,
+    SessionInfo,
     SessionNotFoundError,
     default_pi_sessions_root,
     default_sessions_root,
 )
 
-from ._args import BASE_URL_KEY_ENV, config_dir
+from ._args import BASE_URL_KEY_ENV, config_dir, split_messages
 from ._consent import Policy, load_policy
 from ._errors import CliUsageError, SessionFileError
+from ._flags import (
+    ToolSelection,
+    find_session,
+    initial_message,
+    looks_like_path,
+    process_file_args,
+    resolve_prompt_input,
+    split_thinking,
+)
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
 from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
 
@@ -60,18 +70,21 @@ __all__ = [
 ]
 
 
-Mode = Literal["print", "json", "interactive", "rpc"]
+Mode = Literal["print", "json", "interactive", "rpc", "export"]
 
 
 @final
 @attrs.frozen(kw_only=True)
 class SessionChoice:
     """Which session to use: ``new``, ``continue`` (the latest of the directory),
-    ``resume`` (``value``: an id, or ``None`` to list them), ``file`` (``value``: a
-    path) or ``none``."""
+    ``resume`` (``value``: an id or the start of one, or ``None`` to list them), ``file``
+    (``value``: a path), ``fork`` (``value``: a path or id to copy into a new session,
+    ``new_id`` its id), ``id`` (``--session-id``: that id, created when missing) or
+    ``none`` (``value``: the in-memory session's id)."""
 
-    kind: Literal["new", "continue", "resume", "file", "none"]
+    kind: Literal["new", "continue", "resume", "file", "fork", "id", "none"]
     value: str | None = None
+    new_id: str | None = None
 
 
 @final
@@ -98,6 +111,21 @@ class AppSettings:
     config_keys: Mapping[str, str] = attrs.field(factory=dict)
     local_port: int | None = None  # --local: the port of the llama.cpp server to start
     yes_reason: str = "--yes"  # why bash, write and edit run without asking (/tools says)
+    # Pi's flags (pitrio.cli._flags):
+    messages: tuple[str, ...] = ()  # sent one after another once the first has settled
+    images: tuple[ImageContent, ...] = ()  # @file images, attached to the first message
+    append_system_prompt: tuple[str, ...] | None = None  # None: APPEND_SYSTEM.md
+    tools: ToolSelection = attrs.field(factory=ToolSelection)
+    context_files: bool = True
+    skills: bool = True
+    skill_paths: tuple[str, ...] = ()
+    prompt_templates: bool = True
+    template_paths: tuple[str, ...] = ()
+    trust: bool | None = None  # --approve / --no-approve
+    session_name: str | None = None
+    session_dir: str | None = None
+    scoped_models: tuple[str, ...] = ()
+    export: str | None = None  # --export FILE (the output path is ``prompt``)
 
 
 DEFAULT_MODELS: Final[tuple[tuple[str, str], ...]] = (
@@ -172,17 +200,16 @@ def configure(
     stdin: TextIO,
 ) -> AppSettings:
     """Check the arguments and pick the model; ``parser.error`` (exit 2) when they are bad."""
-    if args.prompt is not None and not args.prompt.strip():
-        parser.error("-p needs a non-empty prompt, e.g. -p 'explain main.py'")
-    if args.offline and (args.model or args.base_url or args.provider):
+    flags = _pi_flags(parser, args, env)
+    if args.demo and (args.model or args.base_url or args.provider):
         parser.error(
-            "--offline replays the recorded demo; drop --model/--provider/--base-url, "
-            "or drop --offline to use them"
+            "--demo replays the recorded demo; drop --model/--provider/--base-url, "
+            "or drop --demo to use them"
         )
-    if args.local and (args.model or args.base_url or args.provider or args.offline):
-        parser.error("--local runs its own model; drop --model/--provider/--base-url/--offline")
-    if args.mode == "rpc" and args.prompt is not None:
-        parser.error("--mode rpc reads its prompts as commands on stdin; drop -p")
+    if args.local and (args.model or args.base_url or args.provider or args.demo):
+        parser.error("--local runs its own model; drop --model/--provider/--base-url/--demo")
+    if args.mode == "rpc" and (args.print or args.messages):
+        parser.error("--mode rpc reads its prompts as commands on stdin; drop -p and the messages")
     if (args.compat or args.context_window) and not args.base_url:
         parser.error(
             "--compat and --context-window describe a --base-url server; add --base-url URL"
@@ -230,7 +257,7 @@ def configure(
             model = Model(
                 id=model_id, api="scripted", provider=provider or args.provider or "scripted"
             )
-    elif args.offline:
+    elif args.demo:
         model, offline = OFFLINE_MODEL, True
     elif args.base_url is not None:
         model = _openai_compatible(parser, args, thinking)
@@ -260,39 +287,65 @@ def configure(
         thinking = cast("ThinkingLevel", level)  # Pi's settings.json; no reasoning: "off"
     if offline and args.thinking not in (None, "off"):
         parser.error("--thinking needs a model; the offline replay has no reasoning to adjust")
+    if args.api_key and not offline and stream_fn is None and not args.local:
+        api_key, key_source = args.api_key, "--api-key"
 
-    mode: Mode
-    if args.mode == "rpc":
+    messages, files = split_messages(args)
+    try:
+        file_text, images = process_file_args(files, os.getcwd())
+    except CliUsageError as exc:
+        parser.error(f"@file: {exc}")
+    if args.mode == "rpc" and files:
+        parser.error("@file arguments are not supported in --mode rpc")
+    if args.export is not None:
+        mode: Mode = "export"
+        prompt = messages[0] if messages else None  # the output path
+        messages = []
+    elif args.mode == "rpc":
         mode, prompt = "rpc", None
-    elif args.resume == "" and args.prompt is None:
-        mode, prompt = "print", None  # --resume without an id lists the sessions
-    elif args.prompt is not None:
-        mode, prompt = ("json" if args.mode == "json" else "print"), args.prompt
-    elif _isatty(stdin) and args.mode == "text":
-        # The offline replay starts with the prompt its recording answers.
-        mode, prompt = "interactive", (DEMO_PROMPT if offline else None)
-    elif offline and args.mode == "text":
-        mode, prompt = "print", DEMO_PROMPT
-    else:
-        prompt = stdin.read().strip()
-        if not prompt:
-            if offline:
-                prompt = DEMO_PROMPT
-            else:
-                parser.error(
-                    "no prompt: pass -p PROMPT, pipe a prompt on stdin, or run pitrio in a "
-                    "terminal for the interactive prompt"
-                )
+    elif args.resume is True and not args.print and not messages and not files:
+        # --resume: a terminal picks a session to continue; otherwise they are listed
+        tty = _isatty(stdin) and args.mode == "text"
+        mode, prompt = ("interactive" if tty else "print"), None
+    elif (args.print or args.mode == "json" or not _isatty(stdin)) and not (
+        offline and args.mode == "text" and not args.print and _isatty(stdin)
+    ):
+        piped = None if _isatty(stdin) else (stdin.read().strip() or None)
+        prompt = initial_message(messages, file_text, piped)
+        if prompt is None and offline:
+            prompt = DEMO_PROMPT
+        if prompt is None:
+            parser.error(
+                "no prompt: pass the message (pitrio -p 'explain main.py'), pipe one on "
+                "stdin, or run pitrio in a terminal for the interactive prompt"
+            )
+        if not prompt.strip() and not images:
+            parser.error("-p needs a non-empty prompt, e.g. pitrio -p 'explain main.py'")
         mode = "json" if args.mode == "json" else "print"
+    else:
+        # The offline replay starts with the prompt its recording answers.
+        prompt = initial_message(messages, file_text, None)
+        mode = "interactive"
+        if prompt is None and offline:
+            prompt = DEMO_PROMPT
 
+    resume_id = args.resume if isinstance(args.resume, str) and args.resume else None
     if args.no_session:
-        session = SessionChoice(kind="none")
-    elif args.session is not None:
+        session = SessionChoice(kind="none", value=args.session_id)
+    elif args.fork is not None:
+        session = SessionChoice(kind="fork", value=args.fork, new_id=args.session_id)
+    elif args.session is not None and looks_like_path(args.session):
         session = SessionChoice(kind="file", value=os.path.abspath(args.session))
+    elif args.session is not None:
+        session = SessionChoice(kind="resume", value=args.session)
+    elif resume_id is not None:  # pitrio serve --resume ID
+        session = SessionChoice(kind="resume", value=resume_id)
     elif args.continue_:
         session = SessionChoice(kind="continue")
-    elif args.resume is not None:
-        session = SessionChoice(kind="resume", value=args.resume or None)
+    elif args.resume:
+        session = SessionChoice(kind="resume", value=None)
+    elif args.session_id is not None:
+        session = SessionChoice(kind="id", value=args.session_id)
     elif offline:
         session = SessionChoice(kind="none")  # the replay's temporary copy is thrown away
     else:
@@ -300,7 +353,7 @@ def configure(
     if offline and session.kind != "none":
         parser.error(
             "the offline replay keeps no session (its project is a temporary copy); "
-            "drop --continue/--resume/--session"
+            "drop --continue/--resume/--session/--fork"
         )
     return AppSettings(
         mode=mode,
@@ -310,7 +363,7 @@ def configure(
         api_key=api_key,
         key_source=key_source,
         base_url=base_url,
-        system_prompt=args.system,
+        system_prompt=flags.system_prompt,
         thinking=thinking,
         cwd=None if offline else (cwd or os.path.realpath(os.getcwd())),
         offline=offline,
@@ -322,6 +375,116 @@ def configure(
         config_keys=keys,
         local_port=local_port,
         yes_reason="--yes" if args.yes else "offline replay",
+        messages=tuple(messages),
+        images=images,
+        append_system_prompt=flags.append_system_prompt,
+        tools=flags.tools,
+        context_files=not args.no_context_files,
+        skills=not args.no_skills,
+        skill_paths=flags.skill_paths,
+        prompt_templates=not args.no_prompt_templates,
+        template_paths=flags.template_paths,
+        trust=args.trust,
+        session_name=flags.session_name,
+        session_dir=flags.session_dir,
+        scoped_models=flags.scoped_models,
+        export=args.export,
+    )
+
+
+_SESSION_ID: Final = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+@final
+@attrs.frozen(kw_only=True)
+class _PiFlags:
+    system_prompt: str | None
+    append_system_prompt: tuple[str, ...] | None
+    tools: ToolSelection
+    skill_paths: tuple[str, ...]
+    template_paths: tuple[str, ...]
+    session_name: str | None
+    session_dir: str | None
+    scoped_models: tuple[str, ...]
+
+
+def _pi_flags(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, env: Mapping[str, str]
+) -> _PiFlags:
+    """Check Pi's flags as ``pi`` does (``dist/main.js``) and resolve their values;
+    ``--model ID:LEVEL`` becomes ``--model ID`` (and ``--thinking LEVEL`` unless given)."""
+    if args.fork is not None:
+        conflicts = [
+            flag
+            for flag, given in (
+                ("--session", args.session is not None),
+                ("--continue", args.continue_),
+                ("--resume", bool(args.resume)),
+                ("--no-session", args.no_session),
+            )
+            if given
+        ]
+        if conflicts:
+            parser.error(f"--fork cannot be combined with {', '.join(conflicts)}")
+    if args.session_id is not None:
+        conflicts = [
+            flag
+            for flag, given in (
+                ("--session", args.session is not None),
+                ("--continue", args.continue_),
+                ("--resume", bool(args.resume)),
+            )
+            if given
+        ]
+        if conflicts:
+            parser.error(f"--session-id cannot be combined with {', '.join(conflicts)}")
+        if not _SESSION_ID.match(args.session_id):
+            parser.error(
+                f"--session-id {args.session_id!r}: a session id must be non-empty, contain "
+                "only letters, digits, '-', '_' and '.', and start and end with a letter or "
+                "digit"
+            )
+    name: str | None = None
+    if args.name is not None:
+        name = args.name.strip() or None
+        if name is None:
+            parser.error("--name needs a non-empty value, e.g. --name 'Refactor auth module'")
+    scoped = tuple(m.strip() for m in (args.models or "").split(",") if m.strip())
+    if not args.model and scoped and not any(c in scoped[0] for c in "*?["):
+        args.model = scoped[0]  # Pi starts on the first model of the scope
+    if args.model:
+        args.model, level = split_thinking(args.model)
+        if level is not None and args.thinking is None:
+            args.thinking = level
+    if args.api_key and not (args.model or args.base_url):
+        parser.error(
+            "--api-key needs a model: add --model PROVIDER/ID (or --provider NAME --model ID, "
+            "or --models)"
+        )
+    allow = ToolSelection.from_flags(args.tools, args.exclude_tools, args.no_tools)
+    if args.no_builtin_tools and args.tools is None:
+        allow = attrs.evolve(allow, none=True)  # pitrio has only built-in tools
+    here = os.getcwd()
+
+    def local(path: str) -> str:
+        return os.path.abspath(os.path.join(here, os.path.expanduser(path)))
+
+    session_dir = args.session_dir or env.get("PI_CODING_AGENT_SESSION_DIR") or None
+    return _PiFlags(
+        system_prompt=(
+            resolve_prompt_input(args.system_prompt) if args.system_prompt is not None else None
+        ),
+        append_system_prompt=(
+            tuple(resolve_prompt_input(a) for a in args.append_system_prompt)
+            if args.append_system_prompt
+            else None
+        ),
+        tools=allow,
+        skill_paths=tuple(local(p) for p in args.skill),
+        template_paths=tuple(local(p) for p in args.prompt_template),
+        session_name=name,
+        session_dir=local(session_dir) if session_dir else None,
+        scoped_models=scoped,
     )
 
 
@@ -544,27 +707,94 @@ async def open_session(
     choice = settings.session
     if choice.kind == "none":
         return None, None
-    store = PiSessionStore(sessions_root(settings.env))
+    store = PiSessionStore(settings.session_dir or sessions_root(settings.env))
+    session = await _open_choice(store, settings, choice, cwd, err)
+    if session is not None and settings.session_name is not None:
+        await session.set_name(settings.session_name)  # --name
+    return store, session
+
+
+async def _open_choice(
+    store: PiSessionStore, settings: AppSettings, choice: SessionChoice, cwd: str, err: TextIO
+) -> Session | None:
     if choice.kind == "file":
-        return store, await _session_file(store, choice.value or "", cwd)
+        return await _session_file(store, choice.value or "", cwd)
     if choice.kind == "continue":
         info = await store.latest(cwd)
         if info is None:
             print(f"pitrio: no earlier session in {cwd}; starting a new one.", file=err)
-            return store, await store.create(cwd=cwd)
-        return store, await store.open(info.id)
+            return await store.create(cwd=cwd)
+        return await store.open(info.id)
     if choice.kind == "resume":
         if choice.value is None:
-            return store, None  # listed by the caller
-        try:
-            return store, await store.open(choice.value)
-        except (SessionNotFoundError, SessionFormatError) as exc:
-            first = exc
-        for root in (store.root, legacy_sessions_root(settings.env)):
-            with contextlib.suppress(SessionNotFoundError):
-                return store, await JsonlSessionStore(root).open(choice.value)
-        raise first
-    return store, await store.create(cwd=cwd)
+            return None  # listed by the caller
+        return await _open_by_id(store, settings, choice.value, cwd, err)
+    if choice.kind == "fork":
+        return await _fork(store, settings, choice, cwd, err)
+    if choice.kind == "id":
+        sid = choice.value or ""
+        if any(info.id == sid for info in await store.list(cwd=cwd)):
+            return await store.open(sid)
+        print(
+            f"pitrio: warning: no project session with id {sid!r}; creating a new session "
+            "with that id.",
+            file=err,
+        )
+        return await store.create(cwd=cwd, session_id=sid)
+    return await store.create(cwd=cwd)
+
+
+async def _find_by_id(store: PiSessionStore, arg: str, cwd: str) -> SessionInfo | None:
+    """Pi's ``resolveSessionPath`` for an id: this directory's sessions, then all, an
+    exact id before one that starts with ``arg``."""
+    return find_session(arg, await store.list(cwd=cwd), await store.list())
+
+
+async def _open_by_id(
+    store: PiSessionStore, settings: AppSettings, arg: str, cwd: str, err: TextIO
+) -> Session:
+    info = await _find_by_id(store, arg, cwd)
+    if info is not None:
+        if info.cwd != cwd and settings.mode != "rpc":
+            # Pi asks whether to fork a session of another project; pitrio opens it.
+            print(f"pitrio: session {info.id} is of another directory: {info.cwd}", file=err)
+        return await store.open(info.path or info.id)
+    try:
+        return await store.open(arg)
+    except (SessionNotFoundError, SessionFormatError) as exc:
+        first = exc
+    for root in (store.root, legacy_sessions_root(settings.env)):
+        with contextlib.suppress(SessionNotFoundError):
+            return await JsonlSessionStore(root).open(arg)
+    raise first
+
+
+async def _fork(
+    store: PiSessionStore, settings: AppSettings, choice: SessionChoice, cwd: str, err: TextIO
+) -> Session:
+    """``--fork PATH|ID``: a new session of ``cwd`` holding the source's current branch."""
+    arg = choice.value or ""
+    if choice.new_id is not None:
+        msg = (
+            f"--fork with --session-id: pitrio cannot give a fork a chosen id yet; drop "
+            f"--session-id {choice.new_id}"
+        )
+        raise CliUsageError(msg)
+    if looks_like_path(arg):
+        source = await store.open(arg, read_only=True)
+    else:
+        source = await _open_by_id(store, settings, arg, cwd, err)
+    try:
+        forked = await source.fork()
+    finally:
+        await source.close()
+    if forked.cwd != cwd:
+        print(
+            f"pitrio: the fork {forked.id} keeps the directory of its source ({forked.cwd}); "
+            "pi would move it to this one",
+            file=err,
+        )
+    return forked
 
 
 async def _session_file(store: PiSessionStore, path: str, cwd: str) -> Session:

@@ -167,6 +167,7 @@ def test_no_spinner_frames_or_escapes_in_a_pipe(
         capture_output=True,
         text=True,
         timeout=60,
+        stdin=subprocess.DEVNULL,  # piped stdin would join the prompt, as in Pi
     )
     assert result.returncode == 0, result.stderr
     assert "● bash sleep 0.5; echo done  (running…)" in result.stdout

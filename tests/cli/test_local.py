@@ -24,6 +24,7 @@ def test_local_model_answers_and_the_server_stops(cli_env: dict[str, str], workd
         [sys.executable, "-m", "pitrio", "--local", "--no-session", "--cwd", str(workdir),
          "--system", "Answer in one short sentence.", "-p", "Say hello."],
         capture_output=True, text=True, env=cli_env, timeout=300, check=False,
+        stdin=subprocess.DEVNULL,  # piped stdin would join the prompt, as in Pi
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()  # whatever the tiny model said

@@ -29,7 +29,7 @@ def pitrio(
 def test_json_mode_on_the_offline_replay(cli_env: dict[str, str], tmp_path: Path) -> None:
     """Every stdout line is one JSON event; the replayed tools really ran."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pitrio", "--offline", "--mode", "json"],
+        [sys.executable, "-m", "pitrio", "--demo", "--mode", "json"],
         input="",
         capture_output=True,
         text=True,

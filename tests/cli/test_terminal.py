@@ -230,7 +230,8 @@ def test_ctrl_c_mid_tool_aborts_and_kills_the_command(
 
 
 def test_resume_after_restart(serve: Callable[..., ChatServer], spawn: Spawn) -> None:
-    """Quit, start again with --continue: the conversation is back and reaches the model."""
+    """Quit, start again with --continue: the conversation is shown again (as Pi redraws
+    it) and reaches the model."""
     server = serve(echo_script)
     child = spawn("--base-url", server.url, "--model", "m")
     ready(child)
@@ -240,7 +241,8 @@ def test_resume_after_restart(serve: Callable[..., ChatServer], spawn: Spawn) ->
     assert quit_with_ctrl_d(child) == 0
 
     child = spawn("--base-url", server.url, "--model", "m", "--continue")
-    child.expect_exact("(2 earlier messages restored)")
+    child.expect_exact("> remember 42")
+    child.expect_exact("you said: remember 42")
     ready(child)
     child.send("what number?\r")
     child.expect_exact("you said: what number?")

@@ -130,6 +130,7 @@ def test_the_terminal_cli_saves_sessions_privately(home: Path, tmp_path: Path, w
             env=env,
             timeout=60,
             check=False,
+            stdin=subprocess.DEVNULL,  # piped stdin would join the prompt, as in Pi
         )
     finally:
         chat.stop()

@@ -84,7 +84,7 @@ def test_serve_help_and_bad_arguments(tmp_path: Path) -> None:
     assert "--port must be 0-65535; got 70000" in bad_port.stderr
     offline_model = run("--offline", "--model", "openai/gpt-4.1")
     assert offline_model.returncode == 2
-    assert "--offline replays the recorded demo" in offline_model.stderr
+    assert "--demo replays the recorded demo" in offline_model.stderr
     offline_resume = run("--resume", "some-id")
     assert offline_resume.returncode == 2
     assert "the offline replay keeps no session" in offline_resume.stderr

@@ -1,0 +1,337 @@
+"""The slash commands and line prefixes pitrio's terminal takes from Pi's interactive
+mode, in a real pseudo-terminal against the scripted server: ``!cmd`` / ``!!cmd``,
+``/name``, ``/clone``, ``/tree``, ``/export``, ``/copy``, ``/reload``, ``/hotkeys``,
+``/skill:NAME``, and the commands pitrio does not have saying so."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pitrio import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
+from pitrio.cli._slash import history_lines
+from pitrio.harness import BashExecutionMessage
+
+from .conftest import ChatServer, Reply, last_user_text, text_reply
+
+pexpect = pytest.importorskip(
+    "pexpect", reason="pexpect is in the test extra: pip install -e .[test]"
+)
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+
+CTRL_D = "\x04"
+Spawn = Callable[..., Any]
+
+
+@pytest.fixture
+def spawn(cli_env: dict[str, str], workdir: Path) -> Iterator[Spawn]:
+    children: list[Any] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Any:
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "pitrio", "--cwd", str(workdir), *args],
+            env=env or cli_env,
+            encoding="utf-8",
+            timeout=20,
+            dimensions=(50, 160),
+        )
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        if child.isalive():
+            child.terminate(force=True)
+
+
+def ready(child: Any) -> None:
+    child.expect_exact("> ")
+
+
+def quit(child: Any) -> None:
+    child.send(CTRL_D)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def echo_script(body: dict[str, Any]) -> Reply:
+    return text_reply(f"you said: {last_user_text(body)}")
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    out = []
+    for message in body["messages"]:
+        if message["role"] == "user":
+            content = message["content"]
+            out.append(
+                content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+            )
+    return out
+
+
+def session_files(cli_env: dict[str, str]) -> list[Path]:
+    return sorted(Path(cli_env["PITRIO_SESSIONS_DIR"]).rglob("*.jsonl"))
+
+
+def test_bang_runs_a_command_whose_output_joins_the_context_and_bang_bang_does_not(
+    serve: Callable[..., ChatServer], spawn: Spawn, workdir: Path
+) -> None:
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m")
+    ready(child)
+    child.send("!cat notes.txt\r")
+    child.expect_exact("$ cat notes.txt")
+    child.expect_exact("first line")
+    ready(child)
+    child.send("!!echo secret-$((40+2))\r")
+    child.expect_exact("(not in the context)")
+    child.expect_exact("secret-42")
+    ready(child)
+    child.send("!exit 3\r")
+    child.expect_exact("exit status 3")
+    ready(child)
+    child.send("what now?\r")
+    child.expect_exact("you said: what now?")
+    ready(child)
+    quit(child)
+    sent = user_texts(server.requests[-1])
+    assert sent == [
+        "Ran `cat notes.txt`\n```\nfirst line\n```",
+        "Ran `exit 3`\n(no output)\n\nCommand exited with code 3",
+        "what now?",
+    ]
+    assert "secret" not in json.dumps(server.requests[-1])
+
+
+def test_name_clone_and_export(
+    serve: Callable[..., ChatServer], spawn: Spawn, workdir: Path, cli_env: dict[str, str]
+) -> None:
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m")
+    ready(child)
+    child.send("/name\r")
+    child.expect_exact("session name: (none)")
+    ready(child)
+    child.send("/name Auth refactor\r")
+    child.expect_exact("session name: Auth refactor")
+    ready(child)
+    child.send("hello <b>\r")
+    child.expect_exact("you said: hello <b>")
+    ready(child)
+    child.send("/export page.html\r")
+    child.expect_exact(f"Session exported to: {workdir / 'page.html'}")
+    ready(child)
+    child.send("/clone\r")
+    child.expect(r"cloned into session (\S+) \(2 messages\)")
+    ready(child)
+    quit(child)
+    page = (workdir / "page.html").read_text()
+    assert "<title>Auth refactor</title>" in page
+    assert "hello &lt;b&gt;" in page
+    files = session_files(cli_env)
+    assert len(files) == 2
+    for file in files:
+        lines = [json.loads(x) for x in file.read_text().splitlines()]
+        names = [x.get("name") for x in lines if x.get("type") == "session_info"]
+        assert names[-1:] == ["Auth refactor"]  # the clone keeps the name
+
+
+def test_tree_lists_the_entries_and_goes_back_to_one(
+    serve: Callable[..., ChatServer], spawn: Spawn, cli_env: dict[str, str]
+) -> None:
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m")
+    ready(child)
+    for text in ("one", "two"):
+        child.send(f"{text}\r")
+        child.expect_exact(f"you said: {text}")
+        ready(child)
+    lines = [json.loads(x) for x in session_files(cli_env)[0].read_text().splitlines()]
+    first_answer = next(
+        x["id"] for x in lines if x.get("type") == "message" and x["message"]["role"] == "assistant"
+    )
+    child.send("/tree\r")
+    child.expect_exact("session tree")
+    child.expect_exact(f"* {first_answer}  assistant: you said: one")
+    child.expect_exact("<- here")
+    ready(child)
+    child.send(f"/tree {first_answer}\r")
+    child.expect_exact(f"now at {first_answer} (2 messages)")
+    ready(child)
+    child.send("three\r")
+    child.expect_exact("you said: three")
+    ready(child)
+    child.send("/tree\r")
+    child.expect_exact("user: two")  # the old branch is kept, beside the new one
+    ready(child)
+    quit(child)
+    assert user_texts(server.requests[-1]) == ["one", "three"]
+
+
+def test_copy_uses_a_clipboard_tool_or_says_there_is_none(
+    serve: Callable[..., ChatServer], spawn: Spawn, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    server = serve(echo_script)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    copied = tmp_path / "clipboard.txt"
+    tool = bin_dir / "wl-copy"
+    tool.write_text(f"#!/bin/sh\ncat > {copied}\n")
+    tool.chmod(0o755)
+    env = {**cli_env, "PATH": f"{bin_dir}{os.pathsep}{cli_env['PATH']}"}
+    child = spawn("--base-url", server.url, "--model", "m", env=env)
+    ready(child)
+    child.send("/copy\r")
+    child.expect_exact("/copy: no answer to copy yet")
+    ready(child)
+    child.send("copy me\r")
+    child.expect_exact("you said: copy me")
+    ready(child)
+    child.send("/copy\r")
+    child.expect_exact("copied the last answer (17 characters) with wl-copy")
+    ready(child)
+    quit(child)
+    assert copied.read_text() == "you said: copy me"
+
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    os.symlink(sys.executable, empty / "python3")
+    child = spawn("--base-url", server.url, "--model", "m", env={**cli_env, "PATH": str(empty)})
+    ready(child)
+    child.send("again\r")
+    child.expect_exact("you said: again")
+    ready(child)
+    child.send("/copy\r")
+    child.expect_exact("/copy: no clipboard tool found (install one of wl-copy, xclip")
+    ready(child)
+    quit(child)
+
+
+def test_reload_skills_hotkeys_and_unsupported_commands(
+    serve: Callable[..., ChatServer], spawn: Spawn, cli_env: dict[str, str], workdir: Path
+) -> None:
+    server = serve(echo_script)
+    skill = Path(cli_env["HOME"]) / ".pi" / "agent" / "skills" / "greeter"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greeter\ndescription: Greets.\n---\nSay hi.\n")
+    child = spawn("--base-url", server.url, "--model", "m")
+    ready(child)
+    child.send("/hotkeys\r")
+    child.expect_exact("!!CMD")
+    child.expect_exact("Ctrl-D")
+    ready(child)
+    for command in ("/login", "/share", "/settings"):
+        child.send(f"{command}\r")
+        child.expect_exact(f"{command} is not supported yet in pitrio")
+        ready(child)
+    child.send("/skill:greeter the team\r")
+    child.expect_exact("you said: ")
+    ready(child)
+    assert 'name="greeter"' in user_texts(server.requests[-1])[-1]
+    assert "the team" in user_texts(server.requests[-1])[-1]
+    (workdir / "AGENTS.md").write_text("RELOADED-MARKER\n")
+    child.send("/reload\r")
+    child.expect_exact("reloaded: 1 context file(s), 1 skill(s)")
+    ready(child)
+    child.send("hi\r")
+    child.expect_exact("you said: hi")
+    ready(child)
+    quit(child)
+    assert "RELOADED-MARKER" in server.requests[-1]["messages"][0]["content"]
+    assert "RELOADED-MARKER" not in server.requests[0]["messages"][0]["content"]
+
+
+def test_history_lines_show_the_conversation_compactly() -> None:
+    messages = [
+        UserMessage(content="fix \x1b[31mit"),
+        AssistantMessage(
+            content=(TextContent(text="Looking."), ToolCall(id="c", name="read", arguments={})),
+            stop_reason="toolUse",
+        ),
+        ToolResultMessage(
+            tool_call_id="c", tool_name="read", content=(TextContent(text="a\nb\nc"),)
+        ),
+        BashExecutionMessage(command="ls", output="x"),
+        AssistantMessage(stop_reason="error", error_message="boom"),
+    ]
+    assert history_lines(messages) == [
+        "> fix \u241b[31mit",  # the escape shown, not sent to the terminal
+        "Looking.",
+        "● read {}",
+        "  ⎿ a (+2 lines)",
+        "$ ls",
+        "[error: boom]",
+    ]
+
+
+def test_command_line_messages_are_sent_first_in_the_terminal(
+    serve: Callable[..., ChatServer], spawn: Spawn, workdir: Path
+) -> None:
+    """``pi "Read package.json" "What dependencies?"``: interactive, the messages in turn,
+    the first with the ``@file``'s text."""
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m", "@" + str(workdir / "notes.txt"),
+                  "first", "second")  # fmt: skip
+    child.expect_exact("you said: second")
+    ready(child)
+    quit(child)
+    assert len(server.requests) == 2
+    assert user_texts(server.requests[1]) == [
+        f'<file name="{workdir}/notes.txt">\nfirst line\n\n</file>\nfirst',
+        "second",
+    ]
+
+
+def test_resume_in_a_terminal_picks_a_session(
+    serve: Callable[..., ChatServer], spawn: Spawn
+) -> None:
+    """``pi -r`` opens a picker: here a numbered list, the line typed picks one (Enter:
+    none), and the picked session's history is shown again."""
+    server = serve(echo_script)
+    child = spawn("--base-url", server.url, "--model", "m")
+    ready(child)
+    child.send("remember 7\r")
+    child.expect_exact("you said: remember 7")
+    ready(child)
+    quit(child)
+
+    child = spawn("--base-url", server.url, "--model", "m", "-r")
+    child.expect_exact("Resume which?")
+    child.send("\r")
+    child.expect_exact("No session selected")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    child = spawn("--base-url", server.url, "--model", "m", "--resume")
+    child.expect_exact("    1  ")
+    child.expect_exact("Resume which?")
+    child.send("9\r")
+    child.expect_exact("type a number from the list")
+    child.send("1\r")
+    child.expect_exact("> remember 7")
+    ready(child)
+    child.send("which number?\r")
+    child.expect_exact("you said: which number?")
+    ready(child)
+    child.send("/session\r")
+    child.expect(r"session (\S+)\r?\n")
+    session_id = child.match.group(1)
+    ready(child)
+    child.send("/clear\r")
+    child.expect_exact("new session")
+    ready(child)
+    child.send(f"/resume {session_id[:-4]}\r")  # the start of an id, as pi's --session
+    child.expect_exact(f"resumed session {session_id} (4 messages)")
+    ready(child)
+    quit(child)
+    assert user_texts(server.requests[-1]) == ["remember 7", "which number?"]
