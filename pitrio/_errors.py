@@ -41,6 +41,7 @@ PitrioError
 │   ├── ConformanceError                      a provider fixture run misbehaved
 │   └── FifoSchedulingUnavailable (RuntimeError) Trio changed under the FIFO patch
 ├── CodingToolError                           a coding tool (read, write, edit, bash...) failed
+├── WorkerError                               a worker cannot reach Redis (pitrio.worker)
 └── CliError                                  ``python -m pitrio`` cannot go on (exit status 1)
     ├── CliUsageError (ValueError)            a bad argument or file it names (exit status 2)
     │   ├── PolicyError                       a ``--policy`` file it cannot use
@@ -57,7 +58,8 @@ Where they live: the classes defined here are exported from :mod:`pitrio`;
 exported from :mod:`pitrio.providers`; the concrete provider errors live in
 ``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
 they become an assistant message with ``stop_reason="error"``); the harness errors in
-:mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`; the command line's
+:mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`; ``WorkerError`` in
+:mod:`pitrio.worker`; the command line's
 in :mod:`pitrio.cli` (``SessionFileError`` is a ``SessionError`` too; ``python -m
 pitrio`` shows them as one line and exits with their ``exit_status``); the conformance
 players' errors in ``pitrio/testing/_errors.py`` (exported from

@@ -26,6 +26,7 @@ PUBLIC_PACKAGES = [
     "pitrio.harness",
     "pitrio.testing",
     "pitrio.coding",
+    "pitrio.worker",
     "pitrio.ui",
 ]
 

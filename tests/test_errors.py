@@ -23,6 +23,7 @@ import pitrio.harness
 import pitrio.providers
 import pitrio.testing.conformance
 import pitrio.testing.provider_conformance
+import pitrio.worker
 from pitrio import (
     Agent,
     AgentBusyError,
@@ -100,6 +101,7 @@ def _resolve(name: str) -> type[BaseException]:
         pitrio.harness,
         pitrio.coding,
         pitrio.cli,
+        pitrio.worker,
         pitrio.testing.conformance,
         pitrio.testing.provider_conformance,
     ):

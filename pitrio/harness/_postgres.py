@@ -19,7 +19,8 @@ A session open for writing has its own connection, which holds a session-level a
 lock on it (``pg_try_advisory_lock``) for as long as it is open: a second writer, in this
 process or on another machine, gets :class:`SessionLockedError`. The lock is the
 connection's, so a worker that dies (or loses the network) releases it with its
-connection. Read-only opens take no lock and read one consistent snapshot.
+connection. Read-only opens take no lock and read one consistent snapshot. A closed
+session's connection (its lock released) serves the next session opened for writing.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ _APPEND_LIST = (
     "INSERT INTO list_items (session_id, seq, namespace, key, value) VALUES (%s, %s, %s, %s, %s)"
 )
 _SELECT_SESSION = "SELECT cwd, created_at, parent_session_id, next_seq FROM sessions WHERE id = %s"
+_IDLE_MAX = 8  # connections kept for the next session opened for writing
 _SCHEMA_LOCK = 0x7069_7472_696F  # "pitrio": creating the tables, one process at a time
 
 
@@ -198,20 +200,7 @@ class _PostgresWriter:
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
-            _unlock_and_close(conn, _lock_key(self._store.schema, self._session_id))
-
-
-def _unlock_and_close(conn: psycopg.Connection[Any], key: int) -> None:
-    """Release a session's lock, then the connection. Unlocked explicitly: the server
-    drops a closed connection's locks only when its backend process has ended, a moment
-    after the close returns, and a reopen right away would find the session locked."""
-    try:
-        if not conn.closed and not conn.broken:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-    except Exception:  # the connection is gone: so is the lock (with its backend)
-        pass
-    finally:
-        conn.close()
+            self._store._release(conn, self._session_id)
 
 
 def _insert(
@@ -266,8 +255,9 @@ class PostgresSessionStore(StoreBase):
     """Sessions in the PostgreSQL database ``conninfo`` names (a ``postgresql://`` URL or
     a libpq ``key=value`` string), in the tables of ``schema`` (created if missing).
 
-    Call :meth:`aclose` (or use ``async with``) to close the store's connection when done;
-    each session open for writing has its own connection, closed with the session.
+    Call :meth:`aclose` (or use ``async with``) to close the store's connections when
+    done. Each session open for writing has a connection of its own; closing the session
+    releases its lock and keeps the connection (up to 8) for the next session opened.
     ``fsync`` is the policy of :class:`JsonlSessionStore` (see the module docstring for
     what it does here). Needs the ``postgres`` extra (``pip install 'pitrio[postgres]'``).
     """
@@ -300,6 +290,8 @@ class PostgresSessionStore(StoreBase):
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._schema_ready = False
+        self._idle: list[psycopg.Connection[Any]] = []  # unlocked, for the next writer
+        self._idle_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore({self._where()!r}, schema={self.schema!r})"
@@ -334,6 +326,10 @@ class PostgresSessionStore(StoreBase):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     # -- connections --------------------------------------------------------------------
 
@@ -367,6 +363,35 @@ class PostgresSessionStore(StoreBase):
             raise
         return conn
 
+    def _release(self, conn: psycopg.Connection[Any], sid: str) -> None:
+        """Release a session's lock, and keep its connection for the next session opened
+        (a new connection costs a server process). Unlocked explicitly: the server drops
+        a closed connection's locks only once its backend process has ended, a moment
+        after the close returns, and a reopen right away would find the session locked."""
+        try:
+            if conn.closed or conn.broken:
+                return
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(self.schema, sid),))
+            with self._idle_lock:
+                if len(self._idle) < _IDLE_MAX:
+                    self._idle.append(conn)
+                    return
+        except Exception:  # the connection is gone: so is the lock (with its backend)
+            pass
+        conn.close()
+
+    def _idle_connection(self) -> psycopg.Connection[Any] | None:
+        from psycopg.pq import TransactionStatus
+
+        while True:
+            with self._idle_lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            if not conn.broken and conn.info.transaction_status == TransactionStatus.IDLE:
+                return conn
+            conn.close()
+
     def _shared(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
             self._conn = self._new_connection()
@@ -375,7 +400,7 @@ class PostgresSessionStore(StoreBase):
     def _lock_session(self, sid: str) -> psycopg.Connection[Any]:
         """A new connection holding the session's advisory lock (SessionLockedError if
         another connection holds it)."""
-        conn = self._new_connection()
+        conn = self._idle_connection() or self._new_connection()
         try:
             with self._errors():
                 row = conn.execute(
@@ -441,7 +466,7 @@ class PostgresSessionStore(StoreBase):
                     raise SessionExistsError(msg) from None
                 raise
         except BaseException:
-            _unlock_and_close(conn, _lock_key(self.schema, sid))
+            self._release(conn, sid)
             raise
         return conn
 
@@ -473,7 +498,7 @@ class PostgresSessionStore(StoreBase):
         try:
             row, state = self._read(conn, sid)
         except BaseException:
-            _unlock_and_close(conn, _lock_key(self.schema, sid))
+            self._release(conn, sid)
             raise
         return Session(
             session_id=sid,
@@ -574,7 +599,7 @@ class PostgresSessionStore(StoreBase):
                 for table in _TABLES:
                     conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (sid,))
         finally:
-            _unlock_and_close(conn, _lock_key(self.schema, sid))
+            self._release(conn, sid)
         if not deleted:
             msg = f"no session {sid!r} in {self}"
             raise SessionNotFoundError(msg)
