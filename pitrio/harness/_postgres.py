@@ -372,12 +372,17 @@ class PostgresSessionStore(StoreBase):
             if conn.closed or conn.broken:
                 return
             conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(self.schema, sid),))
-            with self._idle_lock:
-                if len(self._idle) < _IDLE_MAX:
-                    self._idle.append(conn)
-                    return
         except Exception:  # the connection is gone: so is the lock (with its backend)
-            pass
+            conn.close()
+            return
+        self._keep(conn)
+
+    def _keep(self, conn: psycopg.Connection[Any]) -> None:
+        """Keep a connection that holds no lock for the next writer (or close it)."""
+        with self._idle_lock:
+            if len(self._idle) < _IDLE_MAX:
+                self._idle.append(conn)
+                return
         conn.close()
 
     def _idle_connection(self) -> psycopg.Connection[Any] | None:
@@ -406,15 +411,16 @@ class PostgresSessionStore(StoreBase):
                 row = conn.execute(
                     "SELECT pg_try_advisory_lock(%s)", (_lock_key(self.schema, sid),)
                 ).fetchone()
-            if not (row and row[0]):
-                msg = (
-                    f"session {sid} is open for writing elsewhere (another store, process "
-                    "or machine holds its lock); close it there first, or open it read-only"
-                )
-                raise SessionLockedError(msg)
         except BaseException:
             conn.close()
             raise
+        if not (row and row[0]):
+            self._keep(conn)  # it holds nothing: the next writer may use it
+            msg = (
+                f"session {sid} is open for writing elsewhere (another store, process "
+                "or machine holds its lock); close it there first, or open it read-only"
+            )
+            raise SessionLockedError(msg)
         return conn
 
     # -- SessionStore -------------------------------------------------------------------

@@ -181,3 +181,18 @@ async def test_a_celery_job_whose_worker_died_is_redelivered_and_not_run_twice(
                 await worker.wait()
         log.close()
         app.close()
+
+
+def test_the_worker_command_says_what_it_needs() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pitrio", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("pitrio worker: python -m pitrio worker needs PITRIO_BROKER_URL")
+    assert "PITRIO_HARNESS_FACTORY" in done.stderr
