@@ -1,9 +1,11 @@
 """Session storage benchmarks: how fast sessions are written, read and resumed.
 
-Each backend (``jsonl``, ``sqlite``, ``memory``) runs the same workloads on a scratch
-directory. Messages are shaped like a coding session: a user prompt, an assistant reply
-with a tool call, a tool result of about 1 KB, a final answer; the harness flushes once
-per turn (4 entries), as it does at each ``turn_end``.
+Each backend (``jsonl``, ``sqlite``, ``memory``, ``postgres``) runs the same workloads on a
+scratch directory (PostgreSQL: a fresh schema of the server ``--postgres URL`` names, or, without
+one, of a throwaway server started from Debian's ``postgresql`` as the tests start it,
+``tests/_services.py``; ``all`` leaves it out). Messages are shaped like a coding session: a
+user prompt, an assistant reply with a tool call, a tool result of about 1 KB, a final
+answer; the harness flushes once per turn (4 entries), as it does at each ``turn_end``.
 
 ========== ==================================================================== ============
 metric     workload                                                             reported
@@ -32,8 +34,9 @@ read only what the active branch needs.
 
 Usage::
 
-    python -m benchmarks.bench_sessions [--backend jsonl|sqlite|memory|all] [--reps N]
-                                        [--clock wall|cpu] [--json] [--big N]
+    python -m benchmarks.bench_sessions [--backend jsonl|sqlite|memory|postgres|all]
+                                        [--reps N] [--clock wall|cpu] [--json] [--big N]
+                                        [--postgres URL]
 
 Timings are medians over ``--reps`` repetitions (default 5) with the real clock
 (``time.perf_counter``), including the worker-thread hops of the file I/O; with
@@ -44,12 +47,16 @@ disturbs less. Nothing here belongs in a test assertion.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import statistics
 import sys
 import tempfile
 import time
 import tracemalloc
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +74,7 @@ from pitrio import (
 from pitrio.harness import (
     InMemorySessionStore,
     JsonlSessionStore,
+    PostgresSessionStore,
     Session,
     SessionStore,
     SqliteSessionStore,
@@ -117,7 +125,12 @@ def turn_messages(i: int) -> list[Any]:
     ]
 
 
+POSTGRES_URL: list[str] = []  # the server of the postgres backend, set by main()
+
+
 def make_store(backend: str, where: Path) -> Any:
+    if backend == "postgres":
+        return PostgresSessionStore(POSTGRES_URL[0], schema=f"bench_{uuid.uuid4().hex[:12]}")
     if backend == "jsonl":
         return JsonlSessionStore(where / "sessions")
     if backend == "sqlite":
@@ -190,7 +203,7 @@ async def one_round(
     out["list"] = 1000 * (clock() - start)
     if len(listed) != sessions + 2:
         raise AssertionError(f"listed {len(listed)} sessions, wrote {sessions + 2}")
-    if isinstance(store, SqliteSessionStore):
+    if isinstance(store, SqliteSessionStore | PostgresSessionStore):
         await store.aclose()
     return out
 
@@ -288,7 +301,7 @@ async def measure_big(
         expected = entries % compact_every + 1 if entries >= compact_every else entries
         if len(context.messages) != expected:
             raise AssertionError(f"resumed {len(context.messages)} messages, expected {expected}")
-        if isinstance(store, SqliteSessionStore):
+        if isinstance(store, SqliteSessionStore | PostgresSessionStore):
             await store.aclose()
     return {"big_s": seconds, "big_mb": peak / 1e6}
 
@@ -308,7 +321,14 @@ UNITS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=["jsonl", "sqlite", "memory", "all"], default="all")
+    parser.add_argument(
+        "--backend", choices=["jsonl", "sqlite", "memory", "postgres", "all"], default="all"
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="the PostgreSQL server of the postgres backend (default: start a throwaway one)",
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
@@ -327,6 +347,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     backends = ["jsonl", "sqlite", "memory"] if args.backend == "all" else [args.backend]
+    with contextlib.ExitStack() as stack:
+        if "postgres" in backends:
+            POSTGRES_URL[:] = [args.postgres or stack.enter_context(_throwaway_postgres())]
+        _report(backends, args)
+    return 0
+
+
+@contextlib.contextmanager
+def _throwaway_postgres() -> Iterator[str]:
+    """A PostgreSQL server for this run, started as the tests start theirs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    _services: Any = importlib.import_module("_services")
+
+    problem = _services.ensure_package("postgresql", "initdb")
+    if problem is not None:
+        raise SystemExit(problem)
+    with _services.start_postgres() as server:
+        yield str(server.url)
+
+
+def _report(backends: list[str], args: argparse.Namespace) -> None:
     units = {**UNITS, **BIG_UNITS}
     for backend in backends:
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -347,8 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
             else:
-                print(f"{backend:7} {metric:11} {value:12,.1f} {units[metric]}")
-    return 0
+                print(f"{backend:8} {metric:11} {value:12,.1f} {units[metric]}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ PitrioError
 ├── CodingToolError                           a coding tool (read, write, edit, bash...) failed
 ├── McpError                                  an MCP server cannot be used (pitrio.mcp)
 │   └── McpConfigError (ValueError)           an MCP server configuration it cannot use
+├── WorkerError                               a worker cannot reach Redis (pitrio.worker)
 └── CliError                                  ``python -m pitrio`` cannot go on (exit status 1)
     ├── CliUsageError (ValueError)            a bad argument or file it names (exit status 2)
     │   ├── PolicyError                       a ``--policy`` file it cannot use
@@ -60,7 +61,8 @@ exported from :mod:`pitrio.providers`; the concrete provider errors live in
 ``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
 they become an assistant message with ``stop_reason="error"``); the harness errors in
 :mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`; the MCP errors in
-:mod:`pitrio.mcp` (``McpConfigError`` is a :class:`UsageError` too); the command line's
+:mod:`pitrio.mcp` (``McpConfigError`` is a :class:`UsageError` too); ``WorkerError`` in
+:mod:`pitrio.worker`; the command line's
 in :mod:`pitrio.cli` (``SessionFileError`` is a ``SessionError`` too; ``python -m
 pitrio`` shows them as one line and exits with their ``exit_status``); the conformance
 players' errors in ``pitrio/testing/_errors.py`` (exported from

@@ -27,6 +27,10 @@ import pytest
 import trio
 from hypothesis import HealthCheck, settings
 
+# real PostgreSQL and Redis servers for the tests that ask for them (postgres_server,
+# postgres_url, redis_server, redis_url)
+pytest_plugins = ("_services",)
+
 settings.register_profile("dev", deadline=None, max_examples=50)
 settings.register_profile(
     "ci",

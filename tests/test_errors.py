@@ -24,6 +24,7 @@ import pitrio.mcp
 import pitrio.providers
 import pitrio.testing.conformance
 import pitrio.testing.provider_conformance
+import pitrio.worker
 from pitrio import (
     Agent,
     AgentBusyError,
@@ -102,6 +103,7 @@ def _resolve(name: str) -> type[BaseException]:
         pitrio.coding,
         pitrio.cli,
         pitrio.mcp,
+        pitrio.worker,
         pitrio.testing.conformance,
         pitrio.testing.provider_conformance,
     ):

@@ -59,6 +59,8 @@ def main(
         return _serve(args_list[1:])
     if args_list[:1] == ["mcp"]:
         return _mcp(args_list[1:], stream_fn, os.environ if env is None else env)
+    if args_list[:1] == ["worker"]:
+        return _worker(args_list[1:])
     environ = os.environ if env is None else env
     source = sys.stdin if stdin is None else stdin
     out = sys.stdout if stdout is None else stdout
@@ -91,6 +93,19 @@ def main(
 SERVE_NEEDS: Final = "trio_websocket"
 """The module ``pitrio serve`` needs beyond pitrio's own dependencies (the ``web`` extra,
 which ``cli`` includes)."""
+
+
+def _worker(argv: list[str]) -> int:
+    """``pitrio worker [celery worker options]``: a Celery worker running prompts as jobs
+    (:mod:`pitrio.worker`; configured by ``PITRIO_*`` variables, see docs/deploy.md)."""
+    from pitrio import UsageError
+    from pitrio.worker._jobs import worker_main
+
+    try:
+        return worker_main(argv)
+    except UsageError as exc:
+        print(f"pitrio worker: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _serve(argv: list[str]) -> int:

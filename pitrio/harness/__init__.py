@@ -86,6 +86,7 @@ from ._pi_sessions import (
     PiSessionStore as PiSessionStore,
     default_pi_sessions_root as default_pi_sessions_root,
 )
+from ._postgres import PostgresSessionStore as PostgresSessionStore
 from ._replay import (
     RecordingStreamFn as RecordingStreamFn,
     ReplayedRaiseError as ReplayedRaiseError,
@@ -168,6 +169,7 @@ __all__: list[str] = [
     "InMemorySessionStore",
     "JsonlSessionStore",
     "PiSessionStore",
+    "PostgresSessionStore",
     "MessageEntry",
     "ModelRef",
     "PromptTemplate",

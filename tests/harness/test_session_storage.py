@@ -1,7 +1,8 @@
 """One storage suite for every session store (modelled on Pi's session/testing/conformance).
 
-Each test runs against the in-memory store, JSONL files, SQLite and Pi's coding-agent
-files (``PiSessionStore``). ``open_store()``
+Each test runs against the in-memory store, JSONL files, SQLite, PostgreSQL (a real
+server, ``tests/_services.py``) and Pi's coding-agent files (``PiSessionStore``).
+``open_store()``
 returns a store on the same backing each time it is called (a new object for the
 files and the database, as a second process would have), so reopening and
 concurrent-writer tests see what really reached storage.
@@ -18,6 +19,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from _services import fresh_schema
 
 from pitrio import (
     AssistantMessage,
@@ -41,6 +43,7 @@ from pitrio.harness import (
     MessageEntry,
     ModelRef,
     PiSessionStore,
+    PostgresSessionStore,
     Session,
     SessionClosedError,
     SessionError,
@@ -54,8 +57,22 @@ from pitrio.harness import (
 StoreFactory = Callable[[], Any]
 
 
-@pytest.fixture(params=["memory", "jsonl", "sqlite", "pi"])
+@pytest.fixture(params=["memory", "jsonl", "sqlite", "pi", "postgres"])
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    if request.param == "postgres":
+        url, schema = request.getfixturevalue("postgres_url"), fresh_schema()
+        made: list[PostgresSessionStore] = []
+
+        def postgres() -> PostgresSessionStore:
+            made.append(PostgresSessionStore(url, schema=schema))
+            return made[-1]
+
+        def close_all() -> None:
+            for store in made:
+                store.close_sync()
+
+        request.addfinalizer(close_all)  # noqa: PT021 - the other stores need no teardown
+        return postgres
     if request.param == "memory":
         store = InMemorySessionStore()
         return lambda: store
@@ -159,6 +176,12 @@ def _stored_entry_ids(store: Any, session_id: str) -> list[str]:
         return [v["id"] for v in lines if v["type"] in ("message", "compaction", "branch_summary")
                 or (v["type"] == "custom" and v["customType"] != "pitrio.state")
                 or v["type"] == "custom_message"]  # fmt: skip
+    if isinstance(store, PostgresSessionStore):
+        import psycopg
+
+        with psycopg.connect(store.conninfo) as conn:
+            query = f"SELECT id FROM {store.schema}.entries WHERE session_id = %s ORDER BY seq"
+            return [r[0] for r in conn.execute(query, (session_id,))]
     with sqlite3.connect(store.path) as db:
         rows = db.execute("SELECT id FROM entries WHERE session_id = ? ORDER BY seq", (session_id,))
         return [r[0] for r in rows]
@@ -605,8 +628,8 @@ async def test_a_session_knows_where_it_is_stored(open_store: StoreFactory) -> N
         again = await store.open(session.id, read_only=read_only)
         assert again.path == info.path
         await again.close()
-    if isinstance(store, InMemorySessionStore):
-        assert session.path is None
+    if isinstance(store, InMemorySessionStore | PostgresSessionStore):
+        assert session.path is None  # not a file
     else:
         assert session.path is not None
         assert await trio.Path(session.path).exists()

@@ -1,0 +1,231 @@
+"""Prompts as jobs of a Celery task queue (Redis as the broker), run by N workers.
+
+:func:`make_app` returns a Celery app with one task, ``pitrio.prompt``: open the
+session in PostgreSQL (:class:`~pitrio.harness.PostgresSessionStore`; its lease keeps a
+second worker out), build a harness with the application's factory, publish its events
+(:func:`~pitrio.worker.open_event_publisher`), run the prompt with :func:`trio.run`.
+:func:`submit_prompt` enqueues one. ``python -m pitrio worker`` starts a worker.
+
+Delivery is at least once: the task is acknowledged late (``acks_late``) and a job whose
+worker process died is given back to the queue (``task_reject_on_worker_lost``), so it
+is delivered again. Each prompt carries an idempotency key, recorded in the session as
+custom entries (``pitrio.job``: ``started``, then ``done``) in the same transactions as
+the run's own writes, so that a duplicate delivery never runs the prompt twice:
+
+- ``done`` already recorded: the job returns what was recorded, and runs nothing;
+- ``started`` but not ``done`` (the worker died mid-run): the job calls the app's
+  ``on_interrupted`` hook, which by default records ``interrupted`` and runs nothing.
+  Continuing the cut-off run belongs to the harness's run recovery (``restore`` /
+  ``resume``); pass a hook that calls it (see ``docs/deploy.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+import attrs
+import trio
+
+from pitrio import UsageError
+
+from ._errors import WorkerError
+from ._events import open_event_publisher, stream_for
+
+__all__ = [
+    "JOB_ENTRY",
+    "HarnessFactory",
+    "InterruptedHook",
+    "WorkerConfig",
+    "make_app",
+    "run_prompt_job",
+    "submit_prompt",
+]
+
+JOB_ENTRY: Final = "pitrio.job"
+"""The custom entry type recording a job's idempotency key and state in its session."""
+
+TASK_NAME: Final = "pitrio.prompt"
+
+HarnessFactory = Callable[[Any], Any]
+"""``(session) -> Harness``: the application's model, tools and settings for a session."""
+
+InterruptedHook = Callable[[Any, Any, str], Awaitable[Mapping[str, Any]]]
+"""``(session, harness, key) -> result``: what to do with a job whose earlier delivery
+started the prompt and died before it ended."""
+
+
+@attrs.frozen(kw_only=True)
+class WorkerConfig:
+    """Where a worker finds its servers and the application's harness.
+
+    Attributes:
+        postgres_url: the sessions' database.
+        events_url: the Redis server of the event streams.
+        factory: the harness factory, or its import path ``"module:function"``.
+        schema: the sessions' schema.
+        on_interrupted: the redelivery hook (default: record ``interrupted``, run nothing).
+    """
+
+    postgres_url: str
+    events_url: str
+    factory: HarnessFactory | str
+    schema: str = "pitrio"
+    on_interrupted: InterruptedHook | None = None
+
+    def harness_factory(self) -> HarnessFactory:
+        if not isinstance(self.factory, str):
+            return self.factory
+        module, _, name = self.factory.partition(":")
+        if not module or not name:
+            msg = f"the harness factory must be 'module:function'; got {self.factory!r}"
+            raise UsageError(msg)
+        found: HarnessFactory = getattr(importlib.import_module(module), name)
+        return found
+
+
+def _job_states(session: Any, key: str) -> list[str]:
+    from pitrio.harness import CustomEntry
+
+    return [
+        e.data["state"]
+        for e in session.entries
+        if isinstance(e, CustomEntry)
+        and e.custom_type == JOB_ENTRY
+        and isinstance(e.data, dict)
+        and e.data.get("key") == key
+    ]
+
+
+async def _record_interrupted(session: Any, harness: Any, key: str) -> Mapping[str, Any]:
+    await session.append_custom(JOB_ENTRY, {"key": key, "state": "interrupted"})
+    return {"status": "interrupted", "key": key}
+
+
+async def run_prompt_job(
+    config: WorkerConfig, session_id: str, prompt: str, key: str, *, cwd: str | None = None
+) -> dict[str, Any]:
+    """One job: the prompt ``prompt`` in session ``session_id`` (created if missing), at
+    most once per ``key``. Raises :class:`~pitrio.harness.SessionLockedError` while
+    another worker has the session open (the task retries)."""
+    from pitrio.harness import PostgresSessionStore, SessionNotFoundError
+
+    async with PostgresSessionStore(config.postgres_url, schema=config.schema) as store:
+        try:
+            session = await store.open(session_id)
+        except SessionNotFoundError:
+            session = await store.create(session_id=session_id, cwd=cwd)
+        try:
+            states = _job_states(session, key)
+            if "done" in states or "interrupted" in states:
+                return {"status": "duplicate", "key": key, "states": states}
+            factory = config.harness_factory()
+            if "started" in states:
+                hook = config.on_interrupted or _record_interrupted
+                return dict(await hook(session, factory(session), key))
+            await session.append_custom(JOB_ENTRY, {"key": key, "state": "started"})
+            harness = factory(session)
+            async with open_event_publisher(config.events_url, stream=stream_for(session_id)) as p:
+                harness.subscribe(p)
+                await harness.prompt(prompt)
+            last = harness.messages[-1] if harness.messages else None
+            text = getattr(last, "text", None)
+            await session.append_custom(JOB_ENTRY, {"key": key, "state": "done"})
+            return {"status": "done", "key": key, "text": text}
+        finally:
+            await session.close()
+
+
+def make_app(
+    broker_url: str,
+    config: WorkerConfig,
+    *,
+    result_backend: str | None = None,
+    visibility_timeout: float = 3600.0,
+    retry_locked_after: float = 2.0,
+) -> Any:
+    """A Celery app whose task ``pitrio.prompt`` runs :func:`run_prompt_job`.
+
+    ``visibility_timeout`` is how long Redis waits for an unacknowledged job before it
+    gives it to another worker (make it longer than a prompt takes: a shorter one is a
+    duplicate delivery, which the idempotency key then stops). ``retry_locked_after``:
+    seconds before a job whose session is open elsewhere is tried again.
+    """
+    try:
+        import celery
+    except ImportError:
+        msg = "pitrio's jobs need Celery, which is not installed: pip install 'pitrio[worker]'"
+        raise UsageError(msg) from None
+    from pitrio.harness import SessionLockedError
+
+    app = celery.Celery("pitrio", broker=broker_url, backend=result_backend)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        broker_transport_options={"visibility_timeout": visibility_timeout},
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+
+    @app.task(name=TASK_NAME, bind=True, max_retries=None)  # type: ignore[untyped-decorator]
+    def prompt_task(
+        self: Any, session_id: str, prompt: str, key: str, cwd: str | None = None
+    ) -> dict[str, Any]:
+        try:
+            job = functools.partial(run_prompt_job, config, session_id, prompt, key, cwd=cwd)
+            return trio.run(job)
+        except SessionLockedError as exc:
+            raise self.retry(exc=exc, countdown=retry_locked_after) from None
+        except WorkerError as exc:  # the run itself ended; its events did not all go out
+            return {"status": "done", "key": key, "events_error": str(exc)}
+
+    return app
+
+
+def submit_prompt(
+    app: Any, session_id: str, prompt: str, *, key: str | None = None, cwd: str | None = None
+) -> Any:
+    """Enqueue a prompt; returns Celery's ``AsyncResult``. ``key`` (default: a new
+    UUID) makes submitting the same prompt twice run it once."""
+    key = key or str(uuid.uuid4())
+    return app.send_task(TASK_NAME, args=[session_id, prompt, key, cwd])
+
+
+def config_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, WorkerConfig]:
+    """The broker URL and :class:`WorkerConfig` from ``PITRIO_BROKER_URL``,
+    ``PITRIO_POSTGRES_URL``, ``PITRIO_REDIS_URL`` (default: the broker) and
+    ``PITRIO_HARNESS_FACTORY``."""
+    env = os.environ if environ is None else environ
+    missing = [
+        name
+        for name in ("PITRIO_BROKER_URL", "PITRIO_POSTGRES_URL", "PITRIO_HARNESS_FACTORY")
+        if not env.get(name)
+    ]
+    if missing:
+        msg = f"python -m pitrio worker needs {', '.join(missing)} set (see docs/deploy.md)"
+        raise UsageError(msg)
+    broker = env["PITRIO_BROKER_URL"]
+    return broker, WorkerConfig(
+        postgres_url=env["PITRIO_POSTGRES_URL"],
+        events_url=env.get("PITRIO_REDIS_URL") or broker,
+        factory=env["PITRIO_HARNESS_FACTORY"],
+        schema=env.get("PITRIO_POSTGRES_SCHEMA") or "pitrio",
+    )
+
+
+def worker_main(argv: list[str]) -> int:
+    """``python -m pitrio worker [celery worker options]``: a Celery worker for the
+    configuration in the environment (:func:`config_from_env`)."""
+    broker, config = config_from_env()
+    visibility = float(os.environ.get("PITRIO_VISIBILITY_TIMEOUT") or 3600)
+    app = make_app(broker, config, result_backend=broker, visibility_timeout=visibility)
+    app.worker_main(["worker", "--loglevel=INFO", *argv])
+    return 0

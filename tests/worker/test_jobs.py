@@ -1,0 +1,198 @@
+"""Prompts as Celery jobs: at most one run per idempotency key, and a job whose worker
+process died is delivered again (acks_late, task_reject_on_worker_lost) and does not run
+the prompt a second time. Real PostgreSQL and Redis (``tests/_services.py``); the last
+test starts ``python -m pitrio worker`` (a Celery prefork worker) and kills its child
+mid-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from _services import Server, fresh_schema
+
+from pitrio import UserMessage
+from pitrio.harness import MessageEntry, PostgresSessionStore, Session
+from pitrio.worker._jobs import (
+    JOB_ENTRY,
+    WorkerConfig,
+    _job_states,
+    make_app,
+    run_prompt_job,
+    submit_prompt,
+)
+
+from ._factory import make_harness
+
+HERE = Path(__file__).parent
+
+
+def _prompts(session: Session) -> list[str]:
+    out = []
+    for e in session.entries:
+        if isinstance(e, MessageEntry) and isinstance(e.message, UserMessage):
+            content = e.message.content
+            out.append(content if isinstance(content, str) else content[0].text)  # type: ignore[union-attr]
+    return out
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    pid, block = tmp_path / "pid", tmp_path / "block"
+    monkeypatch.setenv("PITRIO_TEST_PID_FILE", str(pid))
+    monkeypatch.setenv("PITRIO_TEST_BLOCK_FILE", str(block))
+    return pid, block
+
+
+async def test_a_key_runs_its_prompt_once(
+    postgres_url: str, redis_url: str, files: tuple[Path, Path]
+) -> None:
+    config = WorkerConfig(
+        postgres_url=postgres_url, events_url=redis_url, factory=make_harness, schema=fresh_schema()
+    )
+    with trio.fail_after(60):
+        first = await run_prompt_job(config, "s1", "go", "key-1")
+        again = await run_prompt_job(config, "s1", "go", "key-1")  # a duplicate delivery
+        other = await run_prompt_job(config, "s1", "go on", "key-2")
+    assert first == {"status": "done", "key": "key-1", "text": "finished"}
+    assert again["status"] == "duplicate"
+    assert other["status"] == "done"
+    async with PostgresSessionStore(postgres_url, schema=config.schema) as store:
+        session = await store.open("s1", read_only=True)
+    assert _prompts(session) == ["go", "go on"]
+    assert _job_states(session, "key-1") == ["started", "done"]
+
+
+async def test_a_job_started_before_is_handed_to_the_interrupted_hook(
+    postgres_url: str, redis_url: str, files: tuple[Path, Path]
+) -> None:
+    seen: list[str] = []
+
+    async def hook(session: Any, harness: Any, key: str) -> Mapping[str, Any]:
+        seen.append(key)  # where the harness's run recovery will resume the turn
+        return {"status": "resumed-by-hook"}
+
+    schema = fresh_schema()
+    async with PostgresSessionStore(postgres_url, schema=schema) as store:
+        session = await store.create(session_id="s2")
+        await session.append_custom(JOB_ENTRY, {"key": "k", "state": "started"})
+        await session.close()
+    plain = WorkerConfig(
+        postgres_url=postgres_url, events_url=redis_url, factory=make_harness, schema=schema
+    )
+    hooked = attrs_evolve(plain, on_interrupted=hook)
+    with trio.fail_after(60):
+        assert await run_prompt_job(hooked, "s2", "go", "k") == {"status": "resumed-by-hook"}
+        assert seen == ["k"]
+        # Without a hook: recorded as interrupted; the prompt is never run again.
+        assert (await run_prompt_job(plain, "s2", "go", "k"))["status"] == "interrupted"
+        assert (await run_prompt_job(plain, "s2", "go", "k"))["status"] == "duplicate"
+    async with PostgresSessionStore(postgres_url, schema=schema) as store:
+        session = await store.open("s2", read_only=True)
+    assert _prompts(session) == []
+    assert _job_states(session, "k") == ["started", "interrupted"]
+
+
+def attrs_evolve(config: WorkerConfig, **changes: Any) -> WorkerConfig:
+    import attrs
+
+    return attrs.evolve(config, **changes)
+
+
+async def _states(url: str, schema: str, sid: str, key: str) -> list[str]:
+    async with PostgresSessionStore(url, schema=schema) as store:
+        try:
+            session = await store.open(sid, read_only=True)
+        except Exception:
+            return []
+        return _job_states(session, key)
+
+
+async def _wait_for_states(url: str, schema: str, sid: str, key: str, want: list[str]) -> None:
+    while await _states(url, schema, sid, key) != want:  # noqa: ASYNC110 - another process
+        await trio.sleep(0.2)
+
+
+async def test_a_celery_job_whose_worker_died_is_redelivered_and_not_run_twice(
+    postgres_server: Server, redis_url: str, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    pid_file, block_file = files
+    schema = fresh_schema()
+    url = postgres_server.url
+    env = {
+        **os.environ,
+        "PITRIO_BROKER_URL": redis_url,
+        "PITRIO_POSTGRES_URL": url,
+        "PITRIO_POSTGRES_SCHEMA": schema,
+        "PITRIO_HARNESS_FACTORY": "_factory:make_harness",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    log = (tmp_path / "worker.log").open("w")
+    worker = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "pitrio", "worker", "--pool=prefork", "--concurrency=1"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    config = WorkerConfig(postgres_url=url, events_url=redis_url, factory=make_harness)
+    app = make_app(redis_url, config, result_backend=redis_url)
+    try:
+        with trio.fail_after(180):
+            block_file.write_text("")
+            submit_prompt(app, "killed", "go", key="k1")
+            while not pid_file.exists():
+                assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+                await trio.sleep(0.1)
+            child = int(pid_file.read_text())
+            assert child != worker.pid  # the prefork pool's child runs the job
+            await _wait_for_states(url, schema, "killed", "k1", ["started"])
+            os.kill(child, signal.SIGKILL)
+            # The parent gives the job back; the next child finds it started, and does
+            # not run the prompt again.
+            await _wait_for_states(url, schema, "killed", "k1", ["started", "interrupted"])
+            block_file.unlink()
+            result = submit_prompt(app, "fine", "go", key="k2")
+            done = await trio.to_thread.run_sync(lambda: result.get(timeout=120))
+            assert done == {"status": "done", "key": "k2", "text": "finished"}
+            duplicate = submit_prompt(app, "fine", "go", key="k2")
+            again = await trio.to_thread.run_sync(lambda: duplicate.get(timeout=120))
+            assert again["status"] == "duplicate"
+        async with PostgresSessionStore(url, schema=schema) as store:
+            killed = await store.open("killed", read_only=True)
+            fine = await store.open("fine", read_only=True)
+        assert _prompts(killed) == ["go"]  # run once, cut off by the kill
+        assert _prompts(fine) == ["go"]
+        assert _job_states(fine, "k2") == ["started", "done"]
+    finally:
+        with trio.CancelScope(shield=True):
+            worker.send_signal(signal.SIGTERM)
+            with trio.move_on_after(30):
+                await worker.wait()
+            if worker.returncode is None:
+                worker.kill()
+                await worker.wait()
+        log.close()
+        app.close()
+
+
+def test_the_worker_command_says_what_it_needs() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITRIO_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pitrio", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("pitrio worker: python -m pitrio worker needs PITRIO_BROKER_URL")
+    assert "PITRIO_HARNESS_FACTORY" in done.stderr
