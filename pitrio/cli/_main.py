@@ -134,9 +134,11 @@ def _mcp(argv: list[str], stream_fn: StreamFn | None, env: Mapping[str, str]) ->
     parser = build_parser()
     parser.prog = "pitrio mcp"
     try:
-        args = parser.parse_args(argv)
-        if args.prompt is not None or args.mode != "text":
-            parser.error("pitrio mcp takes its prompts from the MCP client; drop -p / --mode")
+        args = parse_cli(parser, argv)
+        if args.print or args.messages or args.mode != "text":
+            parser.error(
+                "pitrio mcp takes its prompts from the MCP client; drop -p, messages and --mode"
+            )
         args.mode = "rpc"  # no prompt on stdin (it carries the protocol), no terminal
         import importlib.util
 
