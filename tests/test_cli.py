@@ -684,7 +684,7 @@ def test_streamed_tool_output_is_shown_once_and_diffs_coloured() -> None:
 
 
 def test_serve_dispatches_to_the_web_ui_module(capsys: pytest.CaptureFixture[str]) -> None:
-    """``pitrio serve ...`` is handed to pitrio.cli._serve.main (its own --help)."""
+    """``pitrio serve ...`` is handed to pitrio.web._serve.main (its own --help)."""
     try:
         status = main(["serve", "--help"])
     except SystemExit as exc:  # argparse inside the serve module

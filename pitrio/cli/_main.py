@@ -120,7 +120,9 @@ def _serve(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_MODEL_ERROR
-    from . import _serve as serve_module
+    # The web server sits beside the CLI (pitrio.web imports the CLI's core, never the
+    # reverse): this lazy import is the one way in.
+    from pitrio.web import _serve as serve_module
 
     status: int = serve_module.main(argv)
     return status

@@ -17,13 +17,13 @@ from typing import Any, Final, Protocol, final, get_args
 import trio
 
 from pitrio import Model, ThinkingLevel, UsageError
+from pitrio.cli._app import App, tools_for
+from pitrio.cli._interactive import COMMANDS
+from pitrio.cli._render import session_cost
 from pitrio.harness import Session, SessionError, SessionStore, expand_prompt_template
 from pitrio.ui import Status, UiMessage
 
-from ._app import App, tools_for
-from ._interactive import COMMANDS
-from ._render import session_cost
-from ._serve_http import Client
+from ._http import Client
 
 __all__ = [
     "LEVELS",
@@ -76,7 +76,7 @@ def same_model(a: Model, b: Model) -> bool:
 
 class Shared(Protocol):
     """What the commands use of the state the pages share
-    (:class:`~pitrio.cli._serve_pages.WebApp` is it; a protocol, so that this module
+    (:class:`~pitrio.web._pages.WebApp` is it; a protocol, so that this module
     does not import that one, which imports this)."""
 
     app: App
@@ -108,7 +108,7 @@ class CommandError(Exception):
 @final
 class Commands:
     """The slash commands of the pages of one :class:`Shared` (the server's
-    :class:`~pitrio.cli._serve_pages.WebApp`)."""
+    :class:`~pitrio.web._pages.WebApp`)."""
 
     def __init__(self, web: Shared) -> None:
         self.web = web
