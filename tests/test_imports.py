@@ -24,6 +24,7 @@ NOT_AT_IMPORT = (
     "pitrio.testing",
     "pitrio.coding",
     "pitrio.ui",
+    "pitrio.web",
     "pitrio.mcp",
     "mcp",
     "anyio",

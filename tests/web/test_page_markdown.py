@@ -20,8 +20,8 @@ import trio
 
 from pitrio import Context, TextContent, ToolResultMessage
 from pitrio.cli._offline import copy_sample_project
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 from .test_web import _last_user, paced, send, wait_idle

@@ -2,7 +2,7 @@
 // markdown-it renders the answers, highlight.js colors their code blocks.
 // Server -> page: append / appendDelta / replace / status (pitrio.ui), plus info, reset,
 // sessions, queued, consent, consentDone, output (a slash command's reply), error.
-// Page -> server: see pitrio/cli/_serve.py.
+// Page -> server: see pitrio/web/_serve.py.
 "use strict";
 
 const token = new URLSearchParams(location.search).get("token") || "";
