@@ -37,10 +37,15 @@ __all__ = [
     "thinking_levels",
 ]
 
+_HANDLED: Final = frozenset(
+    {"/help", "/model", "/thinking", "/tools", "/session", "/resume", "/fork", "/compact",
+     "/clear", "/cost"}
+)  # fmt: skip
 WEB_COMMANDS: Final[dict[str, str]] = {
-    name: text for name, text in COMMANDS.items() if not name.startswith("/quit")
+    name: text for name, text in COMMANDS.items() if name.split()[0] in _HANDLED
 }
-"""The page's slash commands: the terminal's, less ``/quit`` (a tab is closed instead)."""
+"""The page's slash commands: those of the terminal's that a page can run (not ``/quit``:
+a tab is closed instead; not the terminal's session-file and clipboard commands)."""
 
 LEVELS: Final[tuple[ThinkingLevel, ...]] = get_args(ThinkingLevel)
 """Every thinking level, lowest first."""
