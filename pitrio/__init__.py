@@ -49,6 +49,7 @@ from ._events import (
     TurnEnd as TurnEnd,
     TurnStart as TurnStart,
 )
+from ._function_tools import tool as tool
 from ._loop import (
     AgentContext as AgentContext,
     LoopConfig as LoopConfig,
@@ -85,6 +86,8 @@ from ._model import (
     StreamFn as StreamFn,
     StreamOptions as StreamOptions,
 )
+from ._run_context import RunContext as RunContext, ToolCallId as ToolCallId
+from ._run_result import RunResult as RunResult, UsageLimits as UsageLimits
 from ._signal import AbortSignal as AbortSignal
 from ._stream import (
     AssistantMessageEventStream as AssistantMessageEventStream,
@@ -151,6 +154,8 @@ __all__ = [
     "ProviderError",
     "ProviderProtocolError",
     "QueueMode",
+    "RunContext",
+    "RunResult",
     "StartEvent",
     "StopReason",
     "StreamFn",
@@ -169,6 +174,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDeltaEvent",
     "ToolCallEndEvent",
+    "ToolCallId",
     "ToolCallStartEvent",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -182,6 +188,7 @@ __all__ = [
     "UnknownApiError",
     "Usage",
     "UsageError",
+    "UsageLimits",
     "UserMessage",
     "ValidationAborted",
     "WireFormatError",
@@ -194,6 +201,7 @@ __all__ = [
     "run_agent_loop_continue",
     "set_default_stream_fn",
     "text_result",
+    "tool",
     "user_text",
     "wire",
 ]
