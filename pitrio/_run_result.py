@@ -144,7 +144,8 @@ class RunObserver:
             if self.watch_usage and type(event.message) is AssistantMessage:
                 self._check_usage(self.usage.plus(event.message.usage), signal)
         elif type(event) is MessageStart:
-            if type(event.message) is AssistantMessage:
+            # A request started after the abort is answered without being sent.
+            if type(event.message) is AssistantMessage and not signal.aborted:
                 self.requests += 1
         elif type(event) is MessageEnd:
             message = event.message
