@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeAlias, assert_never, final
+from typing import Any, Literal, TypeAlias, TypeVar, assert_never, final, overload
 
 import attrs
 import trio
@@ -54,12 +54,15 @@ from ._messages import (
     UserMessage,
 )
 from ._model import Model, StreamFn, StreamOptions
+from ._output import FINAL_RESULT, OutputCollector
 from ._run_context import RUN_DEPS
 from ._run_result import RunObserver, RunResult, UsageLimits
 from ._signal import AbortSignal
 from ._tools import AgentTool
 
 __all__ = ["Agent", "AgentState", "Listener", "QueueMode"]
+
+OutputT = TypeVar("OutputT")
 
 QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
 Listener: TypeAlias = Callable[[AgentEvent, AbortSignal], Any]
@@ -421,6 +424,32 @@ class Agent:
 
         await self._run_with_lifecycle(executor, task_status)
 
+    @overload
+    async def run(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+        *,
+        deps: object = ...,
+        limits: UsageLimits | None = ...,
+        output_type: None = None,
+        output_retries: int = ...,
+        task_status: trio.TaskStatus[None] = ...,
+    ) -> RunResult[str]: ...
+
+    @overload
+    async def run(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+        *,
+        deps: object = ...,
+        limits: UsageLimits | None = ...,
+        output_type: type[OutputT],
+        output_retries: int = ...,
+        task_status: trio.TaskStatus[None] = ...,
+    ) -> RunResult[OutputT | None]: ...
+
     async def run(
         self,
         input: str | AgentMessage | Sequence[AgentMessage],
@@ -428,8 +457,10 @@ class Agent:
         *,
         deps: object = _AGENT_DEPS,
         limits: UsageLimits | None = None,
+        output_type: type[Any] | None = None,
+        output_retries: int = 1,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> RunResult[str]:
+    ) -> RunResult[Any]:
         """Run the agent on new input, as :meth:`prompt` does, and return the result.
 
         The result holds the answer (``output``: the last assistant message's text), the
@@ -438,7 +469,10 @@ class Agent:
         :func:`pitrio.tool` receive as ``RunContext.deps`` in this run (default: the
         agent's ``deps``). ``limits`` caps requests, tokens, cost and wall time: a run
         that goes over one is aborted (its events and transcript are those of an aborted
-        run) and its result names the limit. With ``await nursery.start(agent.run,
+        run) and its result names the limit. With ``output_type=T`` the run also offers
+        a ``final_result`` tool whose arguments are ``T``'s schema; ``output`` is then the
+        ``T`` the model gave (``None`` if it gave none valid within ``output_retries``
+        retries; ``error_message`` says why). With ``await nursery.start(agent.run,
         ...)`` the call returns once the run is active, as :meth:`prompt` does (the
         result is then not seen: await ``run()`` itself to get it).
 
@@ -446,24 +480,47 @@ class Agent:
 
         Raises:
             AgentBusyError: a run is already active.
+            UsageError: ``output_type`` has no JSON schema, ``output_retries`` is
+                negative, or the agent already has a tool named ``final_result``.
         """
         if self._run is not None:
             raise AgentBusyError(_BUSY_PROMPT)
         messages = _normalize_input(input, images)
         observer = RunObserver(limits)
         seconds = observer.limits.max_seconds
+        collector: OutputCollector[Any] | None = None
+        if output_type is not None:
+            if any(t.name == FINAL_RESULT for t in self.state.tools):
+                msg = (
+                    f"run(output_type=...) adds a tool named {FINAL_RESULT!r}, and the agent "
+                    "already has one; rename that tool"
+                )
+                raise UsageError(msg)
+            collector = OutputCollector(output_type, output_retries, self.follow_up)
         unsubscribe = self.subscribe(observer)
+        unsubscribe_output = self.subscribe(collector) if collector is not None else None
         try:
             # The wall-time cap is a deadline: the agent turns the cancellation into an
             # abort, the run settles, and the Cancelled ends here.
             with trio.move_on_after(seconds if seconds is not None else math.inf) as deadline:
                 await self._run_prompts(
-                    messages, skip_initial_poll=False, task_status=task_status, deps=deps
+                    messages,
+                    skip_initial_poll=False,
+                    task_status=task_status,
+                    deps=deps,
+                    extra_tools=(collector.tool,) if collector is not None else (),
                 )
         finally:
             unsubscribe()
+            if unsubscribe_output is not None:
+                unsubscribe_output()
         if deadline.cancelled_caught:
             observer.exceed("max_seconds", f"the run took longer than max_seconds={seconds}", None)
+        if collector is not None:
+            result: RunResult[Any] = observer.result(collector.value)
+            if collector.error_message is not None and result.exceeded_limit is None:
+                result = attrs.evolve(result, error_message=collector.error_message)
+            return result
         last = next((m for m in reversed(observer.messages) if m.role == "assistant"), None)
         return observer.result(last.text if isinstance(last, AssistantMessage) else "")
 
@@ -474,11 +531,15 @@ class Agent:
         skip_initial_poll: bool,
         task_status: trio.TaskStatus[None],
         deps: object = _AGENT_DEPS,
+        extra_tools: Sequence[AgentTool] = (),
     ) -> None:
         async def executor(signal: AbortSignal) -> None:
+            context = self._snapshot()
+            if extra_tools:
+                context.tools = [*context.tools, *extra_tools]
             await run_agent_loop(
                 messages,
-                self._snapshot(),
+                context,
                 self._loop_config(skip_initial_poll),
                 self._process_event,
                 signal,
