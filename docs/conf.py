@@ -61,7 +61,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     # Type variables (``T``, ``R``): Sphinx documents no TypeVar, so a generic signature's
     # ``EventStream[T, R]`` or ``run_virtual(...) -> T`` has nothing to link to.
-    (r"py:(class|obj)", r"pitrio(\.\w+)*\.(T|R|_E|_R)"),
+    (r"py:(class|obj)", r"pitrio(\.\w+)*\.(T|R|_E|_R|OutputT|DepsT)"),
 ]
 
 # -- intersphinx: offline, from committed inventories only -----------------------------------
