@@ -539,14 +539,25 @@ def _executor(
     # The common case (plain arguments, nothing filled in) gets its own short path:
     # this runs for every call.
     plain = all(p.convert is _passthrough for p in params) and not injected
+    if plain and is_async:
+
+        async def execute_plain(
+            tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
+        ) -> ToolResult:
+            value = await fn(**args)
+            if type(value) is str:
+                return ToolResult(content=(TextContent(text=value),))
+            return _to_result(name, value)
+
+        return execute_plain
 
     async def execute(
         tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
     ) -> ToolResult:
+        kwargs: dict[str, object] = {}
         if plain:
-            kwargs = dict(args)
+            kwargs.update(args)
         else:
-            kwargs = {}
             for p in params:
                 if p.name in args:
                     try:
