@@ -536,10 +536,10 @@ def _executor(
     if is_async and thread:
         msg = f"tool {name!r}: thread=True is for sync functions; {fn!r} is async"
         raise ArgumentTypeError(msg)
-    # The common case (plain arguments, nothing filled in) gets its own short path:
-    # this runs for every call.
-    plain = all(p.convert is _passthrough for p in params) and not injected
-    if plain and is_async:
+    # This runs for every call: the common cases get short paths (an async function
+    # whose arguments need no conversion; then one needing only conversions).
+    converters = tuple((p.name, p.convert) for p in params if p.convert is not _passthrough)
+    if not converters and not injected and is_async:
 
         async def execute_plain(
             tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
@@ -551,41 +551,54 @@ def _executor(
 
         return execute_plain
 
+    def convert(args: Mapping[str, object]) -> dict[str, object]:
+        kwargs = dict(args)
+        for param_name, conv in converters:
+            if param_name in kwargs:
+                try:
+                    kwargs[param_name] = conv(kwargs[param_name])
+                except Exception as exc:
+                    msg = f"Invalid argument {param_name!r} for tool {name!r}: {exc}"
+                    raise ArgumentTypeError(msg) from None
+        return kwargs
+
+    if not injected and is_async:
+
+        async def execute_converted(
+            tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
+        ) -> ToolResult:
+            value = await fn(**convert(args))
+            if type(value) is str:
+                return ToolResult(content=(TextContent(text=value),))
+            return _to_result(name, value)
+
+        return execute_converted
+
     async def execute(
         tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
     ) -> ToolResult:
-        kwargs: dict[str, object] = {}
-        if plain:
-            kwargs.update(args)
-        else:
-            for p in params:
-                if p.name in args:
-                    try:
-                        kwargs[p.name] = p.convert(args[p.name])
-                    except Exception as exc:
-                        msg = f"Invalid argument {p.name!r} for tool {name!r}: {exc}"
-                        raise ArgumentTypeError(msg) from None
-            if injected:
-                update = on_update
-                if thread:
-                    # Called from the worker thread: hand the update to the run's task.
-                    def update(result: ToolResult) -> None:
-                        trio.from_thread.run_sync(on_update, result)
-                for param_name, kind in injected:
-                    if kind == "signal":
-                        kwargs[param_name] = signal
-                    elif kind == "on_update":
-                        kwargs[param_name] = update
-                    elif kind == "call_id":
-                        kwargs[param_name] = tool_call_id
-                    else:
-                        kwargs[param_name] = RunContext(
-                            deps=RUN_DEPS.get(),
-                            tool_name=name,
-                            tool_call_id=tool_call_id,
-                            signal=signal,
-                            on_update=update,
-                        )
+        kwargs = convert(args)
+        update = on_update
+        if thread:
+            # Called from the worker thread: hand the update to the run's task.
+            def update(result: ToolResult) -> None:
+                trio.from_thread.run_sync(on_update, result)
+
+        for param_name, kind in injected:
+            if kind == "signal":
+                kwargs[param_name] = signal
+            elif kind == "on_update":
+                kwargs[param_name] = update
+            elif kind == "call_id":
+                kwargs[param_name] = tool_call_id
+            else:
+                kwargs[param_name] = RunContext(
+                    deps=RUN_DEPS.get(),
+                    tool_name=name,
+                    tool_call_id=tool_call_id,
+                    signal=signal,
+                    on_update=update,
+                )
         if is_async:
             value = await fn(**kwargs)
         elif thread:
