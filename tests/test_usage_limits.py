@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import attrs
 import pytest
 import trio
+from hypothesis import given, settings, strategies as st
 
 from pitrio import (
     AbortSignal,
@@ -21,7 +23,13 @@ from pitrio import (
     UsageLimits,
     tool,
 )
-from pitrio.testing import ScriptedModel, ScriptedResponse, check_trace, run_virtual
+from pitrio.testing import (
+    ScriptedModel,
+    ScriptedResponse,
+    check_trace,
+    run_virtual,
+    scripted_runs,
+)
 
 calls: list[int] = []
 
@@ -226,3 +234,54 @@ async def test_a_limit_abort_reaches_listeners_as_the_signal(
     agent.subscribe(listener)
     await agent.run("work", limits=UsageLimits(max_requests=1))
     assert reasons == ["Usage limit exceeded: the next request would exceed max_requests=1"]
+
+
+@tool
+async def pause() -> str:
+    """A tool that takes a virtual second."""
+    await trio.sleep(1)
+    return "paused"
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    script=scripted_runs(["pause"]),
+    max_requests=st.none() | st.integers(0, 4),
+    max_output_tokens=st.none() | st.integers(0, 50),
+    max_seconds=st.none() | st.floats(0, 6, allow_nan=False),
+)
+def test_any_run_under_any_limits_settles_as_data(
+    script: list[ScriptedResponse],
+    max_requests: int | None,
+    max_output_tokens: int | None,
+    max_seconds: float | None,
+) -> None:
+    """Whatever the script and the caps: a result, a valid trace, an idle agent, and
+    never more requests than max_requests."""
+    limits = UsageLimits(
+        max_requests=max_requests, max_output_tokens=max_output_tokens, max_seconds=max_seconds
+    )
+    script = [
+        attrs.evolve(r, usage=Usage(output=20, total_tokens=20)) for r in script
+    ]
+
+    async def main() -> None:
+        agent = Agent(stream_fn=ScriptedModel(script), tools=[pause])
+        events: list[AgentEvent] = []
+        agent.subscribe(lambda event, signal: events.append(event))
+        start = trio.current_time()
+        result = await agent.run("go", limits=limits)
+        assert check_trace(events) == []
+        assert not agent.is_running
+        assert list(result.messages) == agent.state.messages
+        if max_requests is not None:
+            assert result.requests <= max_requests
+        if max_seconds is not None:
+            assert trio.current_time() - start <= max_seconds
+        if result.exceeded_limit is not None:
+            assert result.error_message is not None
+            assert result.error_message.startswith("Usage limit exceeded: ")
+        elif max_output_tokens is not None:
+            assert result.usage.output <= max_output_tokens
+
+    run_virtual(main)
