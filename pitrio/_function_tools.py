@@ -137,7 +137,9 @@ def _schema(tp: object, stack: tuple[object, ...]) -> dict[str, Any]:
         return _schema(tp.__supertype__, stack)
     if origin in (list, Sequence, typing.Sequence) or tp in (list, Sequence):
         return {"type": "array", "items": _schema(args[0], stack) if args else {}}
-    if origin is tuple or tp is tuple:
+    if tp is tuple:
+        return {"type": "array", "items": {}}
+    if origin is tuple:
         return _tuple_schema(args, stack)
     if origin in (set, frozenset) or tp in (set, frozenset):
         item = _schema(args[0], stack) if args else {}
@@ -189,12 +191,10 @@ def _literal_schema(values: tuple[object, ...]) -> dict[str, Any]:
 
 
 def _tuple_schema(args: tuple[object, ...], stack: tuple[object, ...]) -> dict[str, Any]:
-    if not args:
-        return {"type": "array", "items": {}}
     if len(args) == 2 and args[1] is Ellipsis:
         return {"type": "array", "items": _schema(args[0], stack)}
-    if args == ((),):  # tuple[()]
-        return {"type": "array", "maxItems": 0}
+    if not args or args == ((),):  # tuple[()] (spelled ((),) before Python 3.11)
+        return {"type": "array", "minItems": 0, "maxItems": 0}
     return {
         "type": "array",
         "prefixItems": [_schema(arg, stack) for arg in args],

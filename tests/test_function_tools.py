@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import attrs
 import pytest
@@ -28,7 +28,7 @@ from pitrio import (
     tool,
 )
 from pitrio._docstrings import parse_docstring
-from pitrio._function_tools import json_schema_of
+from pitrio._function_tools import _converter_for, json_schema_of
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 
@@ -391,3 +391,76 @@ async def test_an_aborted_run_cancels_a_running_tool() -> None:
     result = agent.state.messages[2]
     assert isinstance(result, ToolResultMessage)
     assert (result.is_error, text(result)) == (True, "Operation aborted")
+
+
+@attrs.frozen
+class Positive:
+    n: int = attrs.field(validator=attrs.validators.gt(0))
+
+
+async def test_a_conversion_failure_is_an_error_result_naming_the_argument() -> None:
+    """What passes the schema but not the class (an attrs validator) fails as data."""
+
+    @tool
+    async def count(p: Positive) -> str:
+        return str(p.n)
+
+    assert text(await call(count, {"p": {"n": 3}})) == "3"
+    failed = await call(count, {"p": {"n": -1}})
+    assert failed.is_error
+    assert text(failed).startswith("Invalid argument 'p' for tool 'count': ")
+
+
+def test_unions_take_the_first_member_that_fits() -> None:
+    """Exact JSON types first, then each member in order; none fitting is an error."""
+    assert _converter_for(int | str)("x") == "x"
+    assert _converter_for(int | str)(5) == 5
+    as_float = _converter_for(float | None)(2)
+    assert (as_float, type(as_float)) == (2.0, float)
+    assert _converter_for(float | None)(None) is None
+    assert _converter_for(Point | int)({"x": 1}) == Point(1.0)
+    assert _converter_for(list[Unit | int])(["celsius", 3]) == [Unit.C, 3]
+    with pytest.raises(ValueError, match="matches no member of"):
+        _converter_for(Point | None)("nowhere")
+
+
+def test_more_annotations() -> None:
+    """Annotated is its type; None, bare tuples and tuple[()] have schemas; bad literals not."""
+    assert json_schema_of(Annotated[int, "meta"]) == {"type": "integer"}
+    assert json_schema_of(None) == {"type": "null"}
+    assert json_schema_of(tuple) == {"type": "array", "items": {}}
+    assert json_schema_of(tuple[()]) == {"type": "array", "minItems": 0, "maxItems": 0}
+    assert json_schema_of(Literal["a", None]) == {"enum": ["a", None]}
+    with pytest.raises(ArgumentTypeError, match=r"literal value b'x' is not a str"):
+        json_schema_of(Literal[b"x"])
+
+
+async def test_a_single_image_and_a_plain_json_return() -> None:
+    """One content block is the content; a plain-argument tool may return JSON values."""
+    image = ImageContent(data="AAAA", mime_type="image/png")
+
+    @tool
+    async def picture() -> ImageContent:
+        return image
+
+    @tool
+    async def numbers(n: int) -> list[int]:
+        return list(range(n))
+
+    assert (await call(picture, {})).content == (image,)
+    assert text(await call(numbers, {"n": 3})) == "[0,1,2]"
+
+
+def test_positional_only_and_unresolvable_annotations_are_refused() -> None:
+    """A positional-only parameter, or an annotation naming nothing, is refused."""
+
+    async def positional(a: int, /) -> str:
+        return ""
+
+    async def dangling(a: NoSuchType) -> str:  # type: ignore[name-defined]  # the case under test  # noqa: F821
+        return ""
+
+    with pytest.raises(ArgumentTypeError, match="parameter 'a' is positional-only"):
+        tool(positional)
+    with pytest.raises(ArgumentTypeError, match="cannot resolve the annotations"):
+        tool(dangling)

@@ -179,6 +179,10 @@ async def f_default_list(tags: list[str] = ["a"], pair: tuple[int, int] = (1, 2)
     return ""
 
 
+async def f_odd_shapes(empty: tuple[()], maybe: Literal["a", None], bare: tuple) -> str:  # type: ignore[type-arg]  # a bare tuple too
+    return ""
+
+
 async def f_numpy(a: int, b: str) -> str:
     """Numpy style.
 
@@ -251,6 +255,7 @@ CORPUS = [
     f_typeddict_total,
     f_newtype,
     f_default_list,
+    f_odd_shapes,
     f_numpy,
     f_sphinx,
     f_google_types,
