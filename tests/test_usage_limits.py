@@ -15,8 +15,16 @@ from pitrio import (
     Agent,
     AgentEvent,
     AssistantMessage,
+    AssistantMessageEventStream,
     Context,
     Cost,
+    DoneEvent,
+    Model,
+    StartEvent,
+    StreamOptions,
+    TextContent,
+    TextDeltaEvent,
+    TextStartEvent,
     ToolResultMessage,
     Usage,
     UsageError,
@@ -285,3 +293,36 @@ def test_any_run_under_any_limits_settles_as_data(
             assert result.usage.output <= max_output_tokens
 
     run_virtual(main)
+
+
+async def test_usage_reported_while_streaming_is_checked_mid_response(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A provider that reports usage in its partial messages is cut off mid-stream."""
+
+    def stream_fn(model: Model, context: Context, options: StreamOptions) -> Any:
+        async def produce(stream: AssistantMessageEventStream) -> None:
+            partial = AssistantMessage(content=(TextContent(text=""),), stop_reason="pending")
+            stream.push(StartEvent(partial=partial))
+            stream.push(TextStartEvent(content_index=0, partial=partial))
+            for n in range(1, 11):
+                await trio.sleep(1)
+                partial = attrs.evolve(
+                    partial,
+                    content=(TextContent(text="x" * n),),
+                    usage=Usage(output=n * 10, total_tokens=n * 10),
+                )
+                stream.push(TextDeltaEvent(content_index=0, delta="x", partial=partial))
+            stream.push(DoneEvent(reason="stop", message=attrs.evolve(partial, stop_reason="stop")))
+
+        return AssistantMessageEventStream(produce)
+
+    start = trio.current_time()
+    result = await Agent(stream_fn=stream_fn).run(
+        "talk", limits=UsageLimits(max_output_tokens=35)
+    )
+    assert trio.current_time() - start == 4  # the fourth delta reported 40 tokens
+    assert result.exceeded_limit == "max_output_tokens"
+    assert result.error_message == "Usage limit exceeded: 40 tokens > max_output_tokens=35"
+    assert result.stop_reason == "aborted"
+    assert result.output == "xxxx"  # the partial is kept
