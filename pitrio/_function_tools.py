@@ -29,7 +29,8 @@ the differences are listed in ``docs/deviations.md``, "Tools from typed function
 - **Arguments** are validated as every tool's are (Pi's validator and error texts: the
   schema is the tool's ``parameters``), then converted into the annotated types
   (dataclasses, attrs classes, enums, tuples, sets... with cattrs); a plain ``str``,
-  ``int``, ``bool`` or ``Any`` parameter is passed as validated, a ``float`` as a float.
+  ``bool`` or ``Any`` parameter is passed as validated, a ``float`` as a float, an ``int``
+  as an int (JSON's ``5.0`` passes Pi's ``integer`` check: it arrives as ``5``).
 - **Parameters pitrio fills in** are recognised by their annotation and kept out of the
   schema: :class:`pitrio.AbortSignal` (the run's signal), ``Callable[[ToolResult], None]``
   (the update callback), :class:`RunContext` (the run's dependencies and the call) and
@@ -363,11 +364,18 @@ def _to_float(value: object) -> object:
     return float(value) if type(value) is int else value
 
 
+def _to_int(value: object) -> object:
+    # JSON's 5.0 is an integer to Pi's validator (a JavaScript number), a float here.
+    return int(value) if type(value) is float else value
+
+
 def _converter_for(annotation: object) -> Callable[[object], object]:
     """The conversion of one validated argument into its annotated type."""
     bare = _strip_annotated(annotation)
-    if bare in (str, int, bool, Any, object):
+    if bare in (str, bool, Any, object):
         return _passthrough
+    if bare is int:
+        return _to_int
     if bare is float:
         return _to_float
     conv = _converter()
@@ -551,16 +559,38 @@ def _executor(
 
         return execute_plain
 
-    def convert(args: Mapping[str, object]) -> dict[str, object]:
-        kwargs = dict(args)
-        for param_name, conv in converters:
-            if param_name in kwargs:
+    # (name, conversion): int and float (the usual ones) are done inline, without a call.
+    plan = tuple(
+        (param_name, 0 if conv is _to_int else 1 if conv is _to_float else 2, conv)
+        for param_name, conv in converters
+    )
+
+    def convert(args: Mapping[str, object]) -> Mapping[str, object]:
+        """The keyword arguments (``args`` itself when nothing changes: it is not
+        modified, as the hooks see it too)."""
+        kwargs: dict[str, object] | None = None
+        for param_name, kind, conv in plan:
+            if param_name not in args:
+                continue
+            value = args[param_name]
+            if kind == 0:
+                if type(value) is not float:
+                    continue
+                new: object = int(value)
+            elif kind == 1:
+                if type(value) is not int:
+                    continue
+                new = float(value)
+            else:
                 try:
-                    kwargs[param_name] = conv(kwargs[param_name])
+                    new = conv(value)
                 except Exception as exc:
                     msg = f"Invalid argument {param_name!r} for tool {name!r}: {exc}"
                     raise ArgumentTypeError(msg) from None
-        return kwargs
+            if kwargs is None:
+                kwargs = dict(args)
+            kwargs[param_name] = new
+        return args if kwargs is None else kwargs
 
     if not injected and is_async:
 
@@ -577,7 +607,7 @@ def _executor(
     async def execute(
         tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
     ) -> ToolResult:
-        kwargs = convert(args)
+        kwargs = dict(convert(args))
         update = on_update
         if thread:
             # Called from the worker thread: hand the update to the run's task.

@@ -464,3 +464,13 @@ def test_positional_only_and_unresolvable_annotations_are_refused() -> None:
         tool(positional)
     with pytest.raises(ArgumentTypeError, match="cannot resolve the annotations"):
         tool(dangling)
+
+
+async def test_an_integral_float_arrives_as_an_int() -> None:
+    """JSON's 5.0 passes Pi's integer check; an int parameter still gets an int."""
+
+    @tool
+    async def count(n: int) -> str:
+        return repr(list(range(n)))
+
+    assert text(await call(count, {"n": 3.0})) == "[0, 1, 2]"
