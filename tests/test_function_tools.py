@@ -474,3 +474,16 @@ async def test_an_integral_float_arrives_as_an_int() -> None:
         return repr(list(range(n)))
 
     assert text(await call(count, {"n": 3.0})) == "[0, 1, 2]"
+
+
+async def test_the_benchmarks_decorated_tool_does_the_same_work() -> None:
+    """bench_loop's --tool-style decorated runs the same calls as the hand-written tool."""
+    from benchmarks.bench_loop import Workload, run_once
+
+    for style in ("pi", "decorated"):
+        w = Workload(turns=3, k=2, model="minimal", tool_style=style)
+        await run_once(w)
+        assert w.calls == 6
+    assert dict(Workload(tool_style="decorated").tool.parameters)["properties"] == {
+        "i": {"type": "integer"}
+    }
