@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing as _typing
+
 from . import _wire as wire
 from ._agent import (
     Agent as Agent,
@@ -49,7 +51,6 @@ from ._events import (
     TurnEnd as TurnEnd,
     TurnStart as TurnStart,
 )
-from ._function_tools import tool as tool
 from ._loop import (
     AgentContext as AgentContext,
     LoopConfig as LoopConfig,
@@ -86,8 +87,6 @@ from ._model import (
     StreamFn as StreamFn,
     StreamOptions as StreamOptions,
 )
-from ._run_context import RunContext as RunContext, ToolCallId as ToolCallId
-from ._run_result import RunResult as RunResult, UsageLimits as UsageLimits
 from ._signal import AbortSignal as AbortSignal
 from ._stream import (
     AssistantMessageEventStream as AssistantMessageEventStream,
@@ -109,6 +108,11 @@ from ._validation import (
     ValidationAborted as ValidationAborted,
 )
 from ._wire import register_message_role as register_message_role
+
+if _typing.TYPE_CHECKING:
+    from ._function_tools import tool as tool
+    from ._run_context import RunContext as RunContext, ToolCallId as ToolCallId
+    from ._run_result import RunResult as RunResult, UsageLimits as UsageLimits
 
 __version__ = "0.1.0"
 
@@ -205,3 +209,29 @@ __all__ = [
     "user_text",
     "wire",
 ]
+
+# Typed tools and one-call runs, imported when first used: ``import pitrio`` stays as fast as
+# it was for programs that write their tools as Pi does.
+_LAZY = {
+    "RunContext": "_run_context",
+    "RunResult": "_run_result",
+    "ToolCallId": "_run_context",
+    "UsageLimits": "_run_result",
+    "tool": "_function_tools",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'pitrio' has no attribute {name!r}"
+        raise AttributeError(msg)
+    from importlib import import_module
+
+    value = getattr(import_module(f"pitrio.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeAlias, TypeVar, assert_never, final, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, assert_never, final, overload
 
 import attrs
 import trio
 
+from ._deps import RUN_DEPS
 from ._errors import AgentBusyError, ArgumentTypeError, UsageError
 from ._events import (
     AgentEnd,
@@ -54,11 +55,12 @@ from ._messages import (
     UserMessage,
 )
 from ._model import Model, StreamFn, StreamOptions
-from ._output import FINAL_RESULT, OutputCollector
-from ._run_context import RUN_DEPS
-from ._run_result import RunObserver, RunResult, UsageLimits
 from ._signal import AbortSignal
 from ._tools import AgentTool
+
+if TYPE_CHECKING:
+    from ._output import OutputCollector
+    from ._run_result import RunResult, UsageLimits
 
 __all__ = ["Agent", "AgentState", "Listener", "QueueMode"]
 
@@ -485,6 +487,10 @@ class Agent:
         """
         if self._run is not None:
             raise AgentBusyError(_BUSY_PROMPT)
+        # Imported here: ``import pitrio`` does not pay for what only run() uses.
+        from ._output import FINAL_RESULT, OutputCollector
+        from ._run_result import RunObserver
+
         messages = _normalize_input(input, images)
         observer = RunObserver(limits)
         seconds = observer.limits.max_seconds

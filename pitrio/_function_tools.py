@@ -58,11 +58,12 @@ from typing import Any, Final, Literal, TypeVar, overload
 import attrs
 import trio
 
+from ._deps import RUN_DEPS
 from ._docstrings import parse_docstring
 from ._errors import ArgumentTypeError
 from ._events import ToolResult
 from ._messages import ImageContent, TextContent
-from ._run_context import RUN_DEPS, RunContext, ToolCallId
+from ._run_context import RunContext, ToolCallId
 from ._signal import AbortSignal
 from ._tools import ExecutionMode, Tool, ToolUpdateCallback
 

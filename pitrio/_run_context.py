@@ -3,13 +3,11 @@
 A parameter annotated with one of these types is filled in by pitrio and left out of the
 tool's JSON schema: :class:`RunContext` (the run's dependencies and the call), and
 :data:`ToolCallId` (the call's id). The run's dependencies travel in a context variable
-that :class:`pitrio.Agent` sets for each run (Trio copies it into every task the run
-starts), so a tool needs no reference to its agent.
+(``pitrio._deps``).
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Generic, NewType, TypeVar, final
 
 import attrs
@@ -23,10 +21,6 @@ DepsT = TypeVar("DepsT")
 
 ToolCallId = NewType("ToolCallId", str)
 """Annotate a parameter ``call_id: ToolCallId`` to receive the tool call's id."""
-
-RUN_DEPS: ContextVar[object] = ContextVar("pitrio_run_deps", default=None)
-"""The dependencies of the run the current task belongs to (``None`` outside a run)."""
-
 
 @final
 @attrs.frozen(kw_only=True)
