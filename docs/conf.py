@@ -61,7 +61,10 @@ nitpicky = True
 nitpick_ignore_regex = [
     # Type variables (``T``, ``R``): Sphinx documents no TypeVar, so a generic signature's
     # ``EventStream[T, R]`` or ``run_virtual(...) -> T`` has nothing to link to.
-    (r"py:(class|obj)", r"pitrio(\.\w+)*\.(T|R|_E|_R)"),
+    (r"py:(class|obj)", r"pitrio(\.\w+)*\.(T|R|_E|_R|OutputT|DepsT)"),
+    # ... also unqualified, where a signature's annotation is a string (Agent.run's
+    # overloads name types imported only for type checking)
+    (r"py:(class|obj)", r"(OutputT|DepsT)"),
 ]
 
 # -- intersphinx: offline, from committed inventories only -----------------------------------

@@ -23,6 +23,7 @@ EXAMPLES = ROOT / "docs" / "examples"
 # example file -> lines its main() must print, in order (other lines may come between)
 EXPECTED_OUTPUT = {
     "first_agent.py": ["agent_start", "tool_execution_end", "agent_end", "2 + 3 = 5"],
+    "pi_style_tool.py": ["agent_start", "tool_execution_end", "agent_end", "2 + 3 = 5"],
     "steer_and_abort.py": ["Done, and the public API is unchanged.", "aborted"],
     # the guides (docs/loop.md, docs/harness.md)
     "agent_loop.py": [
@@ -40,6 +41,13 @@ EXPECTED_OUTPUT = {
         "assistant",
     ],
     # the tutorial's chapters (docs/tutorial/)
+    "typed_tools.py": [
+        "{'enum': ['celsius', 'fahrenheit'], 'type': 'string', 'description': 'the unit of the"
+        " answer.', 'default': 'celsius'}",
+        "75 degrees fahrenheit in Lisbon",
+        "Report(city='Lisbon', warm=True) 2",
+        "aborted Usage limit exceeded: the next request would exceed max_requests=1",
+    ],
     "writing_tools.py": [
         'weather error: Validation failed for tool "weather":',
         "  - days: must be integer",
@@ -109,7 +117,7 @@ EXPECTED_OUTPUT = {
     ],
 }
 # the examples the README shows verbatim (the tutorial's are shown on the docs site)
-README_EXAMPLES = {"first_agent.py", "steer_and_abort.py"}
+README_EXAMPLES = {"first_agent.py", "pi_style_tool.py", "steer_and_abort.py"}
 
 
 def run_example(name: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
