@@ -524,7 +524,9 @@ class Harness:
         """The stream function with a session: the request is recorded as
         ``assistant.effect_pending`` before it is sent."""
         if self._ops is not None:
-            await self._ops.before_request(model, self.retry.max_retries + 1)
+            turn = self._config.turn
+            names = [t.name for t in turn.tools] if turn is not None else []
+            await self._ops.before_request(model, self.retry.max_retries + 1, names)
         returned = self._bridge.stream(model, context, options)
         return returned if isinstance(returned, EventStream) else await returned
 

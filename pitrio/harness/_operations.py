@@ -18,7 +18,7 @@ interrupted request is recovered without its partial output) and usage rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, final
 
 import attrs
@@ -299,15 +299,15 @@ class OperationRecorder:
         writes = [_set(OP_META, op_id, self._meta), self._put(starting)]
         await self._session._record([[*writes, self._lane_state(op_id, None)]])
 
-    def _configuration(self, model: Model) -> dict[str, Any]:
+    def _configuration(self, model: Model, tool_names: Sequence[str]) -> dict[str, Any]:
         config = self._session.get_value(LANE_CONFIG, self._lane)
         out: dict[str, Any] = dict(config) if isinstance(config, Mapping) else {}
         out["model"] = {"provider": model.provider, "modelId": model.id}
         out.setdefault("thinkingLevel", "off")
-        out.setdefault("activeToolNames", [])
+        out["activeToolNames"] = list(tool_names)
         return out
 
-    async def before_request(self, model: Model, attempts: int) -> None:
+    async def before_request(self, model: Model, attempts: int, tool_names: Sequence[str]) -> None:
         """Before a request is sent: ``checkpoint`` -> ``assistant.ready`` ->
         ``assistant.effect_pending``, each its own transaction (Pi's)."""
         if self._op_id is None:
@@ -335,7 +335,7 @@ class OperationRecorder:
                 "generationContext": {
                     "stepId": step,
                     "triggerEntryId": state.get("triggerEntryId", trigger),
-                    "configuration": self._configuration(model),
+                    "configuration": self._configuration(model, tool_names),
                     "streamOptions": {},
                     "retryPolicy": {"maxAttempts": attempts, "baseDelayMs": 1000},
                     "overflowRecoveryUsed": False,
