@@ -563,7 +563,14 @@ class Harness:
                 await ops.finish("failed")
                 self._release()
             raise
-        self._agent.state.messages = list(session.build_context().messages)
+        messages = list(session.build_context().messages)
+        if isinstance(last := messages[-1] if messages else None, AssistantMessage) and (
+            last.stop_reason in _ERROR_STOPS
+        ):
+            # The settled interrupted request, in a context that keeps failed answers
+            # (Pi's coding-agent sessions): asked again, as a retry is (see _continue).
+            messages.pop()
+        self._agent.state.messages = messages
         await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=go_on))
         if not go_on:
             with trio.CancelScope(shield=True):
