@@ -39,6 +39,20 @@ EXPECTED_OUTPUT = {
         "toolResult",
         "assistant",
     ],
+    "harness_recovery.py": [
+        "first process: killed",
+        "interrupted at: tools",
+        "  recovery_start",
+        "  recovery_end",
+        "  settled",
+        "status: all green",
+        "deploy: [Tool execution was interrupted. The preceding output is the latest durable"
+        " progress snapshot; newer live output may be missing, and the external outcome is"
+        " unknown.]",
+        "status ran 2 time(s)",
+        "deploy ran 1 time(s)",
+        "answer: Status is green; the deploy was cut off.",
+    ],
     # the tutorial's chapters (docs/tutorial/)
     "writing_tools.py": [
         'weather error: Validation failed for tool "weather":',

@@ -459,7 +459,7 @@ class Harness:
                 prompts = await self._start_prompt(prompts)
                 self._prompts = list(prompts)
             elif self._ops is not None and not recovered:
-                await self._ops.begin_resume()
+                await self._ops.begin_resume(self._config.model, self._tool_names())
             await self._apply_turn_state()
             if self._aborting():
                 # Aborted before the run started: nothing runs.
@@ -524,11 +524,15 @@ class Harness:
         """The stream function with a session: the request is recorded as
         ``assistant.effect_pending`` before it is sent."""
         if self._ops is not None:
-            turn = self._config.turn
-            names = [t.name for t in turn.tools] if turn is not None else []
+            names = self._tool_names()
             await self._ops.before_request(model, self.retry.max_retries + 1, names)
         returned = self._bridge.stream(model, context, options)
         return returned if isinstance(returned, EventStream) else await returned
+
+    def _tool_names(self) -> list[str]:
+        """The names of the tools the latest request offered."""
+        turn = self._config.turn
+        return [t.name for t in turn.tools] if turn is not None else []
 
     def _will_retry(self, message: AssistantMessage) -> bool:
         """Whether a failed response will be retried (``assistant.retry_wait``)."""
@@ -755,9 +759,8 @@ class Harness:
         assert self._session is not None
         if any(m is message for m in self._prompts):
             entry_id = new_id()
-            await self._session._append_message_with(
-                message, entry_id=entry_id, after=ops.begin_writes(entry_id)
-            )
+            writes = ops.begin_writes(entry_id, self._config.model, self._tool_names())
+            await self._session._append_message_with(message, entry_id=entry_id, after=writes)
         elif isinstance(message, AssistantMessage):
             await ops.assistant_end(message, retry=self._will_retry(message))
         elif isinstance(message, ToolResultMessage):

@@ -90,16 +90,17 @@ class Operation:
 
     @property
     def id(self) -> str:
+        """The operation's id (``pi.op.meta``'s ``operationId``)."""
         return str(self.meta["operationId"])
 
     @property
     def intent(self) -> str:
-        """``"run"``, ``"compaction"`` or ``"navigation"``."""
+        """The intent's kind (``"run"``, ``"compaction"`` or ``"navigation"``)."""
         return str(self.meta["intent"]["kind"])
 
     @property
     def at(self) -> str:
-        """Where it stopped: ``"tools"``, ``"assistant.effect_pending"``, ..."""
+        """The state it stopped at (``"tools"``, ``"assistant.effect_pending"``, ...)."""
         return str(self.state["at"])
 
 
@@ -259,7 +260,21 @@ class OperationRecorder:
             if c["sourceIndex"] in call_ids
         }
 
-    def begin_writes(self, prompt_entry_id: str) -> list[Write]:
+    def _lane_config(self, model: Model, tool_names: Sequence[str]) -> list[Write]:
+        """The lane's configuration when the session has none yet (Pi's lane always has
+        one: its restore needs it)."""
+        if (LANE_CONFIG, self._lane) in self._session._state.values:
+            return []
+        config = {
+            "model": {"provider": model.provider, "modelId": model.id},
+            "thinkingLevel": self._session.thinking_level or "off",
+            "activeToolNames": list(tool_names),
+        }
+        return [_set(LANE_CONFIG, self._lane, config)]
+
+    def begin_writes(
+        self, prompt_entry_id: str, model: Model, tool_names: Sequence[str]
+    ) -> list[Write]:
         """The writes that start a run, committed with its prompt's entry (Pi's first
         transaction: the prompt, the tip, ``op.meta``, ``op.state: starting``, the lane)."""
         if self._op_id is not None:
@@ -277,12 +292,13 @@ class OperationRecorder:
         self._state = {}
         starting = {**self._scope(), "at": "starting", "latestAssistantEntryId": None}
         return [
+            *self._lane_config(model, tool_names),
             _set(OP_META, op_id, self._meta),
             self._put(starting),
             self._lane_state(op_id, None),
         ]
 
-    async def begin_resume(self) -> None:
+    async def begin_resume(self, model: Model, tool_names: Sequence[str]) -> None:
         """A run without a prompt (``resume()``): Pi's intent names no prompt entries."""
         if self._op_id is not None:
             return
@@ -297,7 +313,8 @@ class OperationRecorder:
         self._state = {}
         starting = {**self._scope(), "at": "starting", "latestAssistantEntryId": None}
         writes = [_set(OP_META, op_id, self._meta), self._put(starting)]
-        await self._session._record([[*writes, self._lane_state(op_id, None)]])
+        lane = [*self._lane_config(model, tool_names), self._lane_state(op_id, None)]
+        await self._session._record([[*writes, *lane]])
 
     def _configuration(self, model: Model, tool_names: Sequence[str]) -> dict[str, Any]:
         config = self._session.get_value(LANE_CONFIG, self._lane)
