@@ -239,6 +239,15 @@ async def test_a_run_killed_at_any_point_is_resumed_and_finishes(
     writes = [line for line in after if line.startswith("write")]
     assert sorted(writes) == sorted({"write 1", "write 2"} - {NO_EFFECT.get(point, "")})
     assert after[: len(before)] == before
+    # The safe read ran again only where it had started without a recorded outcome (at
+    # c1's outcome it may have started: the parallel calls' order depends on the store's
+    # writes, which take real time with SQLite).
+    reads = after.count("read")
+    assert (
+        reads == 2
+        if point == "after-effect-c2"
+        else reads in ((1, 2) if point == "outcome-c1" else (1,))
+    )
     # The context is an uninterrupted run's, but for the interrupted writes.
     interrupted = INTERRUPTED.get(point, set())
     # Apart from repeated requests: a Pi coding-agent context keeps the interrupted

@@ -76,10 +76,12 @@ def _only_jsonl(root: Path) -> Path:
     return path
 
 
-async def _pi(node_modules: Path, *args: str) -> Any:
+async def _pi(node_modules: Path, command: str, *args: str) -> Any:
+    """``pi_session.mjs COMMAND ARGS``, or ``pi_resume.mjs ARGS`` for ``resume``."""
+    script = ["pi_resume.mjs"] if command == "resume" else ["pi_session.mjs", command]
     with trio.fail_after(60):
         result = await trio.run_process(
-            ["node", str(NODE_DIR / "pi_session.mjs"), *args],
+            ["node", str(NODE_DIR / script[0]), *script[1:], *args],
             capture_stdout=True,
             capture_stderr=True,
             env=_env(node_modules),
@@ -215,3 +217,35 @@ async def test_pitrio_finishes_the_run_pi_left_mid_tool(
     assert lanes_pi["lanes"]["main"]["operation"] is None
     after = await _pi(pi_node_modules, "operation", str(path))
     assert after == {"operation": None, "lastOperationId": main.id}
+
+
+async def test_pi_finishes_the_run_pitrio_left_mid_tool(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    where = _where("jsonl", tmp_path)
+    await _kill_mid_tool("jsonl", where, "pitrio-run")
+    (info,) = await JsonlSessionStore(where).list()
+    assert info.path is not None
+    # Pi's AgentHarness.create finds the open run; lane.resume() drives it to its end: the
+    # call pitrio recorded as started, with replay "never", ends as interrupted, never run.
+    pi = await _pi(pi_node_modules, "resume", info.path, "never")
+    assert pi["open"] == [{"lane": "main", "kind": "run"}]
+    assert pi["result"] == "completed"
+    assert pi["ran"] == 0
+    assert pi["messages"] == [
+        ["user", "run the slow tool"],
+        ["assistant", ""],
+        ["toolResult", INTERRUPTED],
+        ["assistant", "finished"],
+    ]
+    # pitrio reads what Pi finished: the lane idle, the run's result Pi's.
+    session = await JsonlSessionStore(where).open("pitrio-run", read_only=True)
+    lane = restore_lane(session)
+    assert lane.operation is None
+    assert lane.last_operation_id is not None
+    result = session.get_value("pi.result", lane.last_operation_id)
+    assert isinstance(result, dict)
+    assert result["status"] == "completed"
+    roles = [m.role for m in session.build_context().messages]
+    assert roles == ["user", "assistant", "toolResult", "assistant"]
+    await session.close()
