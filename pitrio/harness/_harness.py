@@ -12,6 +12,10 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
   once (a process killed mid-tool keeps the prompt and the tool call); after each
   ``turn_end`` the session is flushed (synced by the store's ``fsync`` policy) and
   :class:`SavePoint` emitted; after the prompt (retries included) :class:`Settled`;
+* with a session, each run is recorded as Pi's harness records an operation (``_operations``:
+  its state before each request and tool, each tool's outcome), so a run its process left
+  unfinished is :attr:`Harness.interrupted` to the next harness and :meth:`Harness.resume`
+  finishes it (``_recovery``);
 * a run ending with a retryable provider error is retried with back-off
   (:class:`RetrySettings`); a context overflow is compacted and continued once;
   above the compaction threshold the session is compacted after a turn.
@@ -20,7 +24,7 @@ This module holds the :class:`Harness` itself: driving a prompt through the Agen
 recording it in the session, retrying and compacting. It plays the part of Pi's lane
 (pi-agent-core 0.85.0, ``harness/runtime/lane.js`` and ``runtime/drive/``: ``retry.js``,
 ``recovery.js`` for a context overflow, ``structural.js`` for compaction), on one
-Agent rather than Pi's durable operations. The per-turn state is in ``_turn``, the
+Agent, recording its runs as Pi's durable operations. The per-turn state is in ``_turn``, the
 hook glue in ``_hook_bridge``, the hooks in ``_hooks``, the events in ``_events``, the
 retry policy in ``_retry``.
 """
