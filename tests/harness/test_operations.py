@@ -45,13 +45,20 @@ def _env(node_modules: Path) -> dict[str, str]:
     return {**os.environ, "PITRIO_PI_NODE_MODULES": str(node_modules)}
 
 
-async def _pi_killed_mid_tool(node_modules: Path, root: Path, session_id: str) -> Path:
-    """Pi's harness runs until its tool starts; then it is SIGKILLed. Its file."""
+async def _pi_killed_mid_tool(
+    node_modules: Path, root: Path, session_id: str, replay: str = "never"
+) -> Path:
+    """Pi's harness runs until its tool (with that replay policy) starts; then it is
+    SIGKILLed. Its file."""
     started = root / "started"
     _mkdir(root)
     with trio.fail_after(60):
         proc = await trio.lowlevel.open_process(
-            ["node", str(NODE_DIR / "pi_run_and_hang.mjs"), str(root), session_id, str(started)],
+            [
+                "node",
+                str(NODE_DIR / "pi_run_and_hang.mjs"),
+                *(str(root), session_id, str(started), replay),
+            ],
             env=_env(node_modules),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -248,4 +255,51 @@ async def test_pi_finishes_the_run_pitrio_left_mid_tool(
     assert result["status"] == "completed"
     roles = [m.role for m in session.build_context().messages]
     assert roles == ["user", "assistant", "toolResult", "assistant"]
+    await session.close()
+
+
+async def test_pitrio_runs_its_own_tool_again_for_a_safe_call_pi_left(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    root = tmp_path / "pi"
+    await _pi_killed_mid_tool(pi_node_modules, root, "pi-run", replay="safe")
+    ran: list[str] = []
+
+    async def slow(call_id: str, params: Any, sig: Any, on_update: Any) -> Any:
+        ran.append(call_id)
+        return text_result("slow ran")
+
+    session = await JsonlSessionStore(root).open("pi-run")
+    harness = Harness(
+        model=MODEL,
+        stream_fn=ScriptedModel([ScriptedResponse.text("finished")]),
+        session=session,
+        tools=[Tool(name="slow", execute=slow, replay="safe")],
+    )
+    interrupted = harness.interrupted
+    assert interrupted is not None
+    assert interrupted.state["batch"]["calls"][0]["replay"] == "safe"
+    await harness.resume()
+    # Both Pi's record and pitrio's tool say "safe": the call runs again, with the
+    # arguments Pi recorded, and its result is the tool's.
+    assert ran == ["call_1"]
+    result = list(session.build_context().messages)[2]
+    assert isinstance(result, ToolResultMessage)
+    assert (result.is_error, result.content) == (False, (TextContent(text="slow ran"),))
+    await session.close()
+    # The same record with a tool that does not say "safe": interrupted, not run.
+    root2 = tmp_path / "pi2"
+    await _pi_killed_mid_tool(pi_node_modules, root2, "pi-run", replay="safe")
+    session = await JsonlSessionStore(root2).open("pi-run")
+    harness = Harness(
+        model=MODEL,
+        stream_fn=ScriptedModel([ScriptedResponse.text("finished")]),
+        session=session,
+        tools=[Tool(name="slow", execute=slow)],
+    )
+    await harness.resume()
+    assert ran == ["call_1"]
+    result = list(session.build_context().messages)[2]
+    assert isinstance(result, ToolResultMessage)
+    assert result.content == (TextContent(text=INTERRUPTED),)
     await session.close()

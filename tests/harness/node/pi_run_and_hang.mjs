@@ -3,7 +3,9 @@
 // returns, so the caller can SIGKILL the process mid-tool (tests/harness/test_operations.py).
 // From /work/shared/oracle/harness/run_and_hang.mjs.
 //
-//   node pi_run_and_hang.mjs ROOT SESSION_ID STARTED_FILE
+//   node pi_run_and_hang.mjs ROOT SESSION_ID STARTED_FILE [REPLAY]
+//
+// REPLAY "safe" gives the tool Pi's replay policy "safe" (default: none, Pi's "never").
 //
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core and pi-ai.
@@ -17,7 +19,7 @@ if (!NM) {
 	process.exit(2);
 }
 const load = (p) => import(pathToFileURL(path.join(NM, "@earendil-works", p)).href);
-const [root, sid, started] = process.argv.slice(2);
+const [root, sid, started, replay] = process.argv.slice(2);
 const core = await load("pi-agent-core/dist/index.js");
 const { NodeExecutionEnv } = await load("pi-agent-core/dist/harness/env/nodejs.js");
 const { createModels } = await load("pi-ai/dist/index.js");
@@ -37,6 +39,7 @@ const tool = {
 	label: "slow",
 	description: "slow",
 	parameters: { type: "object", properties: {} },
+	...(replay === "safe" ? { replay: "safe" } : {}),
 	async execute() {
 		writeFileSync(started, "started");
 		await new Promise(() => {});
