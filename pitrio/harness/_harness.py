@@ -371,6 +371,10 @@ class Harness:
     ) -> None:
         """Run a prompt; returns once it has settled (retries and recoveries included).
 
+        When the session's last run was left unfinished (:attr:`interrupted`), that run
+        is finished first (:meth:`resume`), as Pi's lane finishes its current operation
+        before the next.
+
         With ``await nursery.start(harness.prompt, ...)`` the call returns once the
         first run is active. Failures end the run as data (an error message), never as
         an exception.
@@ -389,6 +393,15 @@ class Harness:
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Continue from the context as it is (Pi's ``continue()``).
+
+        When the session's last run was left unfinished (:attr:`interrupted`: its
+        process was killed mid-request or mid-tool), recover that run instead, from the
+        state its records name: an interrupted request is settled as an error and made
+        again; of its tool batch, recorded outcomes are used, calls that never started
+        run, and calls that started without a recorded outcome run again only when their
+        tool's replay policy is ``"safe"`` (else they end with Pi's interrupted result);
+        then the run goes on. :class:`RecoveryStart` and :class:`RecoveryEnd` frame what
+        the recovery settles.
 
         Raises:
             AgentBusyError: a prompt or a compaction is running.
