@@ -581,8 +581,10 @@ class Harness:
             go_on = await _recovery.settle(self, session, ops, operation)
         except BaseException:
             with trio.CancelScope(shield=True):
-                await ops.finish("failed")
-                self._release()
+                try:
+                    await ops.finish("failed")
+                finally:
+                    self._release()
             raise
         messages = list(session.build_context().messages)
         if isinstance(last := messages[-1] if messages else None, AssistantMessage) and (
@@ -803,6 +805,7 @@ class Harness:
             usage=result.usage,
             added_tool_names=result.added_tool_names or None,
             is_error=event.is_error,
+            timestamp=now_ms(),
         )
         await self._ops.tool_outcome(message, result.terminate is True)
         await self._bus.emit(event)

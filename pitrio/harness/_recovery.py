@@ -78,8 +78,8 @@ async def settle(
 async def _interrupted_request(
     harness: Harness, session: Session, ops: OperationRecorder, state: Mapping[str, Any]
 ) -> None:
-    if str(state.get("responseEntryId")) in {e.id for e in session.entries}:
-        return
+    if str(state.get("responseEntryId")) in session._state.by_id:
+        return  # its answer is in (the state did not move on): nothing was lost
     context = state.get("generationContext") or {}
     identity = (context.get("configuration") or {}).get("model") or {}
     message = AssistantMessage(
