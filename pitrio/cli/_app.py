@@ -30,6 +30,8 @@ from pitrio.harness import (
     Harness,
     HarnessEvent,
     PromptTemplate,
+    RecoveryEnd,
+    RecoveryStart,
     Resources,
     SavePoint,
     Session,
@@ -106,7 +108,8 @@ def event_to_pi(event: Any, session: Session | None) -> dict[str, Any] | None:
     own (``threshold``, ``overflow``) is ``auto_compaction_start`` / ``auto_compaction_end``
     (``result`` only when one was written, ``aborted``, ``willRetry``, ``errorMessage``);
     ``auto_retry_start`` carries ``delayMs``. A manual compaction (Pi answers it in the
-    ``compact`` response only), ``save_point`` and ``settled`` are not sent.
+    ``compact`` response only), ``save_point``, ``settled`` and the frame of a recovery
+    (``recovery_start`` / ``recovery_end``, which Pi's coding agent has not) are not sent.
     """
     if isinstance(event, CompactionStart):
         if event.reason == "manual":
@@ -142,7 +145,7 @@ def event_to_pi(event: Any, session: Session | None) -> dict[str, Any] | None:
         if event.final_error is not None:
             data["finalError"] = event.final_error
         return data
-    if isinstance(event, (SavePoint, Settled)):
+    if isinstance(event, (SavePoint, Settled, RecoveryStart, RecoveryEnd)):
         return None
     return event_to_wire(event)
 
