@@ -40,6 +40,20 @@ EXPECTED_OUTPUT = {
         "toolResult",
         "assistant",
     ],
+    "harness_recovery.py": [
+        "first process: killed",
+        "interrupted at: tools",
+        "  recovery_start",
+        "  recovery_end",
+        "  settled",
+        "status: all green",
+        "deploy: [Tool execution was interrupted. The preceding output is the latest durable"
+        " progress snapshot; newer live output may be missing, and the external outcome is"
+        " unknown.]",
+        "status ran 2 time(s)",
+        "deploy ran 1 time(s)",
+        "answer: Status is green; the deploy was cut off.",
+    ],
     # the tutorial's chapters (docs/tutorial/)
     "typed_tools.py": [
         "{'enum': ['celsius', 'fahrenheit'], 'type': 'string', 'description': 'the unit of the"

@@ -147,6 +147,13 @@ async def run_app(
             notes=err if settings.mode == "print" else out,
         )
         app.subscribe(renderer)
+        interrupted = app.harness.interrupted
+        if interrupted is not None:  # a run killed mid-way: the next prompt resumes it first
+            renderer.note(
+                f"The last run of this session was interrupted (at {interrupted.at}); "
+                "it is resumed before the next prompt.",
+                color="33",
+            )
         if settings.offline:
             renderer.note(
                 f"pitrio offline replay: no model is configured, so this replays a recorded "

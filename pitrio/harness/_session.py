@@ -304,11 +304,44 @@ class Session:
             return {"kind": "value", "op": "delete", "namespace": namespace, "key": key}
         return {"kind": "value", "op": "set", "namespace": namespace, "key": key, "value": value}
 
-    def _append_entry(self, fields: Write, message: AgentMessage | None = None) -> str:
-        entry_id = new_id()
+    def _append_entry(
+        self,
+        fields: Write,
+        message: AgentMessage | None = None,
+        *,
+        entry_id: str | None = None,
+        before: Sequence[Write] = (),
+        after: Sequence[Write] = (),
+    ) -> str:
+        entry_id = new_id() if entry_id is None else entry_id
         entry = {"kind": "entry", "id": entry_id, "parentId": self.leaf_id, **fields}
-        self._commit([entry, self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)], message)
+        tip = self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)
+        self._commit([*before, entry, tip, *after], message)
         return entry_id
+
+    async def _append_message_with(
+        self,
+        message: AgentMessage,
+        *,
+        entry_id: str | None,
+        before: Sequence[Write] = (),
+        after: Sequence[Write] = (),
+    ) -> str:
+        """Append ``message`` (as :meth:`append_message`) under ``entry_id`` with other
+        writes in the same transaction (the harness's operation records)."""
+        fields: Write = {"type": "message", "message": wire.unstructure(message)}
+        entry_id = self._append_entry(
+            fields, message, entry_id=entry_id, before=before, after=after
+        )
+        await self._write()
+        return entry_id
+
+    async def _record(self, transactions: Sequence[Sequence[Write]]) -> None:
+        """Commit value writes, one transaction each, and write them (the harness's
+        operation records)."""
+        for writes in transactions:
+            self._commit(writes)
+        await self._write()
 
     async def append_message(self, message: AgentMessage, *, terminate: bool = False) -> str:
         """Append a message after the current leaf; return the new entry's id."""
