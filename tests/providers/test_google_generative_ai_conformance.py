@@ -71,11 +71,13 @@ def _normalize(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_corpus_is_there() -> None:
-    """17 fixtures, each with pi-ai's expected trace ending in a result record."""
-    assert len(FIXTURES) == 17
+    """24 fixtures, each with pi-ai's expected trace: a request for every scripted
+    response, a result record last."""
+    assert len(FIXTURES) == 24
     for path in FIXTURES:
         expected = _load(expected_path(path, DATA))
-        assert expected[0]["type"] == "request", path.name
+        requests = [r for r in expected if r["type"] == "request"]
+        assert len(requests) == len(_load(path)["responses"]), path.name
         assert expected[-1]["type"] == "result", path.name
 
 
