@@ -81,34 +81,52 @@ def map_stop_reason(reason: str) -> str:
 
 @final
 class GoogleStreamDecoder:
-    """The SDK's stream framing (module docstring); events have ``data`` only."""
+    """The SDK's stream framing (module docstring); events have ``data`` only.
 
-    __slots__ = ("_buffer", "_scan", "_text")
+    Linear in the body: the text of an unfinished event is kept in pieces and joined
+    only when a delimiter arrives (a delimiter is looked for in each new piece and the
+    three characters before it).
+    """
+
+    __slots__ = ("_pieces", "_tail", "_text")
 
     def __init__(self) -> None:
         self._text = codecs.getincrementaldecoder("utf-8-sig")("replace")
-        self._buffer = ""
-        self._scan = 0  # the buffer holds no delimiter before this index
+        self._pieces: list[str] = []
+        self._tail = ""  # the last three characters of the pieces
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """The events this read completed."""
         text = self._text.decode(chunk)
+        if not text:
+            return []
         _check_error_read(text)
-        self._buffer += text
+        window = self._tail + text
+        self._pieces.append(text)
+        if not any(d in window for d in _DELIMITERS):
+            self._tail = window[-3:]
+            return []
+        buffer = "".join(self._pieces)
         events: list[ServerSentEvent] = []
+        position = 0
+        # The next index of each delimiter (-1: none left), refreshed once passed.
+        next_at = {d: buffer.find(d) for d in _DELIMITERS}
         while True:
-            found = [
-                (i, len(d)) for d in _DELIMITERS if (i := self._buffer.find(d, self._scan)) != -1
-            ]
+            for delimiter, at in next_at.items():
+                if 0 <= at < position:
+                    next_at[delimiter] = buffer.find(delimiter, position)
+            found = [(at, len(d)) for d, at in next_at.items() if at != -1]
             if not found:
-                self._scan = max(0, len(self._buffer) - 3)
-                return events
+                break
             index, length = min(found)
-            event = self._buffer[:index].strip(JS_WHITESPACE)
-            self._buffer = self._buffer[index + length :]
-            self._scan = 0
+            event = buffer[position:index].strip(JS_WHITESPACE)
+            position = index + length
             if event.startswith("data:"):
                 events.append(ServerSentEvent(None, event[5:].strip(JS_WHITESPACE)))
+        rest = buffer[position:]
+        self._pieces = [rest] if rest else []
+        self._tail = rest[-3:]
+        return events
 
     def flush(self) -> list[ServerSentEvent]:
         """The end of the body.
@@ -116,8 +134,9 @@ class GoogleStreamDecoder:
         Raises:
             ProviderFailure: text is left over (``Incomplete JSON segment at the end``).
         """
-        self._buffer += self._text.decode(b"", final=True)
-        if self._buffer.strip(JS_WHITESPACE):
+        rest = "".join(self._pieces) + self._text.decode(b"", final=True)
+        self._pieces, self._tail = [], ""
+        if rest.strip(JS_WHITESPACE):
             msg = "Incomplete JSON segment at the end"
             raise ProviderFailure(msg)
         return []
