@@ -152,3 +152,37 @@ async def test_without_a_key_the_stream_fails_naming_the_provider() -> None:
     assert len(events) == 1
     assert isinstance(events[0], ErrorEvent)
     assert events[0].error.error_message == "No API key for provider: google"
+
+
+async def test_a_json_answer_to_the_stream_request_is_read_whole() -> None:
+    """A server that answers with a JSON array of responses (no ``alt=sse``) is read as
+    the stream would be (pitrio's addition; anything else JSON is refused, naming it)."""
+    answers = [
+        [json.loads(_chunk("Hel")[6:]), json.loads(_chunk("lo", "STOP")[6:])],
+        {"unexpected": True},
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=answers.pop(0))
+
+    context = Context(messages=[UserMessage(content="hi")])
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        stream_fn = get_api("google-generative-ai")
+        events = await collect(stream_fn(client, _model(), context, StreamOptions(api_key="k")))
+        refused = await collect(stream_fn(client, _model(), context, StreamOptions(api_key="k")))
+    assert [e.type for e in events] == [
+        "start",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "done",
+    ]
+    assert isinstance(events[-1], DoneEvent)
+    assert events[-1].message.text == "Hello"
+    last = refused[-1]
+    assert isinstance(last, ErrorEvent)
+    assert (last.error.error_message or "").startswith(
+        "Google: the server answered the streaming request with a JSON body that is not a "
+        'response: {"unexpected":true}'
+    )

@@ -33,6 +33,7 @@ from typing import final
 
 import httpx
 
+from ..._messages import JSONValue
 from ..._model import Context, Model, StreamOptions
 from ..._stream import AssistantMessageEventStream
 from .._http import APIError
@@ -96,6 +97,17 @@ class _GoogleExchange(Exchange):
     def handle_sse(self, sse: ServerSentEvent) -> bool:
         self._handler.handle(sse.data)
         return False
+
+    def handle_complete(self, body: JSONValue) -> None:
+        # A server that does not stream: one GenerateContentResponse, or the JSON array
+        # of them that streamGenerateContent returns without alt=sse (pitrio's addition;
+        # the SDK would fail with "Incomplete JSON segment at the end").
+        chunks = body if isinstance(body, list) else [body]
+        if not all(isinstance(c, dict) and "candidates" in c for c in chunks) or not chunks:
+            super().handle_complete(body)
+        for chunk in chunks:
+            self._handler.handle(json_stringify(chunk))
+        self._handler.end_block()
 
     def end_of_events(self, terminal: bool) -> None:
         self._handler.end_block()
