@@ -71,9 +71,9 @@ def _normalize(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_corpus_is_there() -> None:
-    """24 fixtures, each with pi-ai's expected trace: a request for every scripted
+    """25 fixtures, each with pi-ai's expected trace: a request for every scripted
     response, a result record last."""
-    assert len(FIXTURES) == 24
+    assert len(FIXTURES) == 25
     for path in FIXTURES:
         expected = _load(expected_path(path, DATA))
         requests = [r for r in expected if r["type"] == "request"]
