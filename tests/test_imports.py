@@ -25,6 +25,8 @@ NOT_AT_IMPORT = (
     "pitrio.coding",
     "pitrio.ui",
     "pitrio.mcp",
+    "pitrio.telemetry",
+    "opentelemetry",
     "mcp",
     "anyio",
 )
