@@ -97,16 +97,16 @@ class TelemetrySpan(TelemetryContext, Protocol):
 
 def clean_attributes(attributes: SpanAttributes | None) -> dict[str, AttributeValue]:
     """A detached copy without ``None`` values (sequences copied to tuples)."""
-    copy: dict[str, AttributeValue] = {}
-    if attributes:
-        for key, value in attributes.items():
-            if value is None:
-                continue
-            if isinstance(value, str | int | float | bool):
-                copy[key] = value
-            else:
-                copy[key] = tuple(value)  # type: ignore[assignment]  # a sequence of one type
-    return copy
+    if not attributes:
+        return {}
+    return {
+        key: value if type(value) in _SCALARS else tuple(value)  # type: ignore[misc]  # a sequence
+        for key, value in attributes.items()
+        if value is not None
+    }
+
+
+_SCALARS = frozenset((str, int, float, bool, tuple))
 
 
 def error_status(exc: BaseException) -> SpanStatus:
@@ -189,6 +189,8 @@ class RecordedTelemetrySpan:
 
 @final
 class _MemorySpan:
+    """One recorded span; also the scope that starts it (one object per span)."""
+
     __slots__ = (
         "_attributes",
         "_events",
@@ -210,21 +212,42 @@ class _MemorySpan:
         attributes: SpanAttributes | None,
     ) -> None:
         self._recorder = recorder
-        self._id = recorder._next_id
-        recorder._next_id += 1
+        self._id = 0
         self._parent_id = parent_id
         self._name = name
         self._attributes = clean_attributes(attributes)
         self._events: list[RecordedTelemetryEvent] = []
-        self._status = SpanStatus()
+        self._status = _OK
         self._explicit = False
         self._settled = False
         self.end_sequence: int | None = None
 
+    def __enter__(self) -> TelemetrySpan:
+        recorder = self._recorder
+        if self._id == 0:
+            self._id = recorder._next_id
+            recorder._next_id += 1
+            recorder._spans.append(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._id == 0 or self._settled:
+            return
+        if exc is not None and not self._explicit:
+            self._status = error_status(exc)
+        self._settled = True
+        self.end_sequence = self._recorder._next_end
+        self._recorder._next_end += 1
+
     def start_span(self, name: str, attributes: SpanAttributes | None = None) -> SpanScope:
         if self._settled:
             return _NoopSpan()
-        return _MemoryScope(self._recorder, self._id, name, attributes)
+        return _MemorySpan(self._recorder, self._id, name, attributes)
 
     def add_event(self, name: str, attributes: SpanAttributes | None = None) -> None:
         if not self._settled:
@@ -241,15 +264,6 @@ class _MemorySpan:
             self._status = status
             self._explicit = True
 
-    def settle(self, exc: BaseException | None) -> None:
-        if self._settled:
-            return
-        if exc is not None and not self._explicit:
-            self._status = error_status(exc)
-        self._settled = True
-        self.end_sequence = self._recorder._next_end
-        self._recorder._next_end += 1
-
     def snapshot(self) -> RecordedTelemetrySpan:
         return RecordedTelemetrySpan(
             id=self._id,
@@ -263,37 +277,7 @@ class _MemorySpan:
         )
 
 
-@final
-class _MemoryScope:
-    __slots__ = ("_attributes", "_name", "_parent_id", "_recorder", "_span")
-
-    def __init__(
-        self,
-        recorder: InMemoryTelemetryContext,
-        parent_id: int | None,
-        name: str,
-        attributes: SpanAttributes | None,
-    ) -> None:
-        self._recorder = recorder
-        self._parent_id = parent_id
-        self._name = name
-        self._attributes = attributes
-        self._span: _MemorySpan | None = None
-
-    def __enter__(self) -> TelemetrySpan:
-        span = _MemorySpan(self._recorder, self._parent_id, self._name, self._attributes)
-        self._recorder._spans.append(span)
-        self._span = span
-        return span
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._span is not None:
-            self._span.settle(exc)
+_OK = SpanStatus()
 
 
 @final
@@ -313,7 +297,7 @@ class InMemoryTelemetryContext:
 
     def start_span(self, name: str, attributes: SpanAttributes | None = None) -> SpanScope:
         """A root span (see :class:`TelemetryContext`)."""
-        return _MemoryScope(self, None, name, attributes)
+        return _MemorySpan(self, None, name, attributes)
 
     def get_spans(self) -> list[RecordedTelemetrySpan]:
         """Detached snapshots, in start order."""

@@ -9,8 +9,10 @@ adapter do ("adapters may translate them to backend conventions")::
                                                    model, usage, finish_reasons, error.type
     pi.harness.tool  -> execute_tool {name}        gen_ai.tool.name, gen_ai.tool.call.id
 
-Other spans keep their ``pi.*`` names; every ``pi.*`` attribute except message content is
-kept beside the ``gen_ai.*`` ones. Each ``chat`` span also records the two GenAI metrics,
+Other spans keep their ``pi.*`` names. A ``pi.*`` attribute with a GenAI name is
+renamed (``pi.ai.model`` -> ``gen_ai.request.model``, ``pi.tool.call_id`` ->
+``gen_ai.tool.call.id``, ``pi.ai.error.type`` -> ``error.type`` ...); the others keep theirs.
+Each ``chat`` span also records the two GenAI metrics,
 ``gen_ai.client.operation.duration`` (seconds) and ``gen_ai.client.token.usage``.
 
 ``OTEL_SEMCONV_STABILITY_OPT_IN`` containing ``gen_ai_latest_experimental`` selects the
@@ -62,7 +64,7 @@ _DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12,
                      20.48, 40.96, 81.92)  # fmt: skip
 _TOKEN_BUCKETS = tuple(float(4**n) for n in range(14))
 
-# pi.* keys with a GenAI name (both kept); provider is decided by the conventions' version.
+# pi.* keys with a GenAI name; the provider's depends on the conventions' version.
 _RENAMED = {
     "pi.ai.model": "gen_ai.request.model",
     "pi.ai.response.model": "gen_ai.response.model",
@@ -86,6 +88,9 @@ _CONTENT_EVENTS = {
     "pi.ai.output.messages": ("gen_ai.content.completion", "gen_ai.completion"),
 }
 _FINISH_REASONS = {"tool_use": "tool_call"}
+_METRIC_KEYS = frozenset(
+    ("gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+)
 
 
 @final
@@ -217,12 +222,27 @@ class _Span:
         else:
             otel_name = name
         context = trace.set_span_in_context(parent) if parent is not None else None
-        self._otel: Span = adapter._tracer.start_span(otel_name, context=context, kind=kind)
+        # One attribute bag at the start: the SDK validates each set_attributes() call.
+        events: list[tuple[str, dict[str, AttributeValue]]] = []
+        extra.update(self._translate(attributes, events))
+        self._otel: Span = adapter._tracer.start_span(
+            otel_name, context=context, kind=kind, attributes=extra
+        )
         self._started = time.perf_counter()
-        self._otel.set_attributes(extra)
-        self._record(attributes)
+        for event, event_attributes in events:
+            self._otel.add_event(event, event_attributes)
 
     def _record(self, attributes: dict[str, AttributeValue]) -> None:
+        events: list[tuple[str, dict[str, AttributeValue]]] = []
+        self._otel.set_attributes(self._translate(attributes, events))
+        for event, event_attributes in events:
+            self._otel.add_event(event, event_attributes)
+
+    def _translate(
+        self,
+        attributes: dict[str, AttributeValue],
+        events: list[tuple[str, dict[str, AttributeValue]]],
+    ) -> dict[str, AttributeValue]:
         latest = self._adapter._latest
         out: dict[str, AttributeValue] = {}
         for key, value in attributes.items():
@@ -231,27 +251,24 @@ class _Span:
                     out[_CONTENT_LATEST[key]] = value
                 elif key in _CONTENT_EVENTS:
                     event, attribute = _CONTENT_EVENTS[key]
-                    self._otel.add_event(event, {attribute: value})
+                    events.append((event, {attribute: value}))
                 continue
-            out[key] = value
             renamed = _RENAMED.get(key)
-            if renamed is not None:
-                if renamed == "gen_ai.conversation.id" and not value:
-                    continue
-                out[renamed] = value
-                if self._metric is not None and renamed in (
-                    "gen_ai.response.model",
-                    "gen_ai.usage.input_tokens",
-                    "gen_ai.usage.output_tokens",
-                    "error.type",
-                ):
-                    self._metric[renamed] = value
-                if renamed == "error.type":
-                    self._error_type = str(value)
-            elif key == "pi.ai.response.stop_reason":
-                reason = str(value)
-                out["gen_ai.response.finish_reasons"] = (_FINISH_REASONS.get(reason, reason),)
-        self._otel.set_attributes(out)
+            if renamed is None:
+                out[key] = value
+                if key == "pi.ai.response.stop_reason":
+                    reason = str(value)
+                    finish = _FINISH_REASONS.get(reason, reason)
+                    out["gen_ai.response.finish_reasons"] = (finish,)
+                continue
+            if renamed == "gen_ai.conversation.id" and not value:
+                continue
+            out[renamed] = value
+            if self._metric is not None and renamed in _METRIC_KEYS:
+                self._metric[renamed] = value
+            if renamed == "error.type":
+                self._error_type = str(value)
+        return out
 
     # -- TelemetrySpan ----------------------------------------------------------------------
 
