@@ -100,7 +100,7 @@ def clean_attributes(attributes: SpanAttributes | None) -> dict[str, AttributeVa
     if not attributes:
         return {}
     return {
-        key: value if type(value) in _SCALARS else tuple(value)  # type: ignore[misc]  # a sequence
+        key: value if type(value) in _SCALARS else tuple(value)  # type: ignore[arg-type,misc]  # a sequence
         for key, value in attributes.items()
         if value is not None
     }
