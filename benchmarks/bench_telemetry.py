@@ -6,6 +6,7 @@ One workload, three ways, interleaved so that a noisy machine slows each alike:
 subject    what records the spans                                                reported
 ========== ==================================================================== ============
 off        nothing (the harness alone)                                          µs per turn
+listener   a listener that does nothing (what any subscriber costs)             µs per turn
 memory     ``instrument(harness, InMemoryTelemetryContext())``                  µs per turn
 otel       ``instrument(harness, OpenTelemetryContext(...))`` on the SDK:        µs per turn
            ``SimpleSpanProcessor`` into ``InMemorySpanExporter``, the two
@@ -44,7 +45,7 @@ from pitrio.harness import Harness
 from pitrio.telemetry import InMemoryTelemetryContext, TelemetryContext, instrument
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
-SUBJECTS: Final = ("off", "memory", "otel")
+SUBJECTS: Final = ("off", "listener", "memory", "otel")
 MODEL: Final = Model(id="m", api="scripted", provider="scripted", context_window=10_000_000)
 
 
@@ -96,7 +97,9 @@ async def run_once(
     """One run; returns its wall time in seconds (checks the answer and the span count)."""
     harness = Harness(model=MODEL, stream_fn=ScriptedModel(_script(turns, calls)), tools=[NOOP])
     count: Callable[[], int] = lambda: 0  # noqa: E731
-    if subject == "memory":
+    if subject == "listener":
+        harness.subscribe(lambda event: None)
+    elif subject == "memory":
         memory = InMemoryTelemetryContext()
         instrument(harness, memory)
         count = lambda: len(memory.get_spans())  # noqa: E731
@@ -109,7 +112,7 @@ async def run_once(
     if harness.messages[-1].text != "done":
         msg = f"the run did not finish with 'done': {harness.messages[-1]!r}"
         raise RuntimeError(msg)
-    expected = 0 if subject == "off" else 1 + (turns + 1) * 2 + turns * calls
+    expected = 0 if subject in ("off", "listener") else 1 + (turns + 1) * 2 + turns * calls
     if count() != expected:
         msg = f"{subject}: {count()} spans, expected {expected}"
         raise RuntimeError(msg)
