@@ -11,7 +11,9 @@ adapter do ("adapters may translate them to backend conventions")::
 
 Other spans keep their ``pi.*`` names. A ``pi.*`` attribute with a GenAI name is
 renamed (``pi.ai.model`` -> ``gen_ai.request.model``, ``pi.tool.call_id`` ->
-``gen_ai.tool.call.id``, ``pi.ai.error.type`` -> ``error.type`` ...); the others keep theirs.
+``gen_ai.tool.call.id``, ``pi.ai.error.type`` -> ``error.type`` ...); the constant ones
+(``pi.lane.name``, ``pi.operation.kind``, ``pi.tool.replay`` ...) are left out; the others
+keep theirs.
 Each ``chat`` span also records the two GenAI metrics,
 ``gen_ai.client.operation.duration`` (seconds) and ``gen_ai.client.token.usage``.
 
@@ -88,6 +90,20 @@ _CONTENT_EVENTS = {
     "pi.ai.output.messages": ("gen_ai.content.completion", "gen_ai.completion"),
 }
 _FINISH_REASONS = {"tool_use": "tool_call"}
+# Left out: what the span's GenAI name or operation already says, and Pi's durable-runtime
+# bookkeeping that is constant in pitrio (one lane, no recovery, no replay). Each attribute
+# costs the SDK a validation.
+_IMPLIED = frozenset(
+    (
+        "pi.ai.operation",
+        "pi.ai.streaming",
+        "pi.lane.name",
+        "pi.operation.kind",
+        "pi.operation.recovery",
+        "pi.tool.replay",
+        "pi.tool.recovery",
+    )
+)
 _METRIC_KEYS = frozenset(
     ("gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
 )
@@ -246,6 +262,8 @@ class _Span:
         latest = self._adapter._latest
         out: dict[str, AttributeValue] = {}
         for key, value in attributes.items():
+            if key in _IMPLIED:
+                continue
             if key in _CONTENT_LATEST:
                 if latest:
                     out[_CONTENT_LATEST[key]] = value

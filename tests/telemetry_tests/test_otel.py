@@ -173,6 +173,12 @@ async def test_a_parallel_batch_as_genai_spans_and_metrics(
     }
     assert tokens == {"input": (2, 40), "output": (2, 7)}
     assert not any("gen_ai.input.messages" in (s.attributes or {}) for s in spans)
+    # Renamed, not doubled; Pi's constant bookkeeping left out; the rest kept.
+    chat = next(s for s in spans if s.name == "chat m").attributes or {}
+    assert "pi.ai.model" not in chat
+    assert "pi.lane.name" not in chat
+    assert "pi.ai.streaming" not in chat
+    assert chat["pi.ai.stream.chunk_count"] == 4
 
 
 async def test_an_abort_sets_error_types(
