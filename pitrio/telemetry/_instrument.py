@@ -158,7 +158,12 @@ class _Recorder:
     def __call__(self, event: HarnessEvent) -> None:
         handler = self._handlers.get(type(event))
         if handler is not None:
-            handler(event)
+            try:
+                handler(event)
+            except Exception:
+                # Recording is passive (Pi's adapter contract): a failing adapter loses its
+                # span, never the run. (try costs nothing here until something raises.)
+                return
 
     def _new_operation(self) -> str:
         self._operations += 1

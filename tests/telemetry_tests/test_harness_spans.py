@@ -271,3 +271,26 @@ async def test_stopping_the_instrumentation_records_no_more(
         "pi.harness.turn",
         "pi.ai.request",
     ]
+
+
+class _Broken:
+    """A context whose backend fails on every span."""
+
+    def start_span(self, name: str, attributes: Any = None) -> Any:
+        msg = "backend down"
+        raise RuntimeError(msg)
+
+
+async def test_a_failing_adapter_does_not_change_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Recording is passive: the run ends as it would without telemetry."""
+    harness = await parallel_batch(_Broken())
+    assert [m.role for m in harness.messages] == [
+        "user",
+        "assistant",
+        "toolResult",
+        "toolResult",
+        "assistant",
+    ]
+    assert harness.messages[-1].stop_reason == "stop"
