@@ -27,6 +27,7 @@ PUBLIC_PACKAGES = [
     "pitrio.testing",
     "pitrio.coding",
     "pitrio.mcp",
+    "pitrio.telemetry",
     "pitrio.worker",
     "pitrio.ui",
 ]

@@ -119,6 +119,18 @@ EXPECTED_OUTPUT = {
         "assistant: It is sunny in Lisbon.",
         "direct: Porto: sunny, 24°C (ok)",
     ],
+    # telemetry (docs/telemetry.md): Pi's spans in memory, then OpenTelemetry's
+    "telemetry_spans.py": [
+        "1 None pi.harness.run",
+        "5 2 pi.harness.tool",
+        "7 6 pi.ai.request",
+        "invoke_agent",
+        "    chat demo-model [demo-model]",
+        "    execute_tool lookup [c1]",
+        "    execute_tool lookup [c2]",
+        "gen_ai.client.operation.duration s",
+        "gen_ai.client.token.usage {token}",
+    ],
     # the recipes (docs/recipes/)
     "agent_service.py": [
         "/c/bob 200 echo: hi (1 messages so far)",

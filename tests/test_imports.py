@@ -26,6 +26,8 @@ NOT_AT_IMPORT = (
     "pitrio.ui",
     "pitrio.web",
     "pitrio.mcp",
+    "pitrio.telemetry",
+    "opentelemetry",
     "mcp",
     "anyio",
 )
