@@ -19,7 +19,7 @@ The state its records name says what to do (pi-agent-core 0.85.0, ``runtime/driv
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pitrio import (
     AbortSignal,
@@ -27,6 +27,7 @@ from pitrio import (
     AssistantMessage,
     MessageEnd,
     MessageStart,
+    Model,
     TextContent,
     ToolCall,
     ToolExecutionEnd,
@@ -49,8 +50,16 @@ from ._operations import (
 )
 from ._session import Session
 
-if TYPE_CHECKING:
-    from ._harness import Harness
+
+class Harness(Protocol):
+    """What recovery uses of the :class:`~pitrio.harness.Harness` it recovers (a protocol,
+    so that this module does not import the harness, which imports it)."""
+
+    @property
+    def model(self) -> Model: ...
+
+    _bus: Any
+    _config: Any
 
 __all__ = ["settle"]
 
