@@ -147,3 +147,33 @@ async def test_a_request_with_only_the_full_text_shows_it_whole(
     assert shown == [visible(full)]
     assert "\\r" in shown[0]
     assert "\\u202e" in shown[0]  # json.dumps wrote it as an escape already
+
+
+async def test_a_server_stopping_with_a_consent_waiting_refuses_it_and_exits(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C (a cancellation) while a card waits: the shielded run aborts, the call is
+    refused and never runs, and the server exits (it used to wait for the answer)."""
+    from .test_web import Socket, open_socket
+
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"PITRIO_SESSIONS_DIR": str(tmp_path / "sessions"), "HOME": str(tmp_path)}
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            info: ServerInfo = await nursery.start(
+                lambda task_status: serve(
+                    ["--port", "0", "--cwd", str(project)],
+                    stream_fn=paced(ScriptedModel(answer)),
+                    env=env,
+                    out=io.StringIO(),
+                    task_status=task_status,
+                )
+            )
+            async with open_socket(info) as ws:
+                socket = Socket(ws)
+                await ws.send_message('{"type": "prompt", "text": "tidy up"}')
+                while (await socket.receive())["type"] != "consent":
+                    pass
+                nursery.cancel_scope.cancel()
+    assert not (project / "ran.txt").exists()
