@@ -407,9 +407,15 @@ class WebApp:
         answer: list[str] = []
         self._consents[ask_id] = (request, done, answer)
         self.broadcast(request)
+        # The run is shielded, and a cancellation from outside (the server shutting down)
+        # becomes its abort: that refuses the call too, instead of waiting for ever.
+        signal = self.app.harness.agent.signal
+        forget = signal.add_callback(done.set) if signal is not None else None
         try:
             await done.wait()
         finally:
+            if forget is not None:
+                forget()
             del self._consents[ask_id]
             self.broadcast({"type": "consentDone", "id": ask_id})
         return answer[0] if answer else "n"
