@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from pitrio import Context, ToolResultMessage
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 from .test_page_markdown import visible

@@ -20,10 +20,10 @@ import pytest
 import trio
 
 from pitrio import AssistantMessage, TextContent, UserMessage
-from pitrio.cli._serve import ServerInfo, serve
-from pitrio.cli._serve_pages import SNAPSHOT_ITEMS
 from pitrio.harness import PiSessionStore
 from pitrio.testing import ScriptedModel
+from pitrio.web._pages import SNAPSHOT_ITEMS
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 from .test_web import paced, script, send, server, wait_idle
