@@ -28,12 +28,6 @@ from benchmarks.bench_scaling import (
     stream_once,
     tool_arguments,
 )
-
-STREAMED_CALL_APIS = [api for api in APIS if api != "google-generative-ai"]
-"""The APIs that stream a tool call's arguments in deltas, over server-sent events
-(Gemini sends each call whole, in the @google/genai SDK's own framing, not SSE: that
-framing is tested in tests/providers/test_google_generative_ai.py; its text deltas are in
-the scaling test below)."""
 from pitrio import (
     Agent,
     AssistantMessage,
@@ -48,6 +42,12 @@ from pitrio.providers import _json, _output, _partial_json
 from pitrio.providers._partial_json import PartialJSONParser, lazy_arguments
 from pitrio.providers._sse import SSEDecoder
 from pitrio.testing import ScriptedModel, ScriptedResponse
+
+STREAMED_CALL_APIS = [api for api in APIS if api != "google-generative-ai"]
+"""The APIs that stream a tool call's arguments in deltas, over server-sent events
+(Gemini sends each call whole, in the @google/genai SDK's own framing, not SSE: that
+framing is tested in tests/providers/test_google_generative_ai.py; its text deltas are in
+the scaling test below)."""
 
 
 class Counter:
@@ -68,6 +68,7 @@ class Counter:
 def test_the_parser_decodes_each_character_a_bounded_number_of_times(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+
     decoded = Counter(_json.json_parse)
     reference = Counter(_json.parse_streaming_json)
     monkeypatch.setattr(_partial_json, "json_parse", decoded)
