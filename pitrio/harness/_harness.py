@@ -56,7 +56,7 @@ from pitrio import (
 
 from ._compaction import (
     CompactionSettings,
-    estimate_context_tokens,
+    ContextTokenCounter,
     prepare_compaction,
     should_compact,
 )
@@ -206,6 +206,7 @@ class Harness:
         self._replaced_messages: list[AgentMessage] | None = None
         self._compacted_in_run = False
         self._last_assistant: AssistantMessage | None = None
+        self._context_tokens = ContextTokenCounter()  # the threshold check, incremental
         self._retry_attempt = 0
 
     # -- state --------------------------------------------------------------------------
@@ -675,7 +676,7 @@ class Harness:
         settings = self._compaction_settings()
         if not settings.enabled:
             return False
-        estimate = estimate_context_tokens(messages)
+        estimate = self._context_tokens.estimate(messages)
         return should_compact(estimate.tokens, window, settings)
 
     async def _compact_mid_run(self) -> bool:

@@ -1,0 +1,140 @@
+"""The harness's compaction threshold check is incremental: ContextTokenCounter gives the
+same estimate as estimate_context_tokens over the whole transcript, for every way a
+transcript changes (grows, loses its end, is replaced by another list), while looking only
+at the messages added since the last call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+from hypothesis import given, settings, strategies as st
+
+from pitrio import AgentMessage, AssistantMessage, Model, TextContent, ToolCall, Usage, UserMessage
+from pitrio.harness import Harness, InMemorySessionStore, _compaction, estimate_context_tokens
+from pitrio.harness._compaction import ContextTokenCounter
+from pitrio.harness._messages import CompactionSummaryMessage
+from pitrio.testing import ScriptedModel, ScriptedResponse
+
+
+def _assistant(text: str, tokens: int, stop: str) -> AssistantMessage:
+    return AssistantMessage(
+        content=(TextContent(text=text), ToolCall(id="c", name="read", arguments={"p": text})),
+        api="scripted",
+        provider="scripted",
+        model="m",
+        usage=Usage(input=tokens, output=1, total_tokens=tokens + 1 if tokens else 0),
+        stop_reason=stop,  # type: ignore[arg-type]
+    )
+
+
+_texts = st.text(alphabet="ab😀 ", max_size=30)
+_messages: st.SearchStrategy[AgentMessage] = st.one_of(
+    st.builds(lambda t: UserMessage(content=t), _texts),
+    st.builds(
+        _assistant,
+        _texts,
+        st.integers(0, 5000),
+        st.sampled_from(["stop", "toolUse", "error", "aborted"]),
+    ),
+    st.builds(lambda t: CompactionSummaryMessage(summary=t, tokens_before=9), _texts),
+)
+
+# A change of a transcript: append messages (drawn again from the pool, so one object
+# may appear twice), drop the end, or replace the list (a prefix of it plus new ones, or
+# the list rebuilt from the same objects, as the agent's setter copies it).
+_ops = st.one_of(
+    st.tuples(st.just("append"), st.lists(st.integers(0, 11), max_size=4)),
+    st.tuples(st.just("pop"), st.integers(1, 3)),
+    st.tuples(st.just("replace"), st.integers(0, 20), st.lists(st.integers(0, 11), max_size=4)),
+    st.tuples(st.just("copy")),
+    st.tuples(st.just("other")),
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (a.tokens, a.usage_tokens, a.trailing_tokens, a.last_usage_index) == (
+        b.tokens,
+        b.usage_tokens,
+        b.trailing_tokens,
+        b.last_usage_index,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_messages, min_size=12, max_size=12), st.lists(_ops, max_size=25))
+def test_the_counter_equals_the_full_estimate_after_every_change(
+    pool: list[AgentMessage], ops: list[Any]
+) -> None:
+    counter = ContextTokenCounter()
+    transcript: list[AgentMessage] = []
+    other: list[AgentMessage] = [pool[0], pool[5]]
+    assert _same(counter.estimate(transcript), estimate_context_tokens(transcript))
+    for op in ops:
+        if op[0] == "append":
+            transcript.extend(pool[i] for i in op[1])
+        elif op[0] == "pop":
+            del transcript[len(transcript) - op[1] :]
+        elif op[0] == "replace":
+            transcript = [*transcript[: op[1]], *(pool[i] for i in op[2])]
+        elif op[0] == "copy":
+            transcript = list(transcript)
+        else:  # another list is measured in between (the harness measures two)
+            assert _same(counter.estimate(other), estimate_context_tokens(other))
+        assert _same(counter.estimate(transcript), estimate_context_tokens(transcript))
+
+
+def test_a_grown_transcript_costs_only_its_new_messages(monkeypatch: Any) -> None:
+    """Estimates are made once per message: appending 3 messages estimates 3."""
+    calls: list[AgentMessage] = []
+    real = _compaction.estimate_tokens
+
+    def counting(message: AgentMessage) -> int:
+        calls.append(message)
+        return real(message)
+
+    monkeypatch.setattr(_compaction, "estimate_tokens", counting)
+    counter = ContextTokenCounter()
+    transcript: list[AgentMessage] = [UserMessage(content=f"m{i}") for i in range(100)]
+    first = counter.estimate(transcript)
+    assert len(calls) == 100
+    transcript += [UserMessage(content="a"), _assistant("b", 40, "toolUse")]
+    transcript.append(UserMessage(content="c"))
+    again = counter.estimate(transcript)
+    assert len(calls) == 103
+    # The same messages in a new list (the agent copies its transcript): no estimates.
+    copied = counter.estimate(list(transcript))
+    assert len(calls) == 103
+    assert again.last_usage_index == 101
+    assert again.tokens == 41 + 1
+    assert _same(copied, again)
+    assert _same(again, estimate_context_tokens(transcript))
+    assert first.tokens == estimate_context_tokens(transcript[:100]).tokens
+
+
+async def test_the_harness_threshold_check_estimates_each_message_once(monkeypatch: Any) -> None:
+    """Over a 30-turn prompt the harness estimates each message once, not every turn."""
+    estimated: list[int] = []
+    real = _compaction.estimate_tokens
+
+    def counting(message: AgentMessage) -> int:
+        estimated.append(id(message))
+        return real(message)
+
+    monkeypatch.setattr(_compaction, "estimate_tokens", counting)
+    turns = 30
+    script = [ScriptedResponse.tool_calls((f"c{i}", "missing", {})) for i in range(turns)]
+    model = Model(id="m", api="scripted", provider="scripted", context_window=128_000)
+    session = await InMemorySessionStore().create(cwd="/work/project")
+    harness = Harness(model=model, stream_fn=ScriptedModel([*script, ScriptedResponse.text("ok")]),
+                      session=session)  # fmt: skip
+    with trio.fail_after(30):
+        await harness.prompt("go")
+    messages = harness.messages
+    assert len(messages) == 2 + 2 * turns
+    assert messages[-1].role == "assistant"
+    assert messages[-1].text == "ok"
+    # Each message was estimated at most once (a full rescan each turn: ~30x as many).
+    assert len(estimated) == len(set(estimated)) <= len(messages)
+    await session.close()
