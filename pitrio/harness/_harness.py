@@ -631,12 +631,21 @@ class Harness:
                 return self._message_end(event)
         elif kind == "turn_end":
             return self._turn_end(event)
+        elif kind == "tool_execution_start" and self._session is not None and self._session.dirty:
+            return self._tool_start(event)
         return self._bus.deliver(event)
+
+    async def _tool_start(self, event: Any) -> None:
+        # Tool results wait for the save point (one write for the turn's results), but
+        # a tool that starts after some (sequential tools) finds them written.
+        assert self._session is not None
+        await self._session.write()
+        await self._bus.emit(event)
 
     async def _message_end(self, event: Any) -> None:
         message = event.message
         if self._session is not None:
-            await self._session.append_message(message)
+            await self._session.append_message(message, write=message.role != "toolResult")
         await self._bus.emit(event)
         if (
             message.role == "assistant"

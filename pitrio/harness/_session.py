@@ -310,8 +310,16 @@ class Session:
         self._commit([entry, self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)], message)
         return entry_id
 
-    async def append_message(self, message: AgentMessage, *, terminate: bool = False) -> str:
-        """Append a message after the current leaf; return the new entry's id."""
+    async def append_message(
+        self, message: AgentMessage, *, terminate: bool = False, write: bool = True
+    ) -> str:
+        """Append a message after the current leaf; return the new entry's id.
+
+        With ``write=False`` the change is made but not yet written: the next change
+        that writes, :meth:`write` or :meth:`flush` writes it (the harness appends tool
+        results so, and writes them with its save point: one worker-thread hop for a
+        turn's results instead of one each).
+        """
         if getattr(message, "role", None) is None:
             msg = f"append_message() needs a message with a role; got {message!r:.100}"
             raise ArgumentTypeError(msg)
@@ -323,7 +331,10 @@ class Session:
         if terminate:
             fields["terminate"] = True
         entry_id = self._append_entry(fields, message)
-        await self._write()
+        if write:
+            await self._write()
+        else:
+            await trio.lowlevel.checkpoint()
         return entry_id
 
     async def append_custom(self, custom_type: str, data: JSONValue = None) -> str:
@@ -555,6 +566,12 @@ class Session:
                     raise
             if sync:
                 await self._writer.sync()
+
+    async def write(self) -> None:
+        """Write the changes that wait to be written (appended with ``write=False``, or
+        left by a failed or cancelled write), without a sync. Checkpoints."""
+        self._check_open()
+        await self._write()
 
     async def flush(self) -> None:
         """Write what is pending (after a failed or cancelled write), then sync the

@@ -11,10 +11,21 @@ from typing import Any
 import trio
 from hypothesis import given, settings, strategies as st
 
-from pitrio import AgentMessage, AssistantMessage, Model, TextContent, ToolCall, Usage, UserMessage
+from pitrio import (
+    AgentMessage,
+    AssistantMessage,
+    Model,
+    TextContent,
+    Tool,
+    ToolCall,
+    Usage,
+    UserMessage,
+    text_result,
+)
 from pitrio.harness import Harness, InMemorySessionStore, _compaction, estimate_context_tokens
 from pitrio.harness._compaction import ContextTokenCounter
 from pitrio.harness._messages import CompactionSummaryMessage
+from pitrio.harness._store import _MemoryWriter
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 
@@ -138,3 +149,67 @@ async def test_the_harness_threshold_check_estimates_each_message_once(monkeypat
     # Each message was estimated at most once (a full rescan each turn: ~30x as many).
     assert len(estimated) == len(set(estimated)) <= len(messages)
     await session.close()
+
+
+# -- tool results are written with the save point, or before the next tool starts --------
+
+
+def _look(store: InMemorySessionStore, session_id: str, seen: list[list[str]]) -> Tool:
+    async def look(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
+        # What storage holds when this tool starts (a read-only snapshot of the session).
+        stored = await store.open(session_id, read_only=True)
+        seen.append([m.role for m in stored.build_context().messages])
+        return text_result(f"ok {call_id}")
+
+    return Tool(name="look", description="look", execute=look, parameters={"type": "object"})
+
+
+async def _run(mode: Any, monkeypatch: Any) -> tuple[list[list[str]], list[int]]:
+    store = InMemorySessionStore()
+    session = await store.create(cwd="/work/project")
+    seen: list[list[str]] = []
+    tools = [_look(store, session.id, seen)]
+    writes: list[int] = []
+    real = _MemoryWriter.write
+
+    async def counting(self: Any, s: Any, transactions: Any) -> None:
+        writes.append(len(transactions))
+        await real(self, s, transactions)
+
+    monkeypatch.setattr(_MemoryWriter, "write", counting)
+    model = Model(id="m", api="scripted", provider="scripted", context_window=128_000)
+    calls: list[tuple[str, str, dict[str, Any]]] = [(f"c{i}", "look", {}) for i in range(3)]
+    stream = ScriptedModel([ScriptedResponse.tool_calls(*calls), ScriptedResponse.text("ok")])
+    harness = Harness(
+        model=model, stream_fn=stream, session=session, tools=tools, tool_execution=mode
+    )
+    with trio.fail_after(30):
+        await harness.prompt("go")
+    stored = await store.open(session.id, read_only=True)
+    assert [m.role for m in stored.build_context().messages] == [
+        "user", "assistant", "toolResult", "toolResult", "toolResult", "assistant",
+    ]  # fmt: skip
+    await session.close()
+    return seen, writes
+
+
+async def test_parallel_tool_results_are_written_together_at_the_save_point(
+    monkeypatch: Any,
+) -> None:
+    seen, writes = await _run("parallel", monkeypatch)
+    # Every tool started with the prompt and the tool call stored.
+    assert seen == [["user", "assistant"]] * 3
+    # The prompt, the tool call, the three results at the save point, the final answer.
+    assert writes == [1, 1, 3, 1]
+
+
+async def test_a_sequential_tool_starts_with_the_earlier_results_written(
+    monkeypatch: Any,
+) -> None:
+    seen, writes = await _run("sequential", monkeypatch)
+    assert seen == [
+        ["user", "assistant"],
+        ["user", "assistant", "toolResult"],
+        ["user", "assistant", "toolResult", "toolResult"],
+    ]
+    assert writes == [1, 1, 1, 1, 1, 1]
