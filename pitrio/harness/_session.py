@@ -549,8 +549,8 @@ class Session:
 
     @property
     def dirty(self) -> bool:
-        """Whether changes wait to be written (a write failed, or an append was cancelled
-        before it wrote); :meth:`flush` writes them."""
+        """Whether changes wait to be written (appended with ``write=False``, a write
+        failed, or an append was cancelled before it wrote); :meth:`flush` writes them."""
         return bool(self._pending)
 
     async def _write(self, *, sync: bool = False) -> None:
@@ -559,11 +559,21 @@ class Session:
         async with self._flush_lock:
             if self._pending:
                 pending, self._pending = self._pending, []
+                # A file store writes and syncs a save point in one worker-thread hop.
+                both = getattr(self._writer, "write_and_sync", None) if sync else None
+                sync_error: OSError | None = None
                 try:
-                    await self._writer.write(self, pending)
+                    if both is not None:
+                        sync_error = await both(self, pending)
+                    else:
+                        await self._writer.write(self, pending)
                 except BaseException:
                     self._pending[:0] = pending
                     raise
+                if both is not None:
+                    if sync_error is not None:
+                        raise sync_error
+                    return
             if sync:
                 await self._writer.sync()
 

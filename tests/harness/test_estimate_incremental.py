@@ -6,8 +6,11 @@ at the messages added since the last call.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from hypothesis import given, settings, strategies as st
 
@@ -22,7 +25,14 @@ from pitrio import (
     UserMessage,
     text_result,
 )
-from pitrio.harness import Harness, InMemorySessionStore, _compaction, estimate_context_tokens
+from pitrio.harness import (
+    Harness,
+    InMemorySessionStore,
+    JsonlSessionStore,
+    PiSessionStore,
+    _compaction,
+    estimate_context_tokens,
+)
 from pitrio.harness._compaction import ContextTokenCounter
 from pitrio.harness._messages import CompactionSummaryMessage
 from pitrio.harness._store import _MemoryWriter
@@ -213,3 +223,31 @@ async def test_a_sequential_tool_starts_with_the_earlier_results_written(
         ["user", "assistant", "toolResult", "toolResult"],
     ]
     assert writes == [1, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("store_type", [JsonlSessionStore, PiSessionStore])
+async def test_a_save_point_whose_sync_fails_writes_each_change_once(
+    store_type: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write and the sync of a save point share a worker-thread hop; a failed sync
+    raises from flush() without the written changes being written again."""
+    session = await store_type(tmp_path).create(cwd="/work/project")
+    await session.append_message(UserMessage(content="one"), write=False)
+    failures = [OSError(5, "Input/output error")]
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(OSError, match="Input/output"):
+        await session.flush()
+    assert not session.dirty
+    await session.append_message(UserMessage(content="two"), write=False)
+    await session.flush()
+    await session.close()
+    again = await store_type(tmp_path).open(session.id)
+    assert [m.content for m in again.build_context().messages] == ["one", "two"]
+    await again.close()
