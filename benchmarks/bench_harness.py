@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -142,7 +143,10 @@ def count_instructions(cmd: Sequence[str], timeout: float = 900) -> int:
     vg = [
         "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
     ]  # fmt: skip
-    proc = subprocess.run([*vg, *cmd], capture_output=True, text=True, timeout=timeout)
+    # A fixed hash seed: string hashes decide dict and set layouts, and so a few
+    # instructions per lookup; with a random seed two counts differ by up to ~1%.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run([*vg, *cmd], capture_output=True, text=True, timeout=timeout, env=env)
     counts = [int(m.replace(",", "")) for m in _IREFS.findall(proc.stderr)]
     if proc.returncode != 0 or not counts:
         msg = f"valgrind run failed ({proc.returncode}): {proc.stderr.strip()[-400:]}"
