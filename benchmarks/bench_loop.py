@@ -10,8 +10,8 @@ metric     workload                                                     reported
 ========== ============================================================ ==========================
 turn       one run: T=20 turns of K=4 tool calls + a final text turn;  median wall / (T+1), µs
            3 warm-ups, 15 reps
-tool       T=20 with K=1 and K=8 alternated                             (median(K=8) - median(K=1))
-                                                                        / (T*7), µs
+tool       T=20 with K=1 and K=8 alternated (``--tool-style decorated``: (median(K=8) - median(K=1))
+           the same tool from ``@pitrio.tool``)                         / (T*7), µs
 concurrent R=1000 runs started at once (T=5, K=4)                       runs/s (peak RSS: run it
                                                                         under ``/usr/bin/time -v``)
 batch      one turn of K=8 tools that each sleep 100 ms, then text      median wall, ms (ideal 100)
@@ -24,7 +24,7 @@ memory     N=1000 idle agents, each after one run (T=1, K=1: a          tracemal
 Usage::
 
     python -m benchmarks.bench_loop [turn|tool|concurrent|batch|stream|memory|all] [--json]
-                                    [--model scripted|minimal]
+                                    [--model scripted|minimal] [--tool-style pi|decorated]
 
 With ``--json`` each metric prints one ``{"metric": ...}`` line, as the peer scripts do.
 
@@ -147,16 +147,32 @@ class Workload:
     sleep: float = 0.0
     deltas: int = 0
     model: str = "scripted"
+    tool_style: str = "pi"
     calls: int = 0
     tool: Tool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        if self.tool_style == "decorated":
+            self.tool = self._decorated()
+            return
         self.tool = Tool(
             name="noop",
             description="No-op tool.",
             parameters=NOOP_PARAMETERS,
             execute=self.noop,
         )
+
+    def _decorated(self) -> Tool:
+        """The same tool written as a typed function for ``pitrio.tool``."""
+
+        async def noop(i: int) -> str:
+            """No-op tool."""
+            self.calls += 1
+            if self.sleep:
+                await trio.sleep(self.sleep)
+            return "ok"
+
+        return pitrio.tool(noop)
 
     async def noop(
         self,
@@ -333,10 +349,16 @@ async def _timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
 
 
 async def measure_turn(
-    *, turns: int = 20, k: int = 4, reps: int = 15, warmups: int = 3, model: str = "scripted"
+    *,
+    turns: int = 20,
+    k: int = 4,
+    reps: int = 15,
+    warmups: int = 3,
+    model: str = "scripted",
+    tool_style: str = "pi",
 ) -> dict[str, Any]:
     """Per-turn cost: median wall of one T-turn run, divided by T+1."""
-    w = Workload(turns=turns, k=k, model=model)
+    w = Workload(turns=turns, k=k, model=model, tool_style=tool_style)
     for _ in range(warmups):
         await run_once(w)
     walls = [(await _timed(lambda: run_once(w)))[0] for _ in range(reps)]
@@ -353,10 +375,17 @@ async def measure_turn(
 
 
 async def measure_tool(
-    *, turns: int = 20, reps: int = 15, warmups: int = 3, model: str = "scripted"
+    *,
+    turns: int = 20,
+    reps: int = 15,
+    warmups: int = 3,
+    model: str = "scripted",
+    tool_style: str = "pi",
 ) -> dict[str, Any]:
-    """Per-tool-call cost: (median(K=8) - median(K=1)) / (T*7)."""
-    w1, w8 = Workload(turns=turns, k=1, model=model), Workload(turns=turns, k=8, model=model)
+    """Per-tool-call cost: (median(K=8) - median(K=1)) / (T*7). ``tool_style="decorated"``
+    measures the same tool built by ``pitrio.tool`` from ``async def noop(i: int) -> str``."""
+    w1 = Workload(turns=turns, k=1, model=model, tool_style=tool_style)
+    w8 = Workload(turns=turns, k=8, model=model, tool_style=tool_style)
     for _ in range(warmups):
         await run_once(w1)
         await run_once(w8)
@@ -370,6 +399,7 @@ async def measure_tool(
     return {
         "turns": turns,
         "reps": reps,
+        "tool_style": tool_style,
         "k1_ms": m1 * 1e3,
         "k8_ms": m8 * 1e3,
         "us_per_tool_call": per_tool * 1e6,
@@ -497,9 +527,17 @@ async def measure(metric: str, a: argparse.Namespace) -> dict[str, Any]:
         "model": model,
     }
     if metric == "turn":
-        res.update(await measure_turn(turns=a.turns, k=a.k, reps=reps or 15, model=model))
+        res.update(
+            await measure_turn(
+                turns=a.turns, k=a.k, reps=reps or 15, model=model, tool_style=a.tool_style
+            )
+        )
     elif metric == "tool":
-        res.update(await measure_tool(turns=a.turns, reps=reps or 15, model=model))
+        res.update(
+            await measure_tool(
+                turns=a.turns, reps=reps or 15, model=model, tool_style=a.tool_style
+            )
+        )
     elif metric == "concurrent":
         res.update(
             await measure_concurrent(
@@ -546,6 +584,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=["scripted", "minimal"],
         default="scripted",
         help="ScriptedModel (default) or the peers' start+done stream function",
+    )
+    p.add_argument(
+        "--tool-style",
+        choices=["pi", "decorated"],
+        default="pi",
+        help="turn, tool: a hand-written Tool (default) or the same one from @pitrio.tool",
     )
     p.add_argument("--turns", type=int, default=DEFAULTS["turns"])
     p.add_argument("--k", type=int, default=DEFAULTS["k"])

@@ -51,6 +51,7 @@ BASE_PATHS: Final = {
     "openai-completions": "/v1",
     "anthropic-messages": "",
     "openai-responses": "/v1",
+    "google-generative-ai": "/v1beta",
 }
 
 
@@ -80,10 +81,26 @@ def _responses_events(n: int) -> list[tuple[str | None, dict[str, Any]]]:
     return [(None, e) for e in build_events(n)]
 
 
+def google_events(n: int) -> list[tuple[str | None, dict[str, Any]]]:
+    """``streamGenerateContent`` chunks of one text answer in ``n`` deltas."""
+
+    def chunk(text: str) -> dict[str, Any]:
+        content = {"role": "model", "parts": [{"text": text}]}
+        return {"candidates": [{"content": content, "index": 0}], "responseId": "r1"}
+
+    out: list[tuple[str | None, dict[str, Any]]] = [(None, chunk(DELTA)) for _ in range(n - 1)]
+    usage = {"promptTokenCount": 10, "candidatesTokenCount": n, "totalTokenCount": 10 + n}
+    last = chunk(DELTA)
+    last["candidates"][0]["finishReason"] = "STOP"
+    out.append((None, {**last, "usageMetadata": usage}))
+    return out
+
+
 EVENT_BUILDERS: Final[dict[str, Callable[[int], list[tuple[str | None, dict[str, Any]]]]]] = {
     "openai-completions": completions_events,
     "anthropic-messages": _anthropic_events,
     "openai-responses": _responses_events,
+    "google-generative-ai": google_events,
 }
 
 

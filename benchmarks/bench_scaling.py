@@ -50,7 +50,12 @@ from pitrio import Context, Model, StreamOptions, UserMessage
 from pitrio.providers import stream_simple
 from pitrio.providers._sse import SSEDecoder
 
-APIS: Final = ("openai-completions", "anthropic-messages", "openai-responses")
+APIS: Final = (
+    "openai-completions",
+    "anthropic-messages",
+    "openai-responses",
+    "google-generative-ai",
+)
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
 WRITE_SIZE: Final = 16384
@@ -154,10 +159,20 @@ def responses_tool_events(arguments: str) -> list[tuple[str | None, dict[str, An
     return [(e["type"], e) for e in events]
 
 
+def google_tool_events(arguments: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """Gemini sends a function call whole: one chunk holds all ``arguments``."""
+    call = {"id": "call_1", "name": "write", "args": json.loads(arguments)}
+    candidate = {"content": {"role": "model", "parts": [{"functionCall": call}]}}
+    usage = {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11}
+    chunk = {"candidates": [{**candidate, "finishReason": "STOP"}], "usageMetadata": usage}
+    return [(None, chunk)]
+
+
 TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict[str, Any]]]]]] = {
     "openai-completions": completions_tool_events,
     "anthropic-messages": anthropic_tool_events,
     "openai-responses": responses_tool_events,
+    "google-generative-ai": google_tool_events,
 }
 
 

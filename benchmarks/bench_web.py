@@ -60,8 +60,8 @@ async def write_session(sessions: Path, cwd: str, turns: int) -> str:
 
 
 async def _serve_child(sessions: str, cwd: str, session_id: str) -> None:
-    from pitrio.cli._serve import ServerInfo, serve
     from pitrio.testing import ScriptedModel, ScriptedResponse
+    from pitrio.web._serve import ServerInfo, serve
 
     env = {"PITRIO_SESSIONS_DIR": sessions, "HOME": os.path.dirname(sessions)}
     async with trio.open_nursery() as nursery:

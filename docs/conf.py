@@ -61,7 +61,10 @@ nitpicky = True
 nitpick_ignore_regex = [
     # Type variables (``T``, ``R``): Sphinx documents no TypeVar, so a generic signature's
     # ``EventStream[T, R]`` or ``run_virtual(...) -> T`` has nothing to link to.
-    (r"py:(class|obj)", r"pitrio(\.\w+)*\.(T|R|_E|_R)"),
+    (r"py:(class|obj)", r"pitrio(\.\w+)*\.(T|R|_E|_R|OutputT|DepsT)"),
+    # ... also unqualified, where a signature's annotation is a string (Agent.run's
+    # overloads name types imported only for type checking)
+    (r"py:(class|obj)", r"(OutputT|DepsT)"),
 ]
 
 # -- intersphinx: offline, from committed inventories only -----------------------------------
@@ -100,6 +103,17 @@ _EXTERNAL = {
     "2025-11-25/schema#tool",
     "mcp_types._types.CallToolResult": "https://modelcontextprotocol.io/specification/"
     "2025-11-25/schema#calltoolresult",
+    # OpenTelemetry's API (pitrio.telemetry.OpenTelemetryContext takes its providers; the
+    # signature names them bare, as they are imported for type checking only)
+    **{
+        name: "https://opentelemetry-python.readthedocs.io/en/latest/api/"
+        f"{module}.html#opentelemetry.{module}.{name.rsplit('.', 1)[-1]}"
+        for module, names in (
+            ("trace", ("TracerProvider", "opentelemetry.trace.TracerProvider")),
+            ("metrics", ("MeterProvider", "opentelemetry.metrics.MeterProvider")),
+        )
+        for name in names
+    },
 }
 # Names a signature shows that no package exports (type aliases, a class reached through a
 # public one): each is described once in reference/types.md under its private path.
@@ -120,6 +134,7 @@ PUBLIC_PACKAGES = [
     "pitrio.testing",
     "pitrio.coding",
     "pitrio.mcp",
+    "pitrio.telemetry",
     "pitrio.ui",
     "pitrio.wire",
 ]

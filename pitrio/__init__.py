@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing as _typing
+
 from . import _wire as wire
 from ._agent import (
     Agent as Agent,
@@ -107,6 +109,11 @@ from ._validation import (
 )
 from ._wire import register_message_role as register_message_role
 
+if _typing.TYPE_CHECKING:
+    from ._function_tools import tool as tool
+    from ._run_context import RunContext as RunContext, ToolCallId as ToolCallId
+    from ._run_result import RunResult as RunResult, UsageLimits as UsageLimits
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -151,6 +158,8 @@ __all__ = [
     "ProviderError",
     "ProviderProtocolError",
     "QueueMode",
+    "RunContext",
+    "RunResult",
     "StartEvent",
     "StopReason",
     "StreamFn",
@@ -169,6 +178,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDeltaEvent",
     "ToolCallEndEvent",
+    "ToolCallId",
     "ToolCallStartEvent",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -182,6 +192,7 @@ __all__ = [
     "UnknownApiError",
     "Usage",
     "UsageError",
+    "UsageLimits",
     "UserMessage",
     "ValidationAborted",
     "WireFormatError",
@@ -194,6 +205,33 @@ __all__ = [
     "run_agent_loop_continue",
     "set_default_stream_fn",
     "text_result",
+    "tool",
     "user_text",
     "wire",
 ]
+
+# Typed tools and one-call runs, imported when first used: ``import pitrio`` stays as fast as
+# it was for programs that write their tools as Pi does.
+_LAZY = {
+    "RunContext": "_run_context",
+    "RunResult": "_run_result",
+    "ToolCallId": "_run_context",
+    "UsageLimits": "_run_result",
+    "tool": "_function_tools",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'pitrio' has no attribute {name!r}"
+        raise AttributeError(msg)
+    from importlib import import_module
+
+    value = getattr(import_module(f"pitrio.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -15,12 +15,14 @@ active before it returns its promise)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeAlias, assert_never, final
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, assert_never, final, overload
 
 import attrs
 import trio
 
+from ._deps import RUN_DEPS
 from ._errors import AgentBusyError, ArgumentTypeError, UsageError
 from ._events import (
     AgentEnd,
@@ -56,7 +58,13 @@ from ._model import Model, StreamFn, StreamOptions
 from ._signal import AbortSignal
 from ._tools import AgentTool
 
+if TYPE_CHECKING:
+    from ._output import OutputCollector
+    from ._run_result import RunResult, UsageLimits
+
 __all__ = ["Agent", "AgentState", "Listener", "QueueMode"]
+
+OutputT = TypeVar("OutputT")
 
 QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
 Listener: TypeAlias = Callable[[AgentEvent, AbortSignal], Any]
@@ -75,6 +83,9 @@ DEFAULT_MODEL = Model(
 _DEFAULT_OPTIONS = StreamOptions()
 """The request template of every agent given none (never mutated: each run's requests
 copy it)."""
+
+_AGENT_DEPS: Any = object()
+"""A run's ``deps`` when none is given for the run: the agent's ``deps``."""
 
 _BUSY_PROMPT = (
     "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
@@ -202,6 +213,7 @@ class Agent:
         follow_up_mode: QueueMode = "one-at-a-time",
         tool_execution: Literal["parallel", "sequential"] = "parallel",
         stream_options: StreamOptions | None = None,
+        deps: object = None,
     ) -> None:
         self.state = AgentState(
             system_prompt=system_prompt,
@@ -221,6 +233,8 @@ class Agent:
         self.should_stop_after_turn = should_stop_after_turn
         self.prepare_next_turn = prepare_next_turn
         self.tool_execution = tool_execution
+        self.deps = deps
+        """What tools built by :func:`pitrio.tool` receive as ``RunContext.deps``."""
         # Built on first use (most agents keep the defaults: the runs share one).
         self._stream_options = stream_options
         self._listeners: tuple[Listener, ...] = ()
@@ -412,24 +426,133 @@ class Agent:
 
         await self._run_with_lifecycle(executor, task_status)
 
+    @overload
+    async def run(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+        *,
+        deps: object = ...,
+        limits: UsageLimits | None = ...,
+        output_type: None = None,
+        output_retries: int = ...,
+        task_status: trio.TaskStatus[None] = ...,
+    ) -> RunResult[str]: ...
+
+    @overload
+    async def run(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+        *,
+        deps: object = ...,
+        limits: UsageLimits | None = ...,
+        output_type: type[OutputT],
+        output_retries: int = ...,
+        task_status: trio.TaskStatus[None] = ...,
+    ) -> RunResult[OutputT | None]: ...
+
+    async def run(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Sequence[ImageContent] = (),
+        *,
+        deps: object = _AGENT_DEPS,
+        limits: UsageLimits | None = None,
+        output_type: type[Any] | None = None,
+        output_retries: int = 1,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> RunResult[Any]:
+        """Run the agent on new input, as :meth:`prompt` does, and return the result.
+
+        The result holds the answer (``output``: the last assistant message's text), the
+        messages the run added, the usage and cost summed over its requests, and how it
+        ended (``stop_reason``, ``error_message``). ``deps`` is what tools built by
+        :func:`pitrio.tool` receive as ``RunContext.deps`` in this run (default: the
+        agent's ``deps``). ``limits`` caps requests, tokens, cost and wall time: a run
+        that goes over one is aborted (its events and transcript are those of an aborted
+        run) and its result names the limit. With ``output_type=T`` the run also offers
+        a ``final_result`` tool whose arguments are ``T``'s schema; ``output`` is then the
+        ``T`` the model gave (``None`` if it gave none valid within ``output_retries``
+        retries; ``error_message`` says why). With ``await nursery.start(agent.run,
+        ...)`` the call returns once the run is active, as :meth:`prompt` does (the
+        result is then not seen: await ``run()`` itself to get it).
+
+        Failures inside the run are data, as for :meth:`prompt`. Checkpoints.
+
+        Raises:
+            AgentBusyError: a run is already active.
+            UsageError: ``output_type`` has no JSON schema, ``output_retries`` is
+                negative, or the agent already has a tool named ``final_result``.
+        """
+        if self._run is not None:
+            raise AgentBusyError(_BUSY_PROMPT)
+        # Imported here: ``import pitrio`` does not pay for what only run() uses.
+        from ._output import FINAL_RESULT, OutputCollector
+        from ._run_result import RunObserver
+
+        messages = _normalize_input(input, images)
+        observer = RunObserver(limits)
+        seconds = observer.limits.max_seconds
+        collector: OutputCollector[Any] | None = None
+        if output_type is not None:
+            if any(t.name == FINAL_RESULT for t in self.state.tools):
+                msg = (
+                    f"run(output_type=...) adds a tool named {FINAL_RESULT!r}, and the agent "
+                    "already has one; rename that tool"
+                )
+                raise UsageError(msg)
+            collector = OutputCollector(output_type, output_retries, self.follow_up)
+        unsubscribe = self.subscribe(observer)
+        unsubscribe_output = self.subscribe(collector) if collector is not None else None
+        try:
+            # The wall-time cap is a deadline: the agent turns the cancellation into an
+            # abort, the run settles, and the Cancelled ends here.
+            with trio.move_on_after(seconds if seconds is not None else math.inf) as deadline:
+                await self._run_prompts(
+                    messages,
+                    skip_initial_poll=False,
+                    task_status=task_status,
+                    deps=deps,
+                    extra_tools=(collector.tool,) if collector is not None else (),
+                )
+        finally:
+            unsubscribe()
+            if unsubscribe_output is not None:
+                unsubscribe_output()
+        if deadline.cancelled_caught:
+            observer.exceed("max_seconds", f"the run took longer than max_seconds={seconds}", None)
+        if collector is not None:
+            result: RunResult[Any] = observer.result(collector.value)
+            if collector.error_message is not None and result.exceeded_limit is None:
+                result = attrs.evolve(result, error_message=collector.error_message)
+            return result
+        last = next((m for m in reversed(observer.messages) if m.role == "assistant"), None)
+        return observer.result(last.text if isinstance(last, AssistantMessage) else "")
+
     async def _run_prompts(
         self,
         messages: list[AgentMessage],
         *,
         skip_initial_poll: bool,
         task_status: trio.TaskStatus[None],
+        deps: object = _AGENT_DEPS,
+        extra_tools: Sequence[AgentTool] = (),
     ) -> None:
         async def executor(signal: AbortSignal) -> None:
+            context = self._snapshot()
+            if extra_tools:
+                context.tools = [*context.tools, *extra_tools]
             await run_agent_loop(
                 messages,
-                self._snapshot(),
+                context,
                 self._loop_config(skip_initial_poll),
                 self._process_event,
                 signal,
                 self.stream_fn,
             )
 
-        await self._run_with_lifecycle(executor, task_status)
+        await self._run_with_lifecycle(executor, task_status, deps)
 
     def _snapshot(self) -> AgentContext:
         return AgentContext(
@@ -479,10 +602,14 @@ class Agent:
         self,
         executor: Callable[[AbortSignal], Any],
         task_status: trio.TaskStatus[None],
+        deps: object = _AGENT_DEPS,
     ) -> None:
         if self._run is not None:  # pragma: no cover  # callers check first
             msg = "Agent is already processing."
             raise AgentBusyError(msg)
+        # The run's dependencies, for RunContext: every task the run starts copies this
+        # task's context, so the tools see them wherever they run.
+        deps_token = RUN_DEPS.set(self.deps if deps is _AGENT_DEPS else deps)
         run = self._run = _Run()
         state = self.state
         state.is_streaming = True
@@ -504,6 +631,7 @@ class Agent:
                     run.settled.set()
         finally:
             self._finish_run(run)
+            RUN_DEPS.reset(deps_token)
         if failure is not None:
             # As Pi's prompt() rejects when its failure handling throws (a listener
             # failing again during the failure tail): the listener's own exception.

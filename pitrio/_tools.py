@@ -97,6 +97,10 @@ class Tool:
     prepare_arguments_fn: Callable[[JSONValue], JSONValue] | None = attrs.field(
         default=None, alias="prepare_arguments"
     )
+    replay: Literal["safe", "never"] = "never"
+    """May the harness run this tool again after a crash left a call without a recorded
+    outcome? ``"safe"``: yes (idempotent, read-only tools); ``"never"`` (the default): the
+    call is reported as interrupted instead (Pi's ``AgentHarnessTool.replay``)."""
 
     def prepare_arguments(self, arguments: JSONValue) -> JSONValue:
         if self.prepare_arguments_fn is None:

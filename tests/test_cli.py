@@ -465,12 +465,12 @@ def test_a_failure_while_starting_exits_1(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pitrio.cli import CliError, _app
+    from pitrio.cli import CliError, _run
 
     async def broken(*args: Any) -> Any:
         raise CliError("the local model server (llama.cpp on 127.0.0.1:1) exited")
 
-    monkeypatch.setattr(_app, "open_stream_fn", broken)
+    monkeypatch.setattr(_run, "open_stream_fn", broken)
     status, _ = run_cli(["--cwd", str(project), "-p", "x"], env, stream_fn=ScriptedModel([]))
     assert status == 1
     assert capsys.readouterr().err == (
@@ -684,7 +684,7 @@ def test_streamed_tool_output_is_shown_once_and_diffs_coloured() -> None:
 
 
 def test_serve_dispatches_to_the_web_ui_module(capsys: pytest.CaptureFixture[str]) -> None:
-    """``pitrio serve ...`` is handed to pitrio.cli._serve.main (its own --help)."""
+    """``pitrio serve ...`` is handed to pitrio.web._serve.main (its own --help)."""
     try:
         status = main(["serve", "--help"])
     except SystemExit as exc:  # argparse inside the serve module
@@ -698,7 +698,7 @@ async def test_session_listing_is_newest_first_with_real_dates(tmp_path: Path) -
     import datetime
 
     from pitrio import user_text
-    from pitrio.cli._app import _list_sessions
+    from pitrio.cli._run import _list_sessions
     from pitrio.harness import JsonlSessionStore
 
     store = JsonlSessionStore(tmp_path / "sessions")

@@ -27,6 +27,7 @@ PUBLIC_PACKAGES = [
     "pitrio.testing",
     "pitrio.coding",
     "pitrio.mcp",
+    "pitrio.telemetry",
     "pitrio.worker",
     "pitrio.ui",
 ]
@@ -131,7 +132,7 @@ def test_front_page_gets_a_newcomer_to_an_agent_with_a_tool() -> None:
     include = "```{literalinclude} examples/first_agent.py"
     assert include in start, "the front page no longer shows the runnable first agent"
     example = (DOCS / "examples" / "first_agent.py").read_text(encoding="utf-8")
-    assert "Tool(" in example
+    assert "@tool" in example, "the first agent's tool is no longer a decorated function"
     words = len(re.findall(r"\S+", start.replace(include, example)))
     assert words <= 1000, f"docs/index.md: {words} words before 'Where next' (at most 1,000)"
 

@@ -23,6 +23,7 @@ EXAMPLES = ROOT / "docs" / "examples"
 # example file -> lines its main() must print, in order (other lines may come between)
 EXPECTED_OUTPUT = {
     "first_agent.py": ["agent_start", "tool_execution_end", "agent_end", "2 + 3 = 5"],
+    "pi_style_tool.py": ["agent_start", "tool_execution_end", "agent_end", "2 + 3 = 5"],
     "steer_and_abort.py": ["Done, and the public API is unchanged.", "aborted"],
     # the guides (docs/loop.md, docs/harness.md)
     "agent_loop.py": [
@@ -39,7 +40,28 @@ EXPECTED_OUTPUT = {
         "toolResult",
         "assistant",
     ],
+    "harness_recovery.py": [
+        "first process: killed",
+        "interrupted at: tools",
+        "  recovery_start",
+        "  recovery_end",
+        "  settled",
+        "status: all green",
+        "deploy: [Tool execution was interrupted. The preceding output is the latest durable"
+        " progress snapshot; newer live output may be missing, and the external outcome is"
+        " unknown.]",
+        "status ran 2 time(s)",
+        "deploy ran 1 time(s)",
+        "answer: Status is green; the deploy was cut off.",
+    ],
     # the tutorial's chapters (docs/tutorial/)
+    "typed_tools.py": [
+        "{'enum': ['celsius', 'fahrenheit'], 'type': 'string', 'description': 'the unit of the"
+        " answer.', 'default': 'celsius'}",
+        "75 degrees fahrenheit in Lisbon",
+        "Report(city='Lisbon', warm=True) 2",
+        "aborted Usage limit exceeded: the next request would exceed max_requests=1",
+    ],
     "writing_tools.py": [
         'weather error: Validation failed for tool "weather":',
         "  - days: must be integer",
@@ -97,6 +119,18 @@ EXPECTED_OUTPUT = {
         "assistant: It is sunny in Lisbon.",
         "direct: Porto: sunny, 24°C (ok)",
     ],
+    # telemetry (docs/telemetry.md): Pi's spans in memory, then OpenTelemetry's
+    "telemetry_spans.py": [
+        "1 None pi.harness.run",
+        "5 2 pi.harness.tool",
+        "7 6 pi.ai.request",
+        "invoke_agent",
+        "    chat demo-model [demo-model]",
+        "    execute_tool lookup [c1]",
+        "    execute_tool lookup [c2]",
+        "gen_ai.client.operation.duration s",
+        "gen_ai.client.token.usage {token}",
+    ],
     # the recipes (docs/recipes/)
     "agent_service.py": [
         "/c/bob 200 echo: hi (1 messages so far)",
@@ -109,7 +143,7 @@ EXPECTED_OUTPUT = {
     ],
 }
 # the examples the README shows verbatim (the tutorial's are shown on the docs site)
-README_EXAMPLES = {"first_agent.py", "steer_and_abort.py"}
+README_EXAMPLES = {"first_agent.py", "pi_style_tool.py", "steer_and_abort.py"}
 
 
 def run_example(name: str, capsys: pytest.CaptureFixture[str]) -> list[str]:

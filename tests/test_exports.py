@@ -17,7 +17,10 @@ def test_all_lists_exactly_the_public_names() -> None:
         assert hasattr(pitrio, name), name
     public = {n for n in dir(pitrio) if not n.startswith("_")}
     # Subpackages appear as attributes once imported (pitrio.testing, pitrio.harness, ...).
-    subpackages = {"testing", "providers", "harness", "cli", "coding", "ui", "worker"}
+    subpackages = {
+        "testing", "providers", "harness", "cli", "coding", "ui", "worker", "mcp", "web",
+        "telemetry",
+    }  # fmt: skip
     assert public - set(pitrio.__all__) <= {"annotations", *subpackages}
 
 
@@ -37,7 +40,10 @@ def test_every_module_imports_and_private_ones_start_with_underscore() -> None:
         "pitrio.harness",
         "pitrio.providers",
         "pitrio.ui",
+        "pitrio.mcp",
+        "pitrio.web",
         "pitrio.worker",
+        "pitrio.telemetry",
         "pitrio.testing",
     }
     for info in pkgutil.walk_packages(pitrio.__path__, "pitrio."):

@@ -24,7 +24,10 @@ NOT_AT_IMPORT = (
     "pitrio.testing",
     "pitrio.coding",
     "pitrio.ui",
+    "pitrio.web",
     "pitrio.mcp",
+    "pitrio.telemetry",
+    "opentelemetry",
     "mcp",
     "anyio",
 )

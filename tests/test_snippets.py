@@ -162,6 +162,7 @@ def local_server(ns: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Check:
     ns.update(
         Agent=Agent,
         add_tool=ADD_TOOL,
+        add=ADD_TOOL,
         MODEL=Model(
             id="qwen2.5-7b-instruct",
             provider="llama-cpp",

@@ -28,6 +28,12 @@ from benchmarks.bench_scaling import (
     stream_once,
     tool_arguments,
 )
+
+STREAMED_CALL_APIS = [api for api in APIS if api != "google-generative-ai"]
+"""The APIs that stream a tool call's arguments in deltas, over server-sent events
+(Gemini sends each call whole, in the @google/genai SDK's own framing, not SSE: that
+framing is tested in tests/providers/test_google_generative_ai.py; its text deltas are in
+the scaling test below)."""
 from pitrio import (
     Agent,
     AssistantMessage,
@@ -78,7 +84,7 @@ def test_the_parser_decodes_each_character_a_bounded_number_of_times(
     assert decoded.chars < 2 * len(text)
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", STREAMED_CALL_APIS)
 async def test_tool_arguments_through_a_provider_are_parsed_once(
     api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,7 +200,7 @@ def test_a_scripted_answer_needs_memory_linear_in_its_length() -> None:
     assert large < 6 * small
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", STREAMED_CALL_APIS)
 async def test_an_oversized_sse_event_ends_the_stream_as_an_error(
     api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,7 +214,7 @@ async def test_an_oversized_sse_event_ends_the_stream_as_an_error(
     assert "max_event_size=4,096 bytes" in (message.error_message or "")
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", STREAMED_CALL_APIS)
 async def test_max_event_size_is_a_stream_option(api: str) -> None:
     body = sse_body(api, TOOL_EVENT_BUILDERS[api](json.dumps(tool_arguments(100))))
     body = body.replace(b"data: ", b"data: " + b" " * 5000, 3)

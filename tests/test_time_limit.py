@@ -47,6 +47,7 @@ def test_sync_after_them_runs() -> None:
 def test_a_hung_test_fails_and_the_run_goes_on(tmp_path: Path) -> None:
     """Each hung test fails with the timeout; the tests after them pass."""
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(ROOT / "tests" / "_services.py", tmp_path / "_services.py")  # its plugin
     (tmp_path / "test_hung.py").write_text(HUNG_TESTS)
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\ntrio_mode = true\ntimeout = 300\nfilterwarnings = error\n"

@@ -1,4 +1,5 @@
-"""``python -m pitrio``: the coding agent in the terminal (and ``pitrio serve``, the web UI).
+"""``python -m pitrio``: the coding agent in the terminal (and ``pitrio serve``, the web UI
+of ``pitrio.web``, which it dispatches to).
 
 :func:`main` runs the command line and returns the exit status; :func:`run` is the
 ``pitrio`` console script. The error classes are the command line's branch of pitrio's

@@ -16,7 +16,7 @@ import base64
 import datetime
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar, final
+from typing import Any, Final, Protocol, TextIO, TypeVar, final
 
 import attrs
 import trio
@@ -28,10 +28,8 @@ from ._errors import CliUsageError
 from ._resources import CodingResources
 from ._sanitize import one_line
 
-if TYPE_CHECKING:
-    from ._setup import AppSettings
-
 __all__ = [
+    "ResourceFlags",
     "ToolSelection",
     "apply_resource_flags",
     "find_session",
@@ -215,8 +213,29 @@ def find_session(
     return None
 
 
+class ResourceFlags(Protocol):
+    """The flags :func:`apply_resource_flags` reads (of an
+    :class:`~pitrio.cli._setup.AppSettings`; a protocol, so that this module does not
+    import that one, which imports this)."""
+
+    @property
+    def system_prompt(self) -> str | None: ...
+    @property
+    def append_system_prompt(self) -> tuple[str, ...] | None: ...
+    @property
+    def context_files(self) -> bool: ...
+    @property
+    def skills(self) -> bool: ...
+    @property
+    def skill_paths(self) -> tuple[str, ...]: ...
+    @property
+    def prompt_templates(self) -> bool: ...
+    @property
+    def template_paths(self) -> tuple[str, ...]: ...
+
+
 async def apply_resource_flags(
-    resources: CodingResources, settings: AppSettings, template_dirs: Sequence[str]
+    resources: CodingResources, settings: ResourceFlags, template_dirs: Sequence[str]
 ) -> tuple[CodingResources, list[str]]:
     """The resources and prompt-template paths once Pi's flags are applied (Pi's
     ``DefaultResourceLoader`` options): ``--system-prompt`` replaces ``SYSTEM.md``,

@@ -42,6 +42,8 @@ from pitrio.harness import (
     CompactionEntry,
     CompactionStart,
     Harness,
+    RecoveryEnd,
+    RecoveryStart,
     SavePoint,
     Session,
     SessionError,
@@ -392,8 +394,8 @@ class PiEvents:
         if isinstance(event, Settled):
             self.retrying = False
             return {"type": "agent_settled"}
-        if isinstance(event, SavePoint):
-            return None
+        if isinstance(event, (SavePoint, RecoveryStart, RecoveryEnd)):
+            return None  # Pi's coding agent has no recovery frame (its lanes recover silently)
         if isinstance(event, CompactionStart):
             self.compacting = True
             return {"type": "compaction_start", "reason": event.reason}

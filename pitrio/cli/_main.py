@@ -72,8 +72,8 @@ def main(
         # Imported here: --help and --version have exited above without them.
         import trio
 
-        from ._app import run_app
         from ._errors import CliError
+        from ._run import run_app
         from ._setup import configure
 
         settings = configure(parser, args, environ, stream_fn, source)
@@ -120,7 +120,9 @@ def _serve(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_MODEL_ERROR
-    from . import _serve as serve_module
+    # The web server sits beside the CLI (pitrio.web imports the CLI's core, never the
+    # reverse): this lazy import is the one way in.
+    from pitrio.web import _serve as serve_module
 
     status: int = serve_module.main(argv)
     return status
@@ -134,9 +136,11 @@ def _mcp(argv: list[str], stream_fn: StreamFn | None, env: Mapping[str, str]) ->
     parser = build_parser()
     parser.prog = "pitrio mcp"
     try:
-        args = parser.parse_args(argv)
-        if args.prompt is not None or args.mode != "text":
-            parser.error("pitrio mcp takes its prompts from the MCP client; drop -p / --mode")
+        args = parse_cli(parser, argv)
+        if args.print or args.messages or args.mode != "text":
+            parser.error(
+                "pitrio mcp takes its prompts from the MCP client; drop -p, messages and --mode"
+            )
         args.mode = "rpc"  # no prompt on stdin (it carries the protocol), no terminal
         import importlib.util
 
@@ -148,9 +152,9 @@ def _mcp(argv: list[str], stream_fn: StreamFn | None, env: Mapping[str, str]) ->
             return EXIT_MODEL_ERROR
         import trio
 
-        from ._app import run_app
         from ._errors import CliError
         from ._mcp import serve_mcp
+        from ._run import run_app
         from ._setup import configure
 
         settings = configure(parser, args, env, stream_fn, io.StringIO())

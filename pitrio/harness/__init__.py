@@ -48,6 +48,8 @@ from ._events import (
     CompactionReason as CompactionReason,
     CompactionStart as CompactionStart,
     HarnessEvent as HarnessEvent,
+    RecoveryEnd as RecoveryEnd,
+    RecoveryStart as RecoveryStart,
     SavePoint as SavePoint,
     Settled as Settled,
 )
@@ -81,6 +83,13 @@ from ._messages import (
     CompactionSummaryMessage as CompactionSummaryMessage,
     bash_execution_to_text as bash_execution_to_text,
     convert_to_llm as convert_to_llm,
+)
+from ._operations import (
+    LaneState as LaneState,
+    Operation as Operation,
+    ReplayPolicy as ReplayPolicy,
+    restore_lane as restore_lane,
+    restore_session as restore_session,
 )
 from ._pi_sessions import (
     PiSessionStore as PiSessionStore,
@@ -162,6 +171,11 @@ __all__: list[str] = [
     "CustomEntry",
     "Harness",
     "HarnessEvent",
+    "LaneState",
+    "Operation",
+    "RecoveryEnd",
+    "RecoveryStart",
+    "ReplayPolicy",
     "HarnessListener",
     "HookError",
     "HookName",
@@ -232,6 +246,8 @@ __all__: list[str] = [
     "load_prompt_templates",
     "load_skills",
     "prepare_compaction",
+    "restore_lane",
+    "restore_session",
     "retry_delay",
     "server_retry_delay",
     "should_compact",

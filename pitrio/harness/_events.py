@@ -8,6 +8,9 @@ order, and these events in between:
 * :class:`AutoRetryStart` / :class:`AutoRetryEnd` around automatic retries (after the
   failed run's ``agent_end``, before the retried run's ``agent_start``);
 * :class:`CompactionStart` / :class:`CompactionEnd` around a compaction;
+* :class:`RecoveryStart` / :class:`RecoveryEnd` around the recovery of a run the
+  session's process left unfinished (the events between are those Pi marks
+  ``recovery: true``: the settled interrupted request, the recovered tool calls);
 * :class:`Settled` last, after the final ``agent_end`` of a :meth:`Harness.prompt`
   (retries and recoveries included), once the session is flushed and the harness is
   idle again.
@@ -28,6 +31,8 @@ __all__ = [
     "CompactionReason",
     "CompactionStart",
     "HarnessEvent",
+    "RecoveryEnd",
+    "RecoveryStart",
     "SavePoint",
     "Settled",
 ]
@@ -134,9 +139,43 @@ class CompactionEnd:
     details: Any = None
 
 
+@final
+@attrs.frozen(kw_only=True)
+class RecoveryStart:
+    """An interrupted run is being recovered (:meth:`Harness.resume`).
+
+    Attributes:
+        operation_id: the run's operation (``pi.op.meta``).
+        at: where it stopped (its ``pi.op.state``: ``"tools"``,
+            ``"assistant.effect_pending"``, ...).
+    """
+
+    type: ClassVar[Literal["recovery_start"]] = "recovery_start"
+    operation_id: str
+    at: str
+
+
+@final
+@attrs.frozen(kw_only=True)
+class RecoveryEnd:
+    """What was interrupted is settled (tool results, an interrupted request).
+
+    Attributes:
+        operation_id: the run's operation.
+        resumed: whether the run goes on (a request follows); ``False`` when it had
+            only its end left to write.
+    """
+
+    type: ClassVar[Literal["recovery_end"]] = "recovery_end"
+    operation_id: str
+    resumed: bool
+
+
 HarnessEvent: TypeAlias = (
     AgentEvent
     | SavePoint
+    | RecoveryStart
+    | RecoveryEnd
     | Settled
     | AutoRetryStart
     | AutoRetryEnd

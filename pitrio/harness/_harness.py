@@ -12,6 +12,10 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
   once (a process killed mid-tool keeps the prompt and the tool call); after each
   ``turn_end`` the session is flushed (synced by the store's ``fsync`` policy) and
   :class:`SavePoint` emitted; after the prompt (retries included) :class:`Settled`;
+* with a session, each run is recorded as Pi's harness records an operation (``_operations``:
+  its state before each request and tool, each tool's outcome), so a run its process left
+  unfinished is :attr:`Harness.interrupted` to the next harness and :meth:`Harness.resume`
+  finishes it (``_recovery``);
 * a run ending with a retryable provider error is retried with back-off
   (:class:`RetrySettings`); a context overflow is compacted and continued once;
   above the compaction threshold the session is compacted after a turn.
@@ -20,7 +24,7 @@ This module holds the :class:`Harness` itself: driving a prompt through the Agen
 recording it in the session, retrying and compacting. It plays the part of Pi's lane
 (pi-agent-core 0.85.0, ``harness/runtime/lane.js`` and ``runtime/drive/``: ``retry.js``,
 ``recovery.js`` for a context overflow, ``structural.js`` for compaction), on one
-Agent rather than Pi's durable operations. The per-turn state is in ``_turn``, the
+Agent, recording its runs as Pi's durable operations. The per-turn state is in ``_turn``, the
 hook glue in ``_hook_bridge``, the hooks in ``_hooks``, the events in ``_events``, the
 retry policy in ``_retry``.
 """
@@ -41,32 +45,38 @@ from pitrio import (
     AgentTool,
     ArgumentTypeError,
     AssistantMessage,
+    EventStream,
     ImageContent,
     Model,
     NextTurn,
+    PitrioError,
     QueueMode,
     StreamFn,
     StreamOptions,
     TextContent,
     ThinkingLevel,
+    ToolResultMessage,
     TurnContext,
     UsageError,
     UserMessage,
 )
 
+from . import _recovery
 from ._compaction import (
     CompactionSettings,
     ContextTokenCounter,
     prepare_compaction,
     should_compact,
 )
-from ._entries import now_ms
+from ._entries import new_id, now_ms
 from ._events import (
     AutoRetryEnd,
     AutoRetryStart,
     CompactionEnd,
     CompactionReason,
     CompactionStart,
+    RecoveryEnd,
+    RecoveryStart,
     SavePoint,
     Settled,
 )
@@ -74,6 +84,7 @@ from ._hook_bridge import HookBridge
 from ._hooks import Hooks
 from ._listeners import EventBus, HarnessListener
 from ._messages import convert_to_llm as harness_convert_to_llm
+from ._operations import Operation, OperationRecorder, restore_lane, settings_json
 from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
 from ._session import Session
 from ._summary import CompactionResult, compact
@@ -194,8 +205,17 @@ class Harness:
         # harness wraps it for the provider hooks.
         self._bridge = HookBridge(Hooks(), self._agent.stream_fn)
         self._agent.stream_fn = self._bridge.stream
+        self._ops: OperationRecorder | None = None
+        self._interrupted: Operation | None = None
+        self._prompts: list[AgentMessage] = []
         if session is not None:
             self._agent.state.messages = list(session.build_context().messages)
+            if not session.read_only:
+                self._ops = OperationRecorder(
+                    session, settings_json(compaction or CompactionSettings(), tool_execution)
+                )
+                self._agent.stream_fn = self._recorded_stream
+                self._interrupted = _interrupted(session)
         self._agent.subscribe(self._on_agent_event)
         self._bus = EventBus()
         self._busy = False
@@ -255,6 +275,13 @@ class Harness:
     def turn(self) -> TurnState | None:
         """The state of the latest request (``None`` before the first)."""
         return self._config.turn
+
+    @property
+    def interrupted(self) -> Operation | None:
+        """The run the session was in when its process stopped (killed mid-tool, mid
+        request), read from the session's operation records; :meth:`resume` (or the
+        next :meth:`prompt`) recovers it. ``None`` when the last run ended."""
+        return self._interrupted
 
     @property
     def is_busy(self) -> bool:
@@ -345,6 +372,10 @@ class Harness:
     ) -> None:
         """Run a prompt; returns once it has settled (retries and recoveries included).
 
+        When the session's last run was left unfinished (:attr:`interrupted`), that run
+        is finished first (:meth:`resume`), as Pi's lane finishes its current operation
+        before the next.
+
         With ``await nursery.start(harness.prompt, ...)`` the call returns once the
         first run is active. Failures end the run as data (an error message), never as
         an exception.
@@ -353,6 +384,9 @@ class Harness:
             AgentBusyError: a prompt or a compaction is running.
         """
         messages = _normalize_input(input, images)
+        if self._interrupted is not None:
+            # Pi's lane finishes its current operation before the next run starts.
+            await self.resume()
         self._claim()
         await self._drive(messages, task_status)
 
@@ -361,12 +395,25 @@ class Harness:
     ) -> None:
         """Continue from the context as it is (Pi's ``continue()``).
 
+        When the session's last run was left unfinished (:attr:`interrupted`: its
+        process was killed mid-request or mid-tool), recover that run instead, from the
+        state its records name: an interrupted request is settled as an error and made
+        again; of its tool batch, recorded outcomes are used, calls that never started
+        run, and calls that started without a recorded outcome run again only when their
+        tool's replay policy is ``"safe"`` (else they end with Pi's interrupted result);
+        then the run goes on. :class:`RecoveryStart` and :class:`RecoveryEnd` frame what
+        the recovery settles.
+
         Raises:
             AgentBusyError: a prompt or a compaction is running.
             UsageError: nothing to continue from.
         """
         if self._busy:
             self._claim()  # raises AgentBusyError
+        if self._interrupted is not None:
+            self._claim()
+            await self._recover(self._interrupted, task_status)
+            return
         messages = self._agent.state.messages
         if not messages:
             msg = "No messages to continue from"
@@ -415,14 +462,22 @@ class Harness:
         self._idle.set()
 
     async def _drive(
-        self, prompts: list[AgentMessage] | None, task_status: trio.TaskStatus[None]
+        self,
+        prompts: list[AgentMessage] | None,
+        task_status: trio.TaskStatus[None],
+        *,
+        recovered: bool = False,
     ) -> None:
-        self._last_assistant = None
+        if not recovered:
+            self._last_assistant = None
         self._retry_attempt = 0
         overflow_attempted = False
         try:
             if prompts is not None:
                 prompts = await self._start_prompt(prompts)
+                self._prompts = list(prompts)
+            elif self._ops is not None and not recovered:
+                await self._ops.begin_resume(self._config.model, self._tool_names())
             await self._apply_turn_state()
             if self._aborting():
                 # Aborted before the run started: nothing runs.
@@ -463,13 +518,95 @@ class Harness:
             ):
                 await self._compact("threshold")
         finally:
+            self._prompts = []
             with trio.CancelScope(shield=True):
                 try:
+                    if self._ops is not None:
+                        await self._ops.finish(self._outcome())
                     if self._session is not None:
                         await self._session.flush()
                 finally:
                     self._release()
             await self._bus.emit(Settled(message=self._last_assistant))
+
+    def _outcome(self) -> Literal["completed", "aborted", "failed"]:
+        """How the run's operation ends (Pi's ``pi.result`` status)."""
+        last = self._last_assistant
+        if self._abort_requested or (last is not None and last.stop_reason == "aborted"):
+            return "aborted"
+        if self._bridge.failure is not None or (last is not None and last.stop_reason == "error"):
+            return "failed"
+        return "completed"
+
+    async def _recorded_stream(self, model: Model, context: Any, options: StreamOptions) -> Any:
+        """The stream function with a session: the request is recorded as
+        ``assistant.effect_pending`` before it is sent."""
+        if self._ops is not None:
+            names = self._tool_names()
+            await self._ops.before_request(model, self.retry.max_retries + 1, names)
+        returned = self._bridge.stream(model, context, options)
+        return returned if isinstance(returned, EventStream) else await returned
+
+    def _tool_names(self) -> list[str]:
+        """The names of the tools the latest request offered."""
+        turn = self._config.turn
+        return [t.name for t in turn.tools] if turn is not None else []
+
+    def _will_retry(self, message: AssistantMessage) -> bool:
+        """Whether a failed response will be retried (``assistant.retry_wait``)."""
+        window = self._config.model.context_window
+        return (
+            message.stop_reason == "error"
+            and self.retry.enabled
+            and self._retry_attempt < self.retry.max_retries
+            and is_retryable(message, window)
+            and not is_context_overflow(message, window)
+        )
+
+    # -- recovery -----------------------------------------------------------------------
+
+    async def _recover(self, operation: Operation, task_status: trio.TaskStatus[None]) -> None:
+        """Bring an interrupted run to its end, from the state its records name (Pi's
+        drive on a restored lane): an interrupted request is settled as an error and
+        made again; of a tool batch, recorded outcomes are used, calls never started
+        run, calls started without an outcome run again only when their tool's replay
+        policy is ``"safe"`` (else they end as interrupted); then the run goes on."""
+        session, ops = self._session, self._ops
+        assert session is not None
+        assert ops is not None
+        self._interrupted = None
+        self._last_assistant = None
+        ops.adopt(operation)
+        await self._bus.emit(RecoveryStart(operation_id=operation.id, at=operation.at))
+        try:
+            go_on = await _recovery.settle(self, session, ops, operation)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                try:
+                    await ops.finish("failed")
+                finally:
+                    self._release()
+            raise
+        messages = list(session.build_context().messages)
+        if isinstance(last := messages[-1] if messages else None, AssistantMessage) and (
+            last.stop_reason in _ERROR_STOPS
+        ):
+            # The settled interrupted request, in a context that keeps failed answers
+            # (Pi's coding-agent sessions): asked again, as a retry is (see _continue).
+            messages.pop()
+        self._agent.state.messages = messages
+        await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=go_on))
+        if not go_on:
+            with trio.CancelScope(shield=True):
+                try:
+                    await ops.finish("completed")
+                    await session.flush()
+                finally:
+                    self._release()
+            task_status.started()
+            await self._bus.emit(Settled(message=self._last_assistant))
+            return
+        await self._drive(None, task_status, recovered=True)
 
     def _aborting(self) -> bool:
         """Whether abort() was called (a method: it changes while the prompt runs)."""
@@ -631,21 +768,56 @@ class Harness:
                 return self._message_end(event)
         elif kind == "turn_end":
             return self._turn_end(event)
-        elif kind == "tool_execution_start" and self._session is not None and self._session.dirty:
-            return self._tool_start(event)
+        elif self._ops is not None and self._ops.active:
+            if kind == "tool_execution_start":
+                return self._tool_start(event)
+            if kind == "tool_execution_end":
+                return self._tool_end(event)
         return self._bus.deliver(event)
 
-    async def _tool_start(self, event: Any) -> None:
-        # Tool results wait for the save point (one write for the turn's results), but
-        # a tool that starts after some (sequential tools) finds them written.
+    async def _record_message(self, ops: OperationRecorder, message: AgentMessage) -> None:
         assert self._session is not None
-        await self._session.write()
+        if any(m is message for m in self._prompts):
+            entry_id = new_id()
+            writes = ops.begin_writes(entry_id, self._config.model, self._tool_names())
+            await self._session._append_message_with(message, entry_id=entry_id, after=writes)
+        elif isinstance(message, AssistantMessage):
+            await ops.assistant_end(message, retry=self._will_retry(message))
+        elif isinstance(message, ToolResultMessage):
+            await ops.tool_result_end(message)
+        else:
+            await self._session.append_message(message)
+
+    async def _tool_start(self, event: Any) -> None:
+        assert self._ops is not None
+        turn = self._config.turn
+        tool = next((t for t in turn.tools if t.name == event.tool_name), None) if turn else None
+        await self._ops.tool_intent(event.tool_call_id, event.args, tool)
+        await self._bus.emit(event)
+
+    async def _tool_end(self, event: Any) -> None:
+        assert self._ops is not None
+        result = event.result
+        message = ToolResultMessage(
+            tool_call_id=event.tool_call_id,
+            tool_name=event.tool_name,
+            content=result.content,
+            details=result.details,
+            usage=result.usage,
+            added_tool_names=result.added_tool_names or None,
+            is_error=event.is_error,
+            timestamp=now_ms(),
+        )
+        await self._ops.tool_outcome(message, result.terminate is True)
         await self._bus.emit(event)
 
     async def _message_end(self, event: Any) -> None:
         message = event.message
-        if self._session is not None:
-            await self._session.append_message(message, write=message.role != "toolResult")
+        ops = self._ops
+        if ops is not None and (ops.active or any(m is message for m in self._prompts)):
+            await self._record_message(ops, message)
+        elif self._session is not None:
+            await self._session.append_message(message)
         await self._bus.emit(event)
         if (
             message.role == "assistant"
@@ -759,6 +931,15 @@ class Harness:
             raise
         await self._bus.emit(end)
         return end
+
+
+def _interrupted(session: Session) -> Operation | None:
+    """The run operation the session's main lane was in, if its records are whole."""
+    try:
+        operation = restore_lane(session).operation
+    except PitrioError:
+        return None
+    return operation if operation is not None and operation.intent == "run" else None
 
 
 def _branch(session: Session) -> list[Any]:

@@ -304,11 +304,44 @@ class Session:
             return {"kind": "value", "op": "delete", "namespace": namespace, "key": key}
         return {"kind": "value", "op": "set", "namespace": namespace, "key": key, "value": value}
 
-    def _append_entry(self, fields: Write, message: AgentMessage | None = None) -> str:
-        entry_id = new_id()
+    def _append_entry(
+        self,
+        fields: Write,
+        message: AgentMessage | None = None,
+        *,
+        entry_id: str | None = None,
+        before: Sequence[Write] = (),
+        after: Sequence[Write] = (),
+    ) -> str:
+        entry_id = new_id() if entry_id is None else entry_id
         entry = {"kind": "entry", "id": entry_id, "parentId": self.leaf_id, **fields}
-        self._commit([entry, self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)], message)
+        tip = self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)
+        self._commit([*before, entry, tip, *after], message)
         return entry_id
+
+    async def _append_message_with(
+        self,
+        message: AgentMessage,
+        *,
+        entry_id: str | None,
+        before: Sequence[Write] = (),
+        after: Sequence[Write] = (),
+    ) -> str:
+        """Append ``message`` (as :meth:`append_message`) under ``entry_id`` with other
+        writes in the same transaction (the harness's operation records)."""
+        fields: Write = {"type": "message", "message": wire.unstructure(message)}
+        entry_id = self._append_entry(
+            fields, message, entry_id=entry_id, before=before, after=after
+        )
+        await self._write()
+        return entry_id
+
+    async def _record(self, transactions: Sequence[Sequence[Write]]) -> None:
+        """Commit value writes, one transaction each, and write them (the harness's
+        operation records)."""
+        for writes in transactions:
+            self._commit(writes)
+        await self._write()
 
     async def append_message(
         self, message: AgentMessage, *, terminate: bool = False, write: bool = True
@@ -316,9 +349,9 @@ class Session:
         """Append a message after the current leaf; return the new entry's id.
 
         With ``write=False`` the change is made but not yet written: the next change
-        that writes, :meth:`write` or :meth:`flush` writes it (the harness appends tool
-        results so, and writes them with its save point: one worker-thread hop for a
-        turn's results instead of one each).
+        that writes, :meth:`write` or :meth:`flush` writes it (a caller batching several
+        appends into one worker-thread hop; the harness writes each change as it is made,
+        so that its operation records stay exact).
         """
         if getattr(message, "role", None) is None:
             msg = f"append_message() needs a message with a role; got {message!r:.100}"

@@ -4,7 +4,8 @@ Reproduces Pi's ``session/in-memory-storage-state.js`` (entries by id, the curre
 at each address, list elements, usage rows, the next sequence number) with the checks of
 ``commit.js``'s ``validateCommittedWrites`` (sequence numbers increase, entry ids are
 new, parents exist), and the value addresses of ``values.js`` that pitrio reads and
-writes (branch tips, lane configuration and state, entry labels, the session name).
+writes (branch tips, lane configuration and state, entry labels, the session name; the
+operation records are in ``_operations``).
 Every store (memory, JSONL, SQLite) loads a session into a :class:`SessionState`.
 """
 

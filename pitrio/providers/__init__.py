@@ -69,13 +69,16 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
     "openai-completions": ("pitrio.providers._openai_completions", "stream_openai_completions"),
     "anthropic-messages": ("pitrio.providers._anthropic_messages", "stream_anthropic_messages"),
     "openai-responses": ("pitrio.providers._openai_responses", "stream_openai_responses"),
+    "google-generative-ai": (
+        "pitrio.providers._google_generative_ai",
+        "stream_google_generative_ai",
+    ),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
 _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
     "azure-openai-responses": "Azure OpenAI Responses",
     "bedrock-converse-stream": "Amazon Bedrock Converse",
-    "google-generative-ai": "Google Generative AI (Gemini)",
     "google-vertex": "Google Vertex AI",
     "mistral-conversations": "Mistral Conversations",
     "openai-codex-responses": "OpenAI Codex Responses",

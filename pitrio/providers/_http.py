@@ -78,6 +78,8 @@ class APIError(ProviderError):
         error: the decoded error object (OpenAI: the body's ``error`` member;
             Anthropic: the whole body; a stream's ``error`` member).
         message: the SDK's message text (also ``str(exc)``).
+        body_text: an HTTP error's body as text (``None`` for other errors).
+        reason: an HTTP error's reason phrase (``statusText``; ``""`` when none).
     """
 
     def __init__(
@@ -87,12 +89,16 @@ class APIError(ProviderError):
         status: int | None = None,
         headers: httpx.Headers | None = None,
         error: JSONValue = None,
+        body_text: str | None = None,
+        reason: str = "",
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.headers = headers
         self.error = error
+        self.body_text = body_text
+        self.reason = reason
 
     @staticmethod
     def make_message(status: int | None, error: JSONValue, message: str | None) -> str:
@@ -143,6 +149,7 @@ def api_status_error(
     *,
     error_member: str | None = "error",
     body_fallback: bool = False,
+    reason: str = "",
 ) -> APIError:
     """The SDKs' error for a non-2xx response (``makeStatusError``).
 
@@ -155,6 +162,7 @@ def api_status_error(
         body_fallback: when a JSON object body lacks ``error_member``, use the whole
             body as the error object instead of losing it (the OpenAI SDK then says
             ``<status> status code (no body)``; pitrio's openai-completions does not).
+        reason: the response's reason phrase, kept on the error (``APIError.reason``).
     """
     try:
         body: JSONValue = json_parse(body_text)
@@ -174,7 +182,12 @@ def api_status_error(
         if body_fallback and error is None and isinstance(body, dict) and body:
             error = body
     return APIError(
-        APIError.make_message(status, error, message), status=status, headers=headers, error=error
+        APIError.make_message(status, error, message),
+        status=status,
+        headers=headers,
+        error=error,
+        body_text=body_text,
+        reason=reason,
     )
 
 
@@ -348,6 +361,7 @@ async def send_streaming(
         text,
         error_member=error_member,
         body_fallback=body_fallback,
+        reason=response.reason_phrase,
     )
 
 

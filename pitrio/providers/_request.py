@@ -33,7 +33,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, ClassVar, Final, Literal, final
+from typing import Any, ClassVar, Final, Literal, Protocol, final
 
 import attrs
 import httpx
@@ -52,6 +52,7 @@ __all__ = [
     "ABORTED_AFTER_HEADERS",
     "ABORTED_BEFORE_HEADERS",
     "DEFAULT_IDLE_TIMEOUT",
+    "EventDecoder",
     "Exchange",
     "HttpRequest",
     "ProviderFailure",
@@ -85,6 +86,18 @@ async def maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+class EventDecoder(Protocol):
+    """Body bytes in, events out (:class:`SSEDecoder`, or an API's own framing)."""
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """The events ``chunk`` completed."""
+        ...
+
+    def flush(self) -> list[ServerSentEvent]:
+        """The end of the body: what is left (may raise :class:`ProviderFailure`)."""
+        ...
 
 
 @final
@@ -142,6 +155,14 @@ class Exchange(ABC):
 
     def start(self, response: httpx.Response) -> None:  # noqa: B027  # optional hook
         """The response headers arrived and the start event was pushed."""
+
+    def event_decoder(self) -> EventDecoder:
+        """The decoder of the body (default: :class:`SSEDecoder` with
+        :attr:`dispatch_at_eof` and ``options.max_event_size``)."""
+        max_event_size = self.options.max_event_size
+        if max_event_size is None:
+            return SSEDecoder(dispatch_at_eof=self.dispatch_at_eof)
+        return SSEDecoder(dispatch_at_eof=self.dispatch_at_eof, max_event_size=max_event_size)
 
     @abstractmethod
     def handle_sse(self, sse: ServerSentEvent) -> bool:
@@ -424,12 +445,7 @@ async def _read_body(
     event (the message is finished without waiting for the server to end the body).
     """
     idle = idle_timeout(exchange.options)
-    max_event_size = exchange.options.max_event_size
-    decoder = (
-        SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof)
-        if max_event_size is None
-        else SSEDecoder(dispatch_at_eof=exchange.dispatch_at_eof, max_event_size=max_event_size)
-    )
+    decoder = exchange.event_decoder()
     # A JSON body: labelled so, and starting like JSON (a mislabelled event stream is
     # still read as one).
     maybe_json = _is_json(response)

@@ -36,6 +36,7 @@ APIS: Final[Mapping[str, str]] = {
     "openai-completions": "/v1",
     "anthropic-messages": "",
     "openai-responses": "/v1",
+    "google-generative-ai": "/v1beta",
 }
 _THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _EVENT_TYPES: Final = (

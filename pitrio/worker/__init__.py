@@ -30,6 +30,7 @@ from ._jobs import (
     InterruptedHook as InterruptedHook,
     WorkerConfig as WorkerConfig,
     make_app as make_app,
+    record_interrupted as record_interrupted,
     run_prompt_job as run_prompt_job,
     submit_prompt as submit_prompt,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "follow",
     "make_app",
     "open_event_publisher",
+    "record_interrupted",
     "run_prompt_job",
     "stream_for",
     "submit_prompt",

@@ -13,10 +13,15 @@ custom entries (``pitrio.job``: ``started``, then ``done``) in the same transact
 the run's own writes, so that a duplicate delivery never runs the prompt twice:
 
 - ``done`` already recorded: the job returns what was recorded, and runs nothing;
-- ``started`` but not ``done`` (the worker died mid-run): the job calls the app's
-  ``on_interrupted`` hook, which by default records ``interrupted`` and runs nothing.
-  Continuing the cut-off run belongs to the harness's run recovery (``restore`` /
-  ``resume``); pass a hook that calls it (see ``docs/deploy.md``).
+- ``started`` but not ``done`` (the worker died mid-run): the run is continued, not
+  started over. The harness's run recovery (:attr:`~pitrio.harness.Harness.interrupted`,
+  :meth:`~pitrio.harness.Harness.resume`) finishes the cut-off run from the session's
+  operation records: recorded tool outcomes are used, an interrupted request is made
+  again, a tool that started without a recorded outcome runs again only when it is
+  replay-safe. A prompt that never reached the session is run; a run that ended before
+  its ``done`` was written is only marked ``done``. An app may pass its own
+  ``on_interrupted`` hook instead (:func:`record_interrupted` records ``interrupted``
+  and runs nothing).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ __all__ = [
     "InterruptedHook",
     "WorkerConfig",
     "make_app",
+    "record_interrupted",
     "run_prompt_job",
     "submit_prompt",
 ]
@@ -68,7 +74,8 @@ class WorkerConfig:
         events_url: the Redis server of the event streams.
         factory: the harness factory, or its import path ``"module:function"``.
         schema: the sessions' schema.
-        on_interrupted: the redelivery hook (default: record ``interrupted``, run nothing).
+        on_interrupted: a redelivery hook instead of continuing the run (e.g.
+            :func:`record_interrupted`).
     """
 
     postgres_url: str
@@ -101,9 +108,33 @@ def _job_states(session: Any, key: str) -> list[str]:
     ]
 
 
-async def _record_interrupted(session: Any, harness: Any, key: str) -> Mapping[str, Any]:
+async def record_interrupted(session: Any, harness: Any, key: str) -> Mapping[str, Any]:
+    """An ``on_interrupted`` hook that records ``interrupted`` and runs nothing."""
     await session.append_custom(JOB_ENTRY, {"key": key, "state": "interrupted"})
     return {"status": "interrupted", "key": key}
+
+
+def _prompt_reached_session(session: Any, key: str) -> bool:
+    """Whether a user message follows the job's ``started`` entry."""
+    from pitrio.harness import CustomEntry, MessageEntry
+
+    started = False
+    for entry in session.entries:
+        if (
+            isinstance(entry, CustomEntry)
+            and entry.custom_type == JOB_ENTRY
+            and isinstance(entry.data, dict)
+            and entry.data.get("key") == key
+        ):
+            started = True
+        elif started and isinstance(entry, MessageEntry) and entry.message.role == "user":
+            return True
+    return False
+
+
+def _last_text(harness: Any) -> Any:
+    last = harness.messages[-1] if harness.messages else None
+    return getattr(last, "text", None)
 
 
 async def run_prompt_job(
@@ -124,18 +155,23 @@ async def run_prompt_job(
             if "done" in states or "interrupted" in states:
                 return {"status": "duplicate", "key": key, "states": states}
             factory = config.harness_factory()
-            if "started" in states:
-                hook = config.on_interrupted or _record_interrupted
-                return dict(await hook(session, factory(session), key))
-            await session.append_custom(JOB_ENTRY, {"key": key, "state": "started"})
+            if "started" in states and config.on_interrupted is not None:
+                return dict(await config.on_interrupted(session, factory(session), key))
+            redelivered = "started" in states
+            if not redelivered:
+                await session.append_custom(JOB_ENTRY, {"key": key, "state": "started"})
             harness = factory(session)
             async with open_event_publisher(config.events_url, stream=stream_for(session_id)) as p:
                 harness.subscribe(p)
-                await harness.prompt(prompt)
-            last = harness.messages[-1] if harness.messages else None
-            text = getattr(last, "text", None)
+                if not redelivered or not _prompt_reached_session(session, key):
+                    await harness.prompt(prompt)  # recovers an interrupted run first
+                elif harness.interrupted is not None:
+                    await harness.resume()  # the cut-off run goes on where it stopped
             await session.append_custom(JOB_ENTRY, {"key": key, "state": "done"})
-            return {"status": "done", "key": key, "text": text}
+            result = {"status": "done", "key": key, "text": _last_text(harness)}
+            if redelivered:
+                result["recovered"] = True
+            return result
         finally:
             await session.close()
 

@@ -147,7 +147,9 @@ async def test_pi_restores_the_session_of_a_harness_killed_mid_tool(
     (info,) = await JsonlSessionStore(where).list()
     pi = await _pi_lanes(pi_node_modules, info.path)
     session = await JsonlSessionStore(where).open("killed-for-pi", read_only=True)
-    assert pi == {"lanes": {"main": {"tipId": session.leaf_id, "operation": None, "inbox": 0}}}
+    # The operation records say where the run was (tests/harness/test_operations.py).
+    operation = {"intent": "run", "at": "tools"}
+    assert pi == {"lanes": {"main": {"tipId": session.leaf_id, "operation": operation, "inbox": 0}}}
     await session.close()
 
 
@@ -252,5 +254,6 @@ async def test_the_harness_syncs_its_session_once_per_turn_before_each_save_poin
     monkeypatch.setattr(os, "fsync", counting)
     await harness.prompt("go")
     assert at_save_points == [1, 2]  # each turn synced once, before its save point
-    assert len(synced) == 2  # settling wrote nothing new: no third sync
+    # Settling writes the run's end (pi.result, the lane idle again): one more sync.
+    assert len(synced) == 3
     await session.close()

@@ -41,7 +41,12 @@ MODELS_PER_API = {
 }
 """pi-ai 0.85.0's models per wire API (counted in its models.generated.js)."""
 
-IMPLEMENTED = ("anthropic-messages", "openai-completions", "openai-responses")
+IMPLEMENTED = (
+    "anthropic-messages",
+    "google-generative-ai",
+    "openai-completions",
+    "openai-responses",
+)
 
 
 def _generator() -> ModuleType:
@@ -104,7 +109,7 @@ def test_models_per_api_and_provider() -> None:
     assert len({(m.provider, m.id) for m in models}) == 1336
     assert len(Models().providers()) == len(catalog_data()["providers"]) == 39
     usable = [m for m in models if m.api in registered_apis()]
-    assert len(usable) == 1095
+    assert len(usable) == 1124
     assert sorted(set(registered_apis()) & set(MODELS_PER_API)) == list(IMPLEMENTED)
 
 
@@ -170,13 +175,14 @@ _PATHS = {
     "openai-completions": "/chat/completions",
     "anthropic-messages": "/v1/messages",
     "openai-responses": "/responses",
+    "google-generative-ai": ":streamGenerateContent",
 }
 
 
 # 142 models have maxTokens >= contextWindow: pi-ai's clamp (and its warning) applies.
 @pytest.mark.filterwarnings("ignore::pitrio.providers.MaxTokensClampedWarning")
 async def test_every_implemented_model_builds_a_request() -> None:
-    """Each of the 1,095 models of an implemented API sends one well-formed request (to
+    """Each of the 1,124 models of an implemented API sends one well-formed request (to
     a mock transport answering 400) with its id, at its base URL, with thinking on."""
     seen: list[tuple[httpx.Request, dict[str, Any]]] = []
 
@@ -206,23 +212,26 @@ async def test_every_implemented_model_builds_a_request() -> None:
                 assert request.url.path.endswith(_PATHS[model.api]), str(request.url)
                 if "{" not in model.base_url:  # Cloudflare's {CLOUDFLARE_ACCOUNT_ID}: see docs
                     assert str(request.url).startswith(model.base_url), str(request.url)
-                assert body["model"] == model.id
+                if model.api == "google-generative-ai":  # the model is in the URL
+                    assert request.url.path.endswith(f"/models/{model.id}:streamGenerateContent")
+                else:
+                    assert body["model"] == model.id
                 for name, value in (model.headers or {}).items():
                     assert request.headers[name] == value
                 checked += 1
-    assert checked == len(seen) == 1095
+    assert checked == len(seen) == 1124
 
 
 async def test_a_model_of_an_api_pitrio_lacks_fails_naming_it() -> None:
-    gemini = next(m for m in Models().list("google") if m.api == "google-generative-ai")
-    with pytest.raises(Exception, match=r"'google-generative-ai' API .* not implemented in pitrio"):
-        get_api(gemini.api)
-    async with Models(env={"GEMINI_API_KEY": "g"}) as models:
-        events = await collect(models.stream_simple(gemini, _context()))
+    mistral = next(m for m in Models().list("mistral") if m.api == "mistral-conversations")
+    with pytest.raises(Exception, match=r"'mistral-conversations' API .* not implemented"):
+        get_api(mistral.api)
+    async with Models(env={"MISTRAL_API_KEY": "m"}) as models:
+        events = await collect(models.stream_simple(mistral, _context()))
     assert len(events) == 1
     assert isinstance(events[0], ErrorEvent)
     message = events[0].error.error_message or ""
-    assert "google-generative-ai" in message
+    assert "mistral-conversations" in message
     assert "not implemented" in message
     assert not any(isinstance(e, DoneEvent) for e in events)
 

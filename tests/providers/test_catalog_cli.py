@@ -62,13 +62,13 @@ def test_list_models_of_one_provider_with_its_key(env: dict[str, str]) -> None:
 
 
 def test_list_models_marks_what_pitrio_cannot_use(env: dict[str, str]) -> None:
-    rows = [line.split() for line in _list(["google"], env)[1:]]
+    rows = [line.split() for line in _list(["mistral"], env)[1:]]
     assert rows
-    assert all(r[6] == "no" for r in rows)  # no GEMINI_API_KEY
-    assert all(r[7:] == ["google-generative-ai", "(not", "implemented)"] for r in rows)
+    assert all(r[6] == "no" for r in rows)  # no MISTRAL_API_KEY
+    assert all(r[7:] == ["mistral-conversations", "(not", "implemented)"] for r in rows)
     everything = _list([], env)
     assert len(everything) == 1 + 1336
-    assert sum("(not implemented)" in line for line in everything) == 1336 - 1095
+    assert sum("(not implemented)" in line for line in everything) == 1336 - 1124
 
 
 def test_list_models_search_is_pis_fuzzy_search(env: dict[str, str]) -> None:
@@ -172,21 +172,21 @@ def test_model_ids_with_slashes(env: dict[str, str], argv: list[str], chosen: st
 def test_a_model_pitrio_cannot_use_is_a_usage_error(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    gemini = Models().list("google")[0]
-    keyed = {**env, "GEMINI_API_KEY": "g"}
-    status = main(["--model", f"google/{gemini.id}", "-p", "hi"], env=keyed)
+    mistral = Models().list("mistral")[0]
+    keyed = {**env, "MISTRAL_API_KEY": "m"}
+    status = main(["--model", f"mistral/{mistral.id}", "-p", "hi"], env=keyed)
     assert status == 2
     err = capsys.readouterr().err
-    assert "'google-generative-ai' API, which pitrio does not implement yet" in err
+    assert "'mistral-conversations' API, which pitrio does not implement yet" in err
 
 
 def test_slash_model_lists_the_usable_models_with_a_key() -> None:
-    text = _keyed_models({"GROQ_API_KEY": "g", "GEMINI_API_KEY": "x"}, {"xai": "k"})
+    text = _keyed_models({"GROQ_API_KEY": "g", "MISTRAL_API_KEY": "x"}, {"xai": "k"})
     names = text.split(": ", 1)[1].split(", ")
     usable = [m for m in Models().list() if m.api in registered_apis()]
     want = [f"{m.provider}/{m.id}" for m in usable if m.provider in ("groq", "xai")]
     assert names == want
-    assert not any(n.startswith("google/") for n in names)  # Gemini's API is not there yet
+    assert not any(n.startswith("mistral/") for n in names)  # Mistral's API is not there yet
     assert _keyed_models({}, {}).startswith("no catalog provider has a key")
 
 

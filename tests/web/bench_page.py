@@ -44,8 +44,8 @@ from typing import Any
 
 import trio
 
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import ensure_chromium, open_browser
 

@@ -27,8 +27,8 @@ import trio
 
 from pitrio import Context, Model, TextContent, ThinkingContent, ToolResultMessage
 from pitrio.cli._offline import copy_sample_project
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page, ensure_chromium, open_browser
 from .test_page_markdown import RICH

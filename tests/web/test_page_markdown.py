@@ -20,8 +20,8 @@ import trio
 
 from pitrio import Context, TextContent, ToolResultMessage
 from pitrio.cli._offline import copy_sample_project
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 from .test_web import _last_user, paced, send, wait_idle
@@ -406,7 +406,7 @@ async def test_consent_shows_the_whole_call_with_invisible_characters_marked(
         "\\u{e0041}",
     ]
     assert shown["legend"].startswith("8 invisible or control characters are shown as")
-    assert shown["space"] == "pre-wrap"
+    assert shown["space"] == "break-spaces"  # a run of spaces takes its room, wrapping
     assert "monospace" in shown["font"]
     assert shown["overflow"] == "auto"
     assert shown["scrolls"] is True  # the card scrolls instead of growing past the screen

@@ -100,7 +100,7 @@ def test_serve_help_and_bad_arguments(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv", [["--port", "-1"], ["--cwd", "/does/not/exist"]])
 async def test_serve_entry_point_raises_a_clear_error(argv: list[str]) -> None:
-    from pitrio.cli._serve import serve
+    from pitrio.web._serve import serve
 
     with pytest.raises(ValueError, match=r"pitrio serve: error: --(port|cwd)"):
         await serve(argv, env={})

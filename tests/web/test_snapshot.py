@@ -99,7 +99,7 @@ def before_final_replace(messages: Sequence[dict[str, Any]]) -> list[dict[str, A
 async def test_a_page_joining_mid_stream_rebuilds_the_spaced_text(tmp_path: Any) -> None:
     import io
 
-    from pitrio.cli._serve import ServerInfo, serve
+    from pitrio.web._serve import ServerInfo, serve
 
     project = tmp_path / "project"
     project.mkdir()
@@ -183,9 +183,9 @@ async def test_a_page_gets_the_tail_and_asks_for_the_rest(tmp_path: Any) -> None
     import io
 
     from pitrio import AssistantMessage, TextContent, UserMessage
-    from pitrio.cli._serve import ServerInfo, serve
-    from pitrio.cli._serve_pages import SNAPSHOT_ITEMS
     from pitrio.harness import JsonlSessionStore
+    from pitrio.web._pages import SNAPSHOT_ITEMS
+    from pitrio.web._serve import ServerInfo, serve
 
     project = tmp_path / "project"
     project.mkdir()

@@ -25,8 +25,8 @@ from pitrio import (
     ToolResultMessage,
     UserMessage,
 )
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 

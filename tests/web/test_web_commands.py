@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from pitrio import AssistantMessageEventStream, Context, Model, StreamOptions
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 from .test_web import Socket, _last_user, items, open_socket, paced, script, send, wait_idle
@@ -529,9 +529,9 @@ async def test_compact_summarises_in_the_background_and_reports(
 
 
 def test_offered_models_follow_the_configuration(tmp_path: Path) -> None:
-    from pitrio.cli._serve import _settings, offered_models
-    from pitrio.cli._serve_commands import thinking_levels
     from pitrio.providers import Models
+    from pitrio.web._commands import thinking_levels
+    from pitrio.web._serve import _settings, offered_models
 
     env = {"ANTHROPIC_API_KEY": "sk-test", "HOME": str(tmp_path)}
     cwd = ["--cwd", str(tmp_path)]

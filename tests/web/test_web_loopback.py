@@ -14,7 +14,7 @@ from typing import Any
 import trio
 from cli.conftest import ChatServer, Reply, text_reply, tool_reply
 
-from pitrio.cli._serve import ServerInfo, serve
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 from .test_web import items, send, wait_idle

@@ -17,8 +17,8 @@ from typing import Any
 
 import trio
 
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel
+from pitrio.web._serve import ServerInfo, serve
 
 from ._cdp import Page
 from .test_web import Socket, open_socket, script, server, wait_idle

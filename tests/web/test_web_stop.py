@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from pitrio import Context
-from pitrio.cli._serve import ServerInfo, serve
 from pitrio.testing import ScriptedModel, ScriptedResponse
+from pitrio.web._serve import ServerInfo, serve
 
 from .test_web import Socket, _last_user, open_socket, paced, script
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from pitrio import Model, Tool, text_result
+from pitrio import Context, Model, Tool, ToolResultMessage, text_result
 from pitrio.harness import Harness, Session
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
@@ -24,9 +24,14 @@ async def _slow(call_id: str, params: Any, signal: Any, on_update: Any) -> Any:
     return text_result("slow is done")
 
 
+def _script(context: Context) -> ScriptedResponse:
+    """``slow`` once, then the answer (a recovered run already has the tool's result)."""
+    if any(isinstance(m, ToolResultMessage) for m in context.messages):
+        return ScriptedResponse.text("finished")
+    return ScriptedResponse.tool_calls(("call_1", "slow", {}))
+
+
 def make_harness(session: Session) -> Harness:
-    stream = ScriptedModel(
-        [ScriptedResponse.tool_calls(("call_1", "slow", {})), ScriptedResponse.text("finished")]
-    )
+    stream = ScriptedModel(_script)
     tool = Tool(name="slow", description="slow", execute=_slow, parameters={"type": "object"})
     return Harness(model=MODEL, stream_fn=stream, session=session, tools=[tool])

@@ -25,6 +25,7 @@ from pitrio.worker._jobs import (
     WorkerConfig,
     _job_states,
     make_app,
+    record_interrupted,
     run_prompt_job,
     submit_prompt,
 )
@@ -88,16 +89,27 @@ async def test_a_job_started_before_is_handed_to_the_interrupted_hook(
         postgres_url=postgres_url, events_url=redis_url, factory=make_harness, schema=schema
     )
     hooked = attrs_evolve(plain, on_interrupted=hook)
+    recording = attrs_evolve(plain, on_interrupted=record_interrupted)
     with trio.fail_after(60):
         assert await run_prompt_job(hooked, "s2", "go", "k") == {"status": "resumed-by-hook"}
         assert seen == ["k"]
-        # Without a hook: recorded as interrupted; the prompt is never run again.
-        assert (await run_prompt_job(plain, "s2", "go", "k"))["status"] == "interrupted"
+        # record_interrupted: recorded as interrupted; the prompt is never run.
+        assert (await run_prompt_job(recording, "s2", "go", "k"))["status"] == "interrupted"
         assert (await run_prompt_job(plain, "s2", "go", "k"))["status"] == "duplicate"
+        # Without a hook: the job started, but its prompt never reached the session: run it.
+        async with PostgresSessionStore(postgres_url, schema=schema) as store:
+            session = await store.create(session_id="s3")
+            await session.append_custom(JOB_ENTRY, {"key": "k", "state": "started"})
+            await session.close()
+        done = await run_prompt_job(plain, "s3", "go", "k")
+        assert done == {"status": "done", "key": "k", "text": "finished", "recovered": True}
     async with PostgresSessionStore(postgres_url, schema=schema) as store:
         session = await store.open("s2", read_only=True)
+        third = await store.open("s3", read_only=True)
     assert _prompts(session) == []
     assert _job_states(session, "k") == ["started", "interrupted"]
+    assert _prompts(third) == ["go"]
+    assert _job_states(third, "k") == ["started", "done"]
 
 
 def attrs_evolve(config: WorkerConfig, **changes: Any) -> WorkerConfig:
@@ -155,9 +167,10 @@ async def test_a_celery_job_whose_worker_died_is_redelivered_and_not_run_twice(
             assert child != worker.pid  # the prefork pool's child runs the job
             await _wait_for_states(url, schema, "killed", "k1", ["started"])
             os.kill(child, signal.SIGKILL)
-            # The parent gives the job back; the next child finds it started, and does
-            # not run the prompt again.
-            await _wait_for_states(url, schema, "killed", "k1", ["started", "interrupted"])
+            # The parent gives the job back; the next child finds it started and
+            # continues the cut-off run (slow is not replay-safe: it is not run again,
+            # its call ends as interrupted), so the prompt is not run a second time.
+            await _wait_for_states(url, schema, "killed", "k1", ["started", "done"])
             block_file.unlink()
             result = submit_prompt(app, "fine", "go", key="k2")
             done = await trio.to_thread.run_sync(lambda: result.get(timeout=120))
@@ -168,7 +181,15 @@ async def test_a_celery_job_whose_worker_died_is_redelivered_and_not_run_twice(
         async with PostgresSessionStore(url, schema=schema) as store:
             killed = await store.open("killed", read_only=True)
             fine = await store.open("fine", read_only=True)
-        assert _prompts(killed) == ["go"]  # run once, cut off by the kill
+        assert _prompts(killed) == ["go"]  # run once, cut off by the kill, then continued
+        results = [
+            e.message
+            for e in killed.entries
+            if isinstance(e, MessageEntry) and e.message.role == "toolResult"
+        ]
+        assert len(results) == 1  # the interrupted call, not a second run of slow
+        assert "interrupted" in results[0].content[0].text
+        assert killed.build_context().messages[-1].text == "finished"
         assert _prompts(fine) == ["go"]
         assert _job_states(fine, "k2") == ["started", "done"]
     finally:

@@ -1,17 +1,21 @@
 // pitrio serve: the chat view. No build step; two vendored, pinned libraries (VENDORED.md):
 // markdown-it renders the answers, highlight.js colors their code blocks.
 // Server -> page: append / appendDelta / replace / status (pitrio.ui), plus info, reset,
-// sessions, queued, consent, consentDone, output (a slash command's reply), error.
-// Page -> server: see pitrio/cli/_serve.py.
+// history (older items), sessions, queued, queueCleared, consent, consentDone, output (a
+// slash command's reply), error. Page -> server: see pitrio/web/_serve.py.
+// The token is never in the page: the server moved it into an HttpOnly cookie, which the
+// browser sends with every request and the WebSocket's upgrade.
 "use strict";
 
-const token = new URLSearchParams(location.search).get("token") || "";
 const $ = (id) => document.getElementById(id);
 const log = $("log");
 const input = $("input");
 let socket = null;
 let working = false;
 let sessionId = null;
+let earlier = 0;  // how many older items the server holds (reset, then each history reply)
+let pendingHistory = null;  // the history request in flight: {session, before}
+let pagedBack = false;  // a history reply was shown since the last reset
 let retryDelay = 500;
 const narrow = window.matchMedia("(max-width: 700px)");  // app.css's narrow layout
 let commands = [];  // [name, help] pairs from the server, for the hint under the input
@@ -53,9 +57,12 @@ function part(parent, tag, cls) {
   return el;
 }
 
-function append(m) {
-  const stick = nearBottom();
+// A new item at the end of the log; or, from a history reply, above `before` (an element),
+// leaving the scroll position and the queue alone.
+function append(m, before = null) {
+  const stick = !before && nearBottom();
   let el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
+  if (before && el) return;  // shown already: the item is not shown twice
   if (el) el.remove();
   el = document.createElement("div");
   el.dataset.id = m.id;
@@ -73,9 +80,70 @@ function append(m) {
     part(el, "div", "body").textContent = m.text || "";
   }
   setState(el, m.working ? "working" : "done");
+  if (before) {
+    log.insertBefore(el, before);
+    return;
+  }
   log.appendChild(el);
   if (m.kind === "user") dropQueued(m.text || "");
   scrollDown(stick || m.kind === "user");
+}
+
+// -- older items (history) ---------------------------------------------------------------
+// A page gets the tail of a long session; scrolled near the top, it asks for the 50 items
+// before the oldest it shows, and puts them above it with the scroll position kept: the item
+// the user was looking at stays where it was. Item ids start again in each session, so a
+// reply is used only for the request in flight, in the session of the last reset.
+
+function historyMark() {
+  let mark = $("history-mark");
+  if (!mark) {
+    mark = document.createElement("div");
+    mark.id = "history-mark";
+    log.prepend(mark);
+  }
+  if (pendingHistory) mark.textContent = "loading earlier messages…";
+  else if (earlier > 0) mark.textContent = `${earlier} earlier message${earlier === 1 ? "" : "s"}`;
+  else mark.textContent = pagedBack ? "beginning of the conversation" : "";
+  mark.hidden = !mark.textContent;
+  return mark;
+}
+
+function oldestItem() {
+  return log.querySelector(".item[data-id]");
+}
+
+function loadEarlier() {
+  if (pendingHistory || earlier <= 0 || log.scrollTop > 300) return;
+  const oldest = oldestItem();
+  if (!oldest) return;
+  const request = { session: sessionId, before: oldest.dataset.id };
+  if (!send({ type: "history", before: request.before, limit: 50 })) return;
+  pendingHistory = request;
+  historyMark();
+}
+
+function showHistory(m) {
+  const request = pendingHistory;
+  if (!request || m.session !== sessionId || m.session !== request.session || m.before !== request.before) {
+    return;  // another session's, or a request made before the last reset
+  }
+  pendingHistory = null;
+  const anchor = log.querySelector(`.item[data-id="${CSS.escape(m.before)}"]`);
+  if (!anchor || anchor !== oldestItem()) {
+    historyMark();
+    return;
+  }
+  const top = anchor.getBoundingClientRect().top;
+  for (const message of m.messages || []) {
+    if (message.type === "append") append(message, anchor);
+    else if (message.type === "replace") replace(message, true);
+  }
+  earlier = Math.max(0, m.earlier || 0);
+  pagedBack = true;
+  historyMark();
+  log.scrollTop += anchor.getBoundingClientRect().top - top;  // the same item stays put
+  loadEarlier();  // still at the top (a short page of items): the next ones
 }
 
 function textPart(el) {
@@ -111,10 +179,10 @@ function appendDelta(m) {
   scrollDown(stick);
 }
 
-function replace(m) {
+function replace(m, older = false) {
   const el = log.querySelector(`[data-id="${CSS.escape(m.id)}"]`);
   if (!el) return;
-  const stick = nearBottom();
+  const stick = !older && nearBottom();
   const body = textPart(el);
   if (el.dataset.kind === "assistant") {
     renderAnswer(el, body, m.text);
@@ -406,8 +474,9 @@ function dropQueued(text) {
 }
 
 // The call exactly as it would run: every argument whole (scrolling when long), whitespace
-// kept, invisible characters shown. `arguments` is the call's full arguments (an object);
-// `args` is accepted too.
+// kept, invisible characters shown. `arguments` is the call's full arguments (an object),
+// each shown under its name; `args` is accepted too. Without either, `full` (the server's
+// indented JSON, its invisible characters already written as \uXXXX) is shown whole.
 function showConsent(m) {
   const box = $("consent");
   box.dataset.id = m.id;
@@ -415,8 +484,11 @@ function showConsent(m) {
   showVisibly($("consent-title"), m.title || m.tool || "");
   const shown = $("consent-args");
   shown.textContent = "";
-  const args = m.arguments !== undefined ? m.arguments : m.args;
-  if (args !== undefined && args !== null) {
+  const args = m.arguments ?? m.args;
+  if ((args === undefined || args === null) && typeof m.full === "string") {
+    const marked = showVisibly(part(part(shown, "div", "arg"), "pre", m.full ? "" : "blank"), m.full);
+    if (marked) part(shown, "div", "legend").textContent = `${marked} invisible characters are marked.`;
+  } else if (args !== undefined && args !== null) {
     const entries = typeof args === "object" && !Array.isArray(args) ? Object.entries(args) : [[null, args]];
     let marked = 0;
     for (const [name, value] of entries) {
@@ -470,7 +542,11 @@ function handle(m) {
     case "append": append(m); break;
     case "appendDelta": appendDelta(m); break;
     case "replace": replace(m); break;
-    case "status": setWorking(m.working); break;
+    case "status":
+      setWorking(m.working);
+      if (m.working) for (const note of $("queue").querySelectorAll(".note")) note.remove();
+      loadEarlier();  // the snapshot did not fill the log: nothing to scroll, so ask now
+      break;
     case "info": showInfo(m); break;
     case "output": output(m); break;
     case "reset":
@@ -478,15 +554,30 @@ function handle(m) {
       $("queue").textContent = "";
       $("consent").hidden = true;
       sessionId = m.session;
+      earlier = Math.max(0, m.earlier || 0);
+      pendingHistory = null;  // a reply to it would name items of the old view
+      pagedBack = false;
+      historyMark();
       if (sessionId) {
-        history.replaceState(null, "", `?token=${encodeURIComponent(token)}#session=${sessionId}`);
+        window.history.replaceState(null, "", `/#session=${encodeURIComponent(sessionId)}`);
       }
       break;
+    case "history": showHistory(m); break;
     case "sessions": renderSessions(m.items); break;
     case "queued": {
+      for (const note of $("queue").querySelectorAll(".note")) note.remove();
       const el = part($("queue"), "div", m.mode);
       el.dataset.text = m.text;
       el.textContent = (m.mode === "steer" ? "steering: " : "follow-up: ") + m.text;
+      break;
+    }
+    case "queueCleared": {
+      // Stop dropped the queued steering and follow-ups: they go with the run, not with
+      // the next prompt.
+      $("queue").textContent = "";
+      const dropped = m.dropped || 0;
+      part($("queue"), "div", "note").textContent =
+        `Stop dropped ${dropped} queued message${dropped === 1 ? "" : "s"}.`;
       break;
     }
     case "consent": showConsent(m); break;
@@ -499,7 +590,7 @@ function handle(m) {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${scheme}://${location.host}/ws?token=${encodeURIComponent(token)}`);
+  socket = new WebSocket(`${scheme}://${location.host}/ws`);  // the cookie carries the token
   socket.addEventListener("open", () => {
     retryDelay = 500;
     $("conn").textContent = "";
@@ -547,6 +638,7 @@ $("thinking").addEventListener("change", () => {
   send({ type: "set_thinking", level: $("thinking").value });
 });
 $("stop").addEventListener("click", () => send({ type: "abort" }));
+log.addEventListener("scroll", loadEarlier, { passive: true });
 $("new-session").addEventListener("click", () => send({ type: "new" }));
 $("sessions-toggle").addEventListener("click", () => {
   $("sessions").hidden = !$("sessions").hidden;

@@ -7,6 +7,8 @@
 //   node pi_session.mjs lanes FILE          Pi's harness restores FILE's lanes (restoreSession);
 //                                           prints each lane's tip, interrupted operation and
 //                                           inbox size, or the error restoring raised
+//   node pi_session.mjs operation FILE      Pi restores lane main of FILE (restoreLane); prints
+//                                           its operation's meta and state as stored (JSON)
 //
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core. Output: one JSON object on stdout.
@@ -23,7 +25,7 @@ const S = await core("harness/session/index.js");
 const { NodeExecutionEnv } = await core("harness/env/nodejs.js");
 const { buildSessionContext } = await core("harness/session/context.js");
 const { BACKGROUND_CONTEXT: ctx } = await core("harness/context.js");
-const { restoreSession } = await core("harness/runtime/restore.js");
+const { restoreLane, restoreSession } = await core("harness/runtime/restore.js");
 
 const usage = (input, output) => ({
 	input,
@@ -204,13 +206,26 @@ async function lanes(file) {
 	}
 }
 
+async function operation(file) {
+	const session = await openFile(file);
+	try {
+		const lane = await restoreLane(session, "main", ctx);
+		return { operation: lane.operation, lastOperationId: lane.lastOperationId };
+	} catch (error) {
+		return { error: `${error.constructor.name}: ${error.message}` };
+	} finally {
+		await session.close(ctx);
+	}
+}
+
 const [command, ...args] = process.argv.slice(2);
 let result;
 if (command === "write") result = await write(args[0], args[1]);
 else if (command === "read") result = await read(args[0], args[1]);
 else if (command === "lanes") result = await lanes(args[0]);
+else if (command === "operation") result = await operation(args[0]);
 else {
-	console.error("usage: pi_session.mjs write ROOT CWD | read FILE [TEXT] | lanes FILE");
+	console.error("usage: pi_session.mjs write ROOT CWD | read FILE [TEXT] | lanes FILE | operation FILE");
 	process.exit(2);
 }
 process.stdout.write(`${JSON.stringify(result)}\n`);

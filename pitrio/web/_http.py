@@ -21,7 +21,7 @@ the page's static files (shipped in ``pitrio/ui/_static``); ``/ws`` upgrades to 
 WebSocket, whose messages from the page are limited to 1 MiB (a larger one is closed with
 code 1009 and a reason). Each connected page is a :class:`Client` (a bounded queue of JSON
 texts, sent in batches by :func:`_writer`); what the page sends is handed to the
-:class:`Pages` (:class:`pitrio.cli._serve_pages.WebApp`), which this module knows nothing
+:class:`Pages` (:class:`pitrio.web._pages.WebApp`), which this module knows nothing
 else about.
 A connection is closed by lingering: the server stops sending, then reads and discards
 what the peer still sends (for up to 2 s), so that a peer mid-send reads the server's

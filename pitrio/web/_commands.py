@@ -11,36 +11,41 @@ to the model. The page's Model and Thinking menus (``set_model``, ``set_thinking
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, final, get_args
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, Protocol, final, get_args
+
+import trio
 
 from pitrio import Model, ThinkingLevel, UsageError
-from pitrio.harness import SessionError, expand_prompt_template
-from pitrio.ui import Status
+from pitrio.cli._app import App, tools_for
+from pitrio.cli._interactive import COMMANDS
+from pitrio.cli._render import session_cost
+from pitrio.harness import Session, SessionError, SessionStore, expand_prompt_template
+from pitrio.ui import Status, UiMessage
 
-from ._app import tools_for
-from ._interactive import COMMANDS
-from ._render import session_cost
-from ._serve_http import Client
-
-if TYPE_CHECKING:
-    from ._serve_pages import WebApp
+from ._http import Client
 
 __all__ = [
     "LEVELS",
     "WEB_COMMANDS",
     "CommandError",
     "Commands",
+    "Shared",
     "model_name",
     "nearest_level",
     "same_model",
     "thinking_levels",
 ]
 
+_HANDLED: Final = frozenset(
+    {"/help", "/model", "/thinking", "/tools", "/session", "/resume", "/fork", "/compact",
+     "/clear", "/cost"}
+)  # fmt: skip
 WEB_COMMANDS: Final[dict[str, str]] = {
-    name: text for name, text in COMMANDS.items() if not name.startswith("/quit")
+    name: text for name, text in COMMANDS.items() if name.split()[0] in _HANDLED
 }
-"""The page's slash commands: the terminal's, less ``/quit`` (a tab is closed instead)."""
+"""The page's slash commands: those of the terminal's that a page can run (not ``/quit``:
+a tab is closed instead; not the terminal's session-file and clipboard commands)."""
 
 LEVELS: Final[tuple[ThinkingLevel, ...]] = get_args(ThinkingLevel)
 """Every thinking level, lowest first."""
@@ -74,15 +79,43 @@ def same_model(a: Model, b: Model) -> bool:
     return a.provider == b.provider and a.id == b.id
 
 
+class Shared(Protocol):
+    """What the commands use of the state the pages share
+    (:class:`~pitrio.web._pages.WebApp` is it; a protocol, so that this module
+    does not import that one, which imports this)."""
+
+    app: App
+    store: SessionStore | None
+    models: tuple[Model, ...]
+    running: bool
+    nursery: trio.Nursery | None
+    switch_lock: trio.Lock
+
+    def send(self, client: Client, text: str) -> None: ...
+
+    def broadcast(self, data: dict[str, Any]) -> None: ...
+
+    def publish(self, messages: Sequence[UiMessage]) -> None: ...
+
+    def info(self) -> dict[str, Any]: ...
+
+    async def sessions(self) -> dict[str, Any]: ...
+
+    async def switch(self, client: Client, kind: str, session_id: Any) -> Session | None: ...
+
+    async def adopt(self, session: Session) -> None: ...
+
+
 class CommandError(Exception):
     """A slash command or switch that cannot be done: the message says why."""
 
 
 @final
 class Commands:
-    """The slash commands of the pages of one :class:`~pitrio.cli._serve_pages.WebApp`."""
+    """The slash commands of the pages of one :class:`Shared` (the server's
+    :class:`~pitrio.web._pages.WebApp`)."""
 
-    def __init__(self, web: WebApp) -> None:
+    def __init__(self, web: Shared) -> None:
         self.web = web
 
     async def slash(self, client: Client, text: str) -> str | None:

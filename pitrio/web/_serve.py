@@ -4,14 +4,14 @@ A Trio HTTP + WebSocket server on 127.0.0.1 serves one page (static HTML, JS and
 shipped in ``pitrio/ui/_static``, no build step) and one WebSocket. Every request must
 carry the random token printed at start (``?token=...``, kept in a cookie after the first
 load), name this server as its ``Host`` and come from no other page's ``Origin``; any
-other request gets 403 (:class:`pitrio.cli._serve_http.Gate`).
+other request gets 403 (:class:`pitrio.web._http.Gate`).
 
 The page is a chat view fed by :mod:`pitrio.ui` messages (``append``, ``appendDelta``,
 ``replace``, ``status``). It sends commands as JSON objects:
 
 * ``{"type": "prompt", "text": ...}``: a prompt; while the agent works, a steering
   message (``{"type": "follow_up", "text": ...}`` queues a follow-up instead). A text
-  starting with ``/`` is a slash command (:data:`~pitrio.cli._serve_commands.WEB_COMMANDS`,
+  starting with ``/`` is a slash command (:data:`~pitrio.web._commands.WEB_COMMANDS`,
   the terminal's set less ``/quit``) or a prompt template (``/name args``), answered with
   an ``output`` message to that page; an unknown one is refused, never sent to the model;
 * ``{"type": "set_model", "model": "PROVIDER/ID"}``, ``{"type": "set_thinking",
@@ -37,10 +37,11 @@ The model is chosen as the CLI chooses it (:mod:`pitrio.cli._setup`); with none
 configured the recorded offline demo is replayed on a temporary copy of the sample
 project.
 
-This module holds the entry points (``pitrio serve``'s arguments, :func:`serve`) and
-starts the server; :mod:`pitrio.cli._serve_http` is the transport (token check, static
-files, WebSocket), :mod:`pitrio.cli._serve_pages` the session every page shares and the
-commands above, :mod:`pitrio.cli._serve_commands` the slash commands and switches.
+This module holds the entry points (``pitrio serve``'s arguments, :func:`serve`; the
+command line's :mod:`pitrio.cli._main` hands ``pitrio serve ...`` to :func:`main`) and
+starts the server; :mod:`pitrio.web._http` is the transport (token check, static
+files, WebSocket), :mod:`pitrio.web._pages` the session every page shares and the
+commands above, :mod:`pitrio.web._commands` the slash commands and switches.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ import attrs
 import trio
 
 from pitrio import Model, StreamFn
+from pitrio.cli._app import App
+from pitrio.cli._args import EXIT_INTERRUPTED, EXIT_USAGE, CliArgumentParser, build_parser
+from pitrio.cli._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
+from pitrio.cli._setup import AppSettings, configure, open_session, open_stream_fn, templates_dirs
 from pitrio.harness import (
     PiSessionStore,
     Session,
@@ -69,13 +74,9 @@ from pitrio.harness import (
     load_prompt_templates,
 )
 
-from ._app import App
-from ._args import EXIT_INTERRUPTED, EXIT_USAGE, CliArgumentParser, build_parser
-from ._offline import DEMO_PROMPT, RECORDED_FROM, copy_sample_project
-from ._serve_commands import LEVELS
-from ._serve_http import Gate, handle_connection
-from ._serve_pages import WebApp
-from ._setup import AppSettings, configure, open_session, open_stream_fn, templates_dirs
+from ._commands import LEVELS
+from ._http import Gate, handle_connection
+from ._pages import WebApp
 
 __all__ = ["ServerInfo", "main", "offered_models", "serve"]
 

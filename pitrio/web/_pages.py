@@ -4,10 +4,10 @@
 see. It turns the agent's events into :mod:`pitrio.ui` messages for every page (and keeps
 the transcript a page that connects gets as its snapshot), runs the commands pages send
 (prompts, steering, follow-ups, Stop, consent answers; the protocol is described in
-:mod:`pitrio.cli._serve`), lists, resumes and starts sessions, and asks the pages for
+:mod:`pitrio.web._serve`), lists, resumes and starts sessions, and asks the pages for
 consent to run ``bash``, ``write`` and ``edit``. Slash commands and the model and
-thinking switches are :mod:`pitrio.cli._serve_commands`; the sockets are
-:mod:`pitrio.cli._serve_http`.
+thinking switches are :mod:`pitrio.web._commands`; the sockets are
+:mod:`pitrio.web._http`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any, Final, final
 import trio
 
 from pitrio import Model, TextContent, UserMessage
+from pitrio.cli._app import App
 from pitrio.harness import Session, SessionError, SessionStore, ToolCallEvent
 from pitrio.ui import Status, Transcript, UiAdapter, UiMessage, tool_title
 
-from ._app import App
-from ._serve_commands import WEB_COMMANDS, Commands, model_name, same_model, thinking_levels
-from ._serve_http import Client
+from ._commands import WEB_COMMANDS, Commands, model_name, same_model, thinking_levels
+from ._http import Client
 
 __all__ = ["HISTORY_CHARS", "HISTORY_LIMIT", "SNAPSHOT_CHARS", "SNAPSHOT_ITEMS", "WebApp"]
 
@@ -407,9 +407,15 @@ class WebApp:
         answer: list[str] = []
         self._consents[ask_id] = (request, done, answer)
         self.broadcast(request)
+        # The run is shielded, and a cancellation from outside (the server shutting down)
+        # becomes its abort: that refuses the call too, instead of waiting for ever.
+        signal = self.app.harness.agent.signal
+        forget = signal.add_callback(done.set) if signal is not None else None
         try:
             await done.wait()
         finally:
+            if forget is not None:
+                forget()
             del self._consents[ask_id]
             self.broadcast({"type": "consentDone", "id": ask_id})
         return answer[0] if answer else "n"

@@ -1,0 +1,203 @@
+"""Settling what an interrupted run left open (Pi's drive on a restored lane).
+
+The state its records name says what to do (pi-agent-core 0.85.0, ``runtime/drive.js``):
+
+* ``assistant.effect_pending``: a request was out. Its outcome is unknown, so it is
+  settled as an error message under the reserved entry id (Pi's
+  ``recoverAssistantGeneration``, with Pi's text), and the run asks again
+  (``assistant.retry_wait``, as Pi's recovery does);
+* ``tools``: of the batch, a call ``completed`` is in the transcript; one
+  ``outcome_ready`` has its result recorded (used, never run again); one ``planned`` never
+  started and runs now; one ``effect_pending`` started without a recorded outcome and
+  runs again only if its record and its tool both say ``replay="safe"`` (Pi's
+  ``recoverToolInvocation``), else it ends with Pi's interrupted result (an error);
+* ``checkpoint`` that may finish: only the run's end was left to write;
+* anything else (``starting``, ``checkpoint``, ``assistant.ready``,
+  ``assistant.retry_wait``): no request was out; the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from pitrio import (
+    AbortSignal,
+    AgentTool,
+    AssistantMessage,
+    MessageEnd,
+    MessageStart,
+    Model,
+    TextContent,
+    ToolCall,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolResult,
+    ToolResultMessage,
+    TurnStart,
+    error_result,
+)
+
+from ._entries import MessageEntry, now_ms
+from ._operations import (
+    INTERRUPTED_REQUEST,
+    INTERRUPTED_TOOL,
+    Operation,
+    OperationRecorder,
+    pending_result,
+    replay_policy,
+    stored_args,
+)
+from ._session import Session
+
+
+class Harness(Protocol):
+    """What recovery uses of the :class:`~pitrio.harness.Harness` it recovers (a protocol,
+    so that this module does not import the harness, which imports it)."""
+
+    @property
+    def model(self) -> Model: ...
+
+    _bus: Any
+    _config: Any
+
+__all__ = ["settle"]
+
+
+async def settle(
+    harness: Harness, session: Session, ops: OperationRecorder, operation: Operation
+) -> bool:
+    """Settle what ``operation`` left open; return whether the run goes on (asks the
+    model again)."""
+    state = operation.state
+    at = operation.at
+    if at == "assistant.effect_pending":
+        await _interrupted_request(harness, session, ops, state)
+        return True
+    if at == "tools":
+        return await _tools(harness, session, ops, operation)
+    continuation = state.get("continuation")
+    return not (
+        at == "checkpoint"
+        and isinstance(continuation, Mapping)
+        and continuation.get("kind") == "may_finish"
+    )
+
+
+async def _interrupted_request(
+    harness: Harness, session: Session, ops: OperationRecorder, state: Mapping[str, Any]
+) -> None:
+    if str(state.get("responseEntryId")) in session._state.by_id:
+        return  # its answer is in (the state did not move on): nothing was lost
+    context = state.get("generationContext") or {}
+    identity = (context.get("configuration") or {}).get("model") or {}
+    message = AssistantMessage(
+        api="unknown",
+        provider=str(identity.get("provider", harness.model.provider)),
+        model=str(identity.get("modelId", harness.model.id)),
+        stop_reason="error",
+        error_message=INTERRUPTED_REQUEST,
+        timestamp=now_ms(),
+    )
+    bus = harness._bus
+    await bus.emit(MessageStart(message=message))
+    await ops.assistant_end(message, retry=True)
+    await bus.emit(MessageEnd(message=message))
+
+
+def _interrupted_result(call: ToolCall) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=(TextContent(text=INTERRUPTED_TOOL),),
+        is_error=True,
+        timestamp=now_ms(),
+    )
+
+
+async def _execute(tool: AgentTool | None, call: ToolCall, args: Any) -> tuple[ToolResult, bool]:
+    """Run one recovered call (no hooks, no argument validation: the call passed them
+    before the crash, or its recorded arguments are used)."""
+    if tool is None:
+        return error_result(f"Tool {call.name} not found"), True
+    try:
+        return await tool.execute(call.id, args, AbortSignal(), lambda partial: None), False
+    except Exception as exc:
+        return error_result(str(exc) or type(exc).__name__), True
+
+
+async def _tools(
+    harness: Harness, session: Session, ops: OperationRecorder, operation: Operation
+) -> bool:
+    batch = operation.state["batch"]
+    entry = session.get_entry(str(batch["assistantEntryId"]))
+    assistant = entry.message if isinstance(entry, MessageEntry) else None
+    if not isinstance(assistant, AssistantMessage):
+        return True
+    blocks = dict(enumerate(assistant.content))
+    ops.adopt_batch({i: b.id for i, b in blocks.items() if isinstance(b, ToolCall)})
+    turn = harness._config.build(session)
+    tools = {t.name: t for t in turn.tools}
+    bus = harness._bus
+    await bus.emit(TurnStart())
+    terminate = True
+    for call in batch["calls"]:
+        block = blocks.get(int(call["sourceIndex"]))
+        if not isinstance(block, ToolCall):
+            continue
+        status = call["status"]
+        if status == "completed":
+            terminate = terminate and bool(call.get("terminate"))
+            continue
+        tool = tools.get(block.name)
+        message: ToolResultMessage | None = None
+        ends = False
+        if status == "outcome_ready":
+            message = pending_result(session, str(call["resultEntryId"]))
+            ends = bool(call.get("terminate"))
+        if message is None:
+            safe = (
+                status == "effect_pending"
+                and call.get("replay") == "safe"
+                and replay_policy(tool) == "safe"
+            )
+            if status == "planned" or safe:
+                if status == "planned":
+                    args = tool.prepare_arguments(block.arguments) if tool else block.arguments
+                    await ops.tool_intent(block.id, args, tool)
+                else:
+                    args = stored_args(
+                        session, operation.id, str(batch["turnId"]), int(call["sourceIndex"])
+                    )
+                await bus.emit(
+                    ToolExecutionStart(tool_call_id=block.id, tool_name=block.name, args=args)
+                )
+                result, is_error = await _execute(tool, block, args)
+                ends = result.terminate is True
+                message = ToolResultMessage(
+                    tool_call_id=block.id,
+                    tool_name=block.name,
+                    content=result.content,
+                    details=result.details,
+                    usage=result.usage,
+                    added_tool_names=result.added_tool_names or None,
+                    is_error=is_error,
+                    timestamp=now_ms(),
+                )
+                await ops.tool_outcome(message, ends)
+                await bus.emit(
+                    ToolExecutionEnd(
+                        tool_call_id=block.id,
+                        tool_name=block.name,
+                        result=result,
+                        is_error=is_error,
+                    )
+                )
+            else:
+                message = _interrupted_result(block)
+                await ops.tool_outcome(message, False)
+        terminate = terminate and ends
+        await bus.emit(MessageStart(message=message))
+        await ops.tool_result_end(message)
+        await bus.emit(MessageEnd(message=message))
+    return not terminate
