@@ -328,3 +328,19 @@ def test_harness_quick_run_covers_every_workload(tmp_path: Path) -> None:
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "ratios.png").stat().st_size > 1000
         assert (tmp_path / "ratios.svg").read_text().lstrip().startswith("<?xml")
+
+
+@pytest.mark.parametrize("subject", ["agent", "harness", "jsonl", "pi", "sqlite", "memory"])
+async def test_bench_harness_runs_do_their_work(subject: str, tmp_path: Path) -> None:
+    from benchmarks.bench_harness import run_subject
+
+    entries = await run_subject(subject, turns=2, k=2, runs=2, where=tmp_path)
+    # Each run's session holds its 8 messages: the prompt, 2 x (tool call + 2 results), done.
+    assert entries == (0 if subject in ("agent", "harness") else 2 * 8)
+
+
+async def test_bench_harness_refuses_an_unknown_subject(tmp_path: Path) -> None:
+    from benchmarks.bench_harness import run_subject
+
+    with pytest.raises(BenchmarkError, match="unknown subject 'nope'; pick one of agent"):
+        await run_subject("nope", turns=1, k=1, runs=1, where=tmp_path)

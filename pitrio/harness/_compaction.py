@@ -35,6 +35,7 @@ JavaScript arithmetic: string lengths are counted in UTF-16 code units, as
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any, Final, final
 
@@ -51,6 +52,7 @@ __all__ = [
     "CompactionPreparation",
     "CompactionSettings",
     "ContextEstimate",
+    "ContextTokenCounter",
     "CutPoint",
     "calculate_context_tokens",
     "entry_message",
@@ -183,6 +185,72 @@ def estimate_context_tokens(messages: Sequence[AgentMessage]) -> ContextEstimate
     return ContextEstimate(
         tokens=estimated, usage_tokens=0, trailing_tokens=estimated, last_usage_index=None
     )
+
+
+@final
+class ContextTokenCounter:
+    """:func:`estimate_context_tokens` for a transcript that grows, at the cost of what
+    was added since the last call (the harness checks the compaction threshold every
+    turn; a full estimate would cost a walk over the whole transcript each time).
+
+    It remembers the messages it last measured (by identity: messages are not changed
+    once they are in a transcript) with a running sum of their estimates and where the
+    reported usages are. Given the same list again, grown at its end or cut short, it
+    estimates only the new messages; given another list (the agent's transcript was
+    replaced: a compaction, a resume, a move to another branch), it first checks how
+    much of it is the list it knew, at C speed, and estimates the rest. An element of
+    the same list replaced in place, in its middle, is not seen: replace the list.
+    """
+
+    __slots__ = ("_list", "_messages", "_sums", "_usages")
+
+    def __init__(self) -> None:
+        self._list: Sequence[AgentMessage] | None = None
+        self._messages: list[AgentMessage] = []
+        self._sums: list[int] = [0]  # _sums[i]: the estimates of _messages[:i]
+        self._usages: list[tuple[int, int]] = []  # (index, context tokens), increasing
+
+    def estimate(self, messages: Sequence[AgentMessage]) -> ContextEstimate:
+        """The same :class:`ContextEstimate` as ``estimate_context_tokens(messages)``."""
+        seen = self._messages
+        count = len(messages)
+        keep = min(count, len(seen))
+        if keep and (
+            messages is not self._list
+            or messages[keep - 1] is not seen[keep - 1]
+            or messages[0] is not seen[0]
+        ):
+            # Another list, or this one changed other than at its end: how much of it
+            # is what was measured before.
+            same = list(map(operator.is_, messages[:keep], seen[:keep]))
+            keep = same.index(False) if False in same else keep
+        self._list = messages
+        if keep < len(seen):
+            del seen[keep:]
+            del self._sums[keep + 1 :]
+            usages = self._usages
+            while usages and usages[-1][0] >= keep:
+                usages.pop()
+        sums = self._sums
+        for index in range(keep, count):
+            message = messages[index]
+            seen.append(message)
+            sums.append(sums[-1] + estimate_tokens(message))
+            usage = _assistant_usage(message)
+            if usage is not None:
+                self._usages.append((index, calculate_context_tokens(usage)))
+        if self._usages:
+            index, usage_tokens = self._usages[-1]
+            trailing = sums[count] - sums[index + 1]
+            return ContextEstimate(
+                tokens=usage_tokens + trailing,
+                usage_tokens=usage_tokens,
+                trailing_tokens=trailing,
+                last_usage_index=index,
+            )
+        return ContextEstimate(
+            tokens=sums[count], usage_tokens=0, trailing_tokens=sums[count], last_usage_index=None
+        )
 
 
 def should_compact(context_tokens: int, context_window: int, settings: CompactionSettings) -> bool:

@@ -64,7 +64,7 @@ from pitrio import (
 from . import _recovery
 from ._compaction import (
     CompactionSettings,
-    estimate_context_tokens,
+    ContextTokenCounter,
     prepare_compaction,
     should_compact,
 )
@@ -226,6 +226,7 @@ class Harness:
         self._replaced_messages: list[AgentMessage] | None = None
         self._compacted_in_run = False
         self._last_assistant: AssistantMessage | None = None
+        self._context_tokens = ContextTokenCounter()  # the threshold check, incremental
         self._retry_attempt = 0
 
     # -- state --------------------------------------------------------------------------
@@ -856,7 +857,7 @@ class Harness:
         settings = self._compaction_settings()
         if not settings.enabled:
             return False
-        estimate = estimate_context_tokens(messages)
+        estimate = self._context_tokens.estimate(messages)
         return should_compact(estimate.tokens, window, settings)
 
     async def _compact_mid_run(self) -> bool:

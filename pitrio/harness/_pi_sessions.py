@@ -324,6 +324,24 @@ class _PiWriter:
         data = "".join(_dumps(line) + "\n" for line in lines).encode()
         await trio.to_thread.run_sync(self._append_sync, data)
 
+    async def write_and_sync(
+        self, session: Session, transactions: Sequence[Sequence[Write]]
+    ) -> OSError | None:
+        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop (a save
+        point's). A failed sync is returned: what it was to sync is written."""
+        lines = [line for t in transactions for line in self._translator.lines(session, t)]
+        data = "".join(_dumps(line) + "\n" for line in lines).encode()
+        return await trio.to_thread.run_sync(self._append_and_sync, data)
+
+    def _append_and_sync(self, data: bytes) -> OSError | None:
+        self._append_sync(data)  # raises if nothing was written
+        if self._fsync == "flush":
+            try:
+                self._sync_sync()
+            except OSError as exc:
+                return exc  # written, not synced: the caller must not write it again
+        return None
+
     def _append_sync(self, data: bytes) -> None:
         assert self._fd is not None
         size = os.lseek(self._fd, 0, os.SEEK_END)

@@ -343,8 +343,16 @@ class Session:
             self._commit(writes)
         await self._write()
 
-    async def append_message(self, message: AgentMessage, *, terminate: bool = False) -> str:
-        """Append a message after the current leaf; return the new entry's id."""
+    async def append_message(
+        self, message: AgentMessage, *, terminate: bool = False, write: bool = True
+    ) -> str:
+        """Append a message after the current leaf; return the new entry's id.
+
+        With ``write=False`` the change is made but not yet written: the next change
+        that writes, :meth:`write` or :meth:`flush` writes it (a caller batching several
+        appends into one worker-thread hop; the harness writes each change as it is made,
+        so that its operation records stay exact).
+        """
         if getattr(message, "role", None) is None:
             msg = f"append_message() needs a message with a role; got {message!r:.100}"
             raise ArgumentTypeError(msg)
@@ -356,7 +364,10 @@ class Session:
         if terminate:
             fields["terminate"] = True
         entry_id = self._append_entry(fields, message)
-        await self._write()
+        if write:
+            await self._write()
+        else:
+            await trio.lowlevel.checkpoint()
         return entry_id
 
     async def append_custom(self, custom_type: str, data: JSONValue = None) -> str:
@@ -571,8 +582,8 @@ class Session:
 
     @property
     def dirty(self) -> bool:
-        """Whether changes wait to be written (a write failed, or an append was cancelled
-        before it wrote); :meth:`flush` writes them."""
+        """Whether changes wait to be written (appended with ``write=False``, a write
+        failed, or an append was cancelled before it wrote); :meth:`flush` writes them."""
         return bool(self._pending)
 
     async def _write(self, *, sync: bool = False) -> None:
@@ -581,13 +592,29 @@ class Session:
         async with self._flush_lock:
             if self._pending:
                 pending, self._pending = self._pending, []
+                # A file store writes and syncs a save point in one worker-thread hop.
+                both = getattr(self._writer, "write_and_sync", None) if sync else None
+                sync_error: OSError | None = None
                 try:
-                    await self._writer.write(self, pending)
+                    if both is not None:
+                        sync_error = await both(self, pending)
+                    else:
+                        await self._writer.write(self, pending)
                 except BaseException:
                     self._pending[:0] = pending
                     raise
+                if both is not None:
+                    if sync_error is not None:
+                        raise sync_error
+                    return
             if sync:
                 await self._writer.sync()
+
+    async def write(self) -> None:
+        """Write the changes that wait to be written (appended with ``write=False``, or
+        left by a failed or cancelled write), without a sync. Checkpoints."""
+        self._check_open()
+        await self._write()
 
     async def flush(self) -> None:
         """Write what is pending (after a failed or cancelled write), then sync the

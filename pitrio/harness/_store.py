@@ -147,7 +147,8 @@ class _MemoryWriter:
         self._record = record
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
-        self._record.transactions.extend(copy.deepcopy(list(transactions)))
+        # No copy: a session never changes a write it committed, and open() copies.
+        self._record.transactions.extend(transactions)
         self._record.modified_at = time.time()
         await trio.lowlevel.checkpoint()
 
@@ -203,7 +204,9 @@ class StoreBase(abc.ABC):
 class InMemorySessionStore(StoreBase):
     """Sessions kept in this object only (tests, throwaway agents).
 
-    Stored data is copied at each flush, so reopening shows exactly what was flushed.
+    The store keeps the writes a session committed (a session never changes them) and
+    copies them when the session is opened again, so reopening shows exactly what was
+    written.
     """
 
     def __init__(self) -> None:
