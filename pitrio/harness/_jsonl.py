@@ -32,6 +32,7 @@ only narrow them). A directory that exists already is left as its owner set it.
 
 from __future__ import annotations
 
+import abc
 import builtins
 import datetime
 import errno
@@ -788,8 +789,75 @@ class _JsonlWriter:
 # --- the store ----------------------------------------------------------------------
 
 
+class _FileStore(StoreBase):
+    """What the two file stores share (:class:`JsonlSessionStore`, Pi's harness format,
+    and :class:`~pitrio.harness.PiSessionStore`, Pi's coding-agent format): one directory
+    per working directory under ``root``, files named as Pi names them, found, listed and
+    deleted alike; each store reads its own headers (``_info``)."""
+
+    root: str
+
+    @abc.abstractmethod
+    def _info(self, path: str) -> SessionInfo | None:
+        """The listing of the session file ``path`` (``None``: not one of this store's)."""
+
+    def directory(self, cwd: str | os.PathLike[str]) -> str:
+        """The directory holding the sessions of working directory ``cwd``."""
+        return os.path.join(self.root, session_directory_name(resolve_cwd(cwd)))
+
+    def _find(self, session_id: str) -> str:
+        if os.path.isdir(self.root):
+            for directory in sorted(os.scandir(self.root), key=lambda d: d.name):
+                if not directory.is_dir():
+                    continue
+                for name in os.listdir(directory.path):
+                    if _names_session(name, session_id):
+                        return os.path.join(directory.path, name)
+        msg = f"no session {session_id!r} under {self.root}"
+        raise SessionNotFoundError(msg)
+
+    async def list(self, *, cwd: str | os.PathLike[str] | None = None) -> list[SessionInfo]:
+        """See :meth:`SessionStore.list` (reads only each file's first line)."""
+        want = None if cwd is None else resolve_cwd(cwd)
+        return await trio.to_thread.run_sync(self._list_sync, want)
+
+    def _list_sync(self, cwd: str | None) -> builtins.list[SessionInfo]:
+        if not os.path.isdir(self.root):
+            return []
+        if cwd is None:
+            directories = [d.path for d in os.scandir(self.root) if d.is_dir()]
+        else:
+            directories = [self.directory(cwd)]
+        infos: list[SessionInfo] = []
+        for directory in directories:
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if not name.endswith(".jsonl"):
+                    continue
+                info = self._info(os.path.join(directory, name))
+                # Directory names are lossy (/a/b and /a-b share one): check the header.
+                if info is not None and (cwd is None or info.cwd == cwd):
+                    infos.append(info)
+        return sort_infos(infos)
+
+    async def delete(self, session_id: str) -> None:
+        """See :meth:`SessionStore.delete`."""
+        await trio.to_thread.run_sync(self._delete_sync, session_id)
+
+    def _delete_sync(self, session_id: str) -> None:
+        path = self._find(session_id)
+        fd = open_locked(path, os.O_RDONLY, f"session {session_id}")
+        try:
+            os.unlink(path)
+        finally:
+            os.close(fd)
+
+
 @final
-class JsonlSessionStore(StoreBase):
+class JsonlSessionStore(_FileStore):
     """Sessions as JSONL files in Pi's format, one directory per working directory.
 
     ``root`` defaults to :func:`default_sessions_root`. Each change is appended to its
@@ -813,10 +881,6 @@ class JsonlSessionStore(StoreBase):
 
     def __repr__(self) -> str:
         return f"JsonlSessionStore({self.root!r})"
-
-    def directory(self, cwd: str | os.PathLike[str]) -> str:
-        """The directory holding the sessions of working directory ``cwd``."""
-        return os.path.join(self.root, session_directory_name(resolve_cwd(cwd)))
 
     async def _create_session(
         self,
@@ -888,17 +952,6 @@ class JsonlSessionStore(StoreBase):
         torn last line in the file (only a writer repairs it)."""
         return await trio.to_thread.run_sync(self._open_sync, session_id, read_only)
 
-    def _find(self, session_id: str) -> str:
-        if os.path.isdir(self.root):
-            for directory in sorted(os.scandir(self.root), key=lambda d: d.name):
-                if not directory.is_dir():
-                    continue
-                for name in os.listdir(directory.path):
-                    if _names_session(name, session_id):
-                        return os.path.join(directory.path, name)
-        msg = f"no session {session_id!r} under {self.root}"
-        raise SessionNotFoundError(msg)
-
     def _open_sync(self, session_id: str | os.PathLike[str], read_only: bool = False) -> Session:
         text = os.fspath(session_id)
         if text.endswith(".jsonl") and os.path.exists(text):
@@ -959,35 +1012,7 @@ class JsonlSessionStore(StoreBase):
             path=path,
         )
 
-    async def list(self, *, cwd: str | os.PathLike[str] | None = None) -> list[SessionInfo]:
-        """See :meth:`SessionStore.list` (reads only each file's first line)."""
-        want = None if cwd is None else resolve_cwd(cwd)
-        return await trio.to_thread.run_sync(self._list_sync, want)
-
-    def _list_sync(self, cwd: str | None) -> builtins.list[SessionInfo]:
-        if not os.path.isdir(self.root):
-            return []
-        if cwd is None:
-            directories = [d.path for d in os.scandir(self.root) if d.is_dir()]
-        else:
-            directories = [self.directory(cwd)]
-        infos: list[SessionInfo] = []
-        for directory in directories:
-            try:
-                names = os.listdir(directory)
-            except FileNotFoundError:
-                continue
-            for name in names:
-                if not name.endswith(".jsonl"):
-                    continue
-                info = self._info(os.path.join(directory, name))
-                # Directory names are lossy (/a/b and /a-b share one): check the header.
-                if info is not None and (cwd is None or info.cwd == cwd):
-                    infos.append(info)
-        return sort_infos(infos)
-
-    @staticmethod
-    def _info(path: str) -> SessionInfo | None:
+    def _info(self, path: str) -> SessionInfo | None:
         try:
             with open(path, "rb") as f:
                 first = f.readline()
@@ -1006,14 +1031,3 @@ class JsonlSessionStore(StoreBase):
             path=path,
         )
 
-    async def delete(self, session_id: str) -> None:
-        """See :meth:`SessionStore.delete`."""
-        await trio.to_thread.run_sync(self._delete_sync, session_id)
-
-    def _delete_sync(self, session_id: str) -> None:
-        path = self._find(session_id)
-        fd = open_locked(path, os.O_RDONLY, f"session {session_id}")
-        try:
-            os.unlink(path)
-        finally:
-            os.close(fd)

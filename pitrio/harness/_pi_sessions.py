@@ -36,7 +36,6 @@ before its answer still leaves its prompt in the file.
 
 from __future__ import annotations
 
-import builtins
 import datetime
 import json
 import os
@@ -49,6 +48,7 @@ from ._entries import Write, new_id, now_ms
 from ._errors import SessionExistsError, SessionFormatError, SessionNotFoundError
 from ._jsonl import (
     _dumps,
+    _FileStore,
     _names_session,
     _read_all,
     _write_all,
@@ -57,7 +57,6 @@ from ._jsonl import (
     make_private_dirs,
     open_locked,
     parse_header,
-    session_directory_name,
 )
 from ._session import Session
 from ._session_state import (
@@ -73,10 +72,7 @@ from ._store import (
     FsyncPolicy,
     ReadOnlyWriter,
     SessionInfo,
-    StoreBase,
     fsync_policy,
-    resolve_cwd,
-    sort_infos,
 )
 
 __all__ = ["PI_STATE_TYPE", "PiSessionStore", "default_pi_sessions_root"]
@@ -433,7 +429,7 @@ def _set(namespace: str, key: str, value: Any, seq: int) -> Write:
 
 
 @final
-class PiSessionStore(StoreBase):
+class PiSessionStore(_FileStore):
     """Sessions in the files of Pi's coding agent (v3), one directory per working
     directory under ``root`` (default: :func:`default_pi_sessions_root`).
 
@@ -460,10 +456,6 @@ class PiSessionStore(StoreBase):
 
     def __repr__(self) -> str:
         return f"PiSessionStore({self.root!r})"
-
-    def directory(self, cwd: str | os.PathLike[str]) -> str:
-        """The directory holding the sessions of working directory ``cwd``."""
-        return os.path.join(self.root, session_directory_name(resolve_cwd(cwd)))
 
     async def _create_session(
         self,
@@ -562,17 +554,6 @@ class PiSessionStore(StoreBase):
         except SessionNotFoundError:
             return None
 
-    def _find(self, session_id: str) -> str:
-        if os.path.isdir(self.root):
-            for directory in sorted(os.scandir(self.root), key=lambda d: d.name):
-                if not directory.is_dir():
-                    continue
-                for name in os.listdir(directory.path):
-                    if _names_session(name, session_id):
-                        return os.path.join(directory.path, name)
-        msg = f"no session {session_id!r} under {self.root}"
-        raise SessionNotFoundError(msg)
-
     def _open_sync(self, session_id: str | os.PathLike[str], read_only: bool) -> Session:
         text = os.fspath(session_id)
         if text.endswith(".jsonl") and os.path.exists(text):
@@ -619,42 +600,8 @@ class PiSessionStore(StoreBase):
         writer = _PiWriter(path, fd, header, translator, fsync=self.fsync)
         return Session(writer=writer, **common)
 
-    async def list(self, *, cwd: str | os.PathLike[str] | None = None) -> list[SessionInfo]:
-        """See :meth:`SessionStore.list` (reads only each file's first line)."""
-        want = None if cwd is None else resolve_cwd(cwd)
-        return await trio.to_thread.run_sync(self._list_sync, want)
-
-    def _list_sync(self, cwd: str | None) -> builtins.list[SessionInfo]:
-        if not os.path.isdir(self.root):
-            return []
-        if cwd is None:
-            directories = [d.path for d in os.scandir(self.root) if d.is_dir()]
-        else:
-            directories = [self.directory(cwd)]
-        infos: list[SessionInfo] = []
-        for directory in directories:
-            try:
-                names = os.listdir(directory)
-            except FileNotFoundError:
-                continue
-            for name in names:
-                if name.endswith(".jsonl"):
-                    info = _info(os.path.join(directory, name))
-                    if info is not None and (cwd is None or info.cwd == cwd):
-                        infos.append(info)
-        return sort_infos(infos)
-
-    async def delete(self, session_id: str) -> None:
-        """See :meth:`SessionStore.delete`."""
-        await trio.to_thread.run_sync(self._delete_sync, session_id)
-
-    def _delete_sync(self, session_id: str) -> None:
-        path = self._find(session_id)
-        fd = open_locked(path, os.O_RDONLY, f"session {session_id}")
-        try:
-            os.unlink(path)
-        finally:
-            os.close(fd)
+    def _info(self, path: str) -> SessionInfo | None:
+        return _info(path)
 
 
 def _info(path: str) -> SessionInfo | None:
