@@ -211,9 +211,27 @@ def run(argv: list[str], env: dict[str, str], cwd: Path, args: list[str]) -> dic
         timings.append((time.perf_counter() - started) * 1000)
         return count
 
+    def prompt_until_the_tool_runs(message: str) -> None:
+        """Send the prompt, return once its tool runs (queued messages then wait for the
+        tool, rather than racing the run's first steering poll)."""
+        running = threading.Event()
+
+        def listener(event: dict[str, Any]) -> None:
+            if event.get("type") == "tool_execution_start":
+                running.set()
+
+        stop = client.on_event(listener)
+        try:
+            client.send({"type": "prompt", "message": message})
+            if not running.wait(60):
+                msg = "Timeout waiting for the tool to start"
+                raise RpcFailure(msg)
+        finally:
+            stop()
+
     def steer_and_follow_up() -> Any:
         settled = client.idle()
-        client.send({"type": "prompt", "message": "bash sleep 1; echo slept"})
+        prompt_until_the_tool_runs("bash sleep 1; echo slept")
         client.send({"type": "steer", "message": "steered"})
         client.send({"type": "follow_up", "message": "later"})
         client.await_idle(settled)
@@ -221,7 +239,7 @@ def run(argv: list[str], env: dict[str, str], cwd: Path, args: list[str]) -> dic
 
     def clear_queue() -> Any:
         settled = client.idle()
-        client.send({"type": "prompt", "message": "bash sleep 1; echo again"})
+        prompt_until_the_tool_runs("bash sleep 1; echo again")
         client.send({"type": "follow_up", "message": "queued"})
         cleared = client.data({"type": "clear_queue"})
         client.await_idle(settled)

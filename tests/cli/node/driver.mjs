@@ -97,14 +97,19 @@ try {
 	await step("getLastAssistantText", () => client.getLastAssistantText());
 	await step("steer and followUp", async () => {
 		const idle = client.waitForIdle();
+		// Steered while the tool runs (not before the run's first poll: a race, not protocol).
+		const running = waitForEvent((e) => e.type === "tool_execution_start");
 		await client.prompt("bash sleep 1; echo slept");
+		await running;
 		await client.steer("steered");
 		await client.followUp("later");
 		await idle;
 	});
 	await step("clearQueue", async () => {
 		const idle = client.waitForIdle();
+		const running = waitForEvent((e) => e.type === "tool_execution_start");
 		await client.prompt("bash sleep 1; echo again");
+		await running;
 		await client.followUp("queued");
 		const cleared = await client.clearQueue();
 		await idle;
