@@ -111,6 +111,7 @@ from ._wire import register_message_role as register_message_role
 
 if _typing.TYPE_CHECKING:
     from ._function_tools import tool as tool
+    from ._output import OutputMode as OutputMode
     from ._run_context import RunContext as RunContext, ToolCallId as ToolCallId
     from ._run_result import RunResult as RunResult, UsageLimits as UsageLimits
 
@@ -154,6 +155,7 @@ __all__ = [
     "Model",
     "ModelCost",
     "NextTurn",
+    "OutputMode",
     "PitrioError",
     "ProviderError",
     "ProviderProtocolError",
@@ -213,6 +215,7 @@ __all__ = [
 # Typed tools and one-call runs, imported when first used: ``import pitrio`` stays as fast as
 # it was for programs that write their tools as Pi does.
 _LAZY = {
+    "OutputMode": "_output",
     "RunContext": "_run_context",
     "RunResult": "_run_result",
     "ToolCallId": "_run_context",

@@ -59,7 +59,7 @@ from ._signal import AbortSignal
 from ._tools import AgentTool
 
 if TYPE_CHECKING:
-    from ._output import OutputCollector
+    from ._output import OutputCollector, OutputMode
     from ._run_result import RunResult, UsageLimits
 
 __all__ = ["Agent", "AgentState", "Listener", "QueueMode"]
@@ -436,6 +436,7 @@ class Agent:
         limits: UsageLimits | None = ...,
         output_type: None = None,
         output_retries: int = ...,
+        output_mode: OutputMode = ...,
         task_status: trio.TaskStatus[None] = ...,
     ) -> RunResult[str]: ...
 
@@ -449,6 +450,7 @@ class Agent:
         limits: UsageLimits | None = ...,
         output_type: type[OutputT],
         output_retries: int = ...,
+        output_mode: OutputMode = ...,
         task_status: trio.TaskStatus[None] = ...,
     ) -> RunResult[OutputT | None]: ...
 
@@ -461,6 +463,7 @@ class Agent:
         limits: UsageLimits | None = None,
         output_type: type[Any] | None = None,
         output_retries: int = 1,
+        output_mode: OutputMode = "auto",
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> RunResult[Any]:
         """Run the agent on new input, as :meth:`prompt` does, and return the result.
@@ -471,19 +474,26 @@ class Agent:
         :func:`pitrio.tool` receive as ``RunContext.deps`` in this run (default: the
         agent's ``deps``). ``limits`` caps requests, tokens, cost and wall time: a run
         that goes over one is aborted (its events and transcript are those of an aborted
-        run) and its result names the limit. With ``output_type=T`` the run also offers
-        a ``final_result`` tool whose arguments are ``T``'s schema; ``output`` is then the
-        ``T`` the model gave (``None`` if it gave none valid within ``output_retries``
-        retries; ``error_message`` says why). With ``await nursery.start(agent.run,
-        ...)`` the call returns once the run is active, as :meth:`prompt` does (the
-        result is then not seen: await ``run()`` itself to get it).
+        run) and its result names the limit. With ``output_type=T`` the model is asked
+        for a ``T`` (``output_mode``: ``"auto"`` uses the API's native structured output,
+        a JSON-schema response format on the OpenAI APIs and a forced ``final_result``
+        tool on Anthropic's, and elsewhere offers the ``final_result`` tool; ``"native"``
+        insists on the former, ``"tool"`` on the latter); each answer is validated
+        against ``T``'s schema and a failing one is sent back with the errors; ``output``
+        is then the ``T`` the model gave (``None`` if it gave none valid within
+        ``output_retries`` retries; ``error_message`` says why). With ``await
+        nursery.start(agent.run, ...)`` the call returns once the run is active, as
+        :meth:`prompt` does (the result is then not seen: await ``run()`` itself to get
+        it).
 
         Failures inside the run are data, as for :meth:`prompt`. Checkpoints.
 
         Raises:
             AgentBusyError: a run is already active.
             UsageError: ``output_type`` has no JSON schema, ``output_retries`` is
-                negative, or the agent already has a tool named ``final_result``.
+                negative, ``output_mode`` is unknown or ``"native"`` for an API without
+                native structured output, or the agent already has a tool named
+                ``final_result``.
         """
         if self._run is not None:
             raise AgentBusyError(_BUSY_PROMPT)
@@ -502,7 +512,16 @@ class Agent:
                     "already has one; rename that tool"
                 )
                 raise UsageError(msg)
-            collector = OutputCollector(output_type, output_retries, self.follow_up)
+            state = self.state
+            collector = OutputCollector(
+                output_type,
+                output_retries,
+                self.follow_up,
+                model=state.model,
+                mode=output_mode,
+                thinking=state.thinking_level != "off",
+                has_tools=bool(state.tools),
+            )
         unsubscribe = self.subscribe(observer)
         unsubscribe_output = self.subscribe(collector) if collector is not None else None
         try:
@@ -514,7 +533,12 @@ class Agent:
                     skip_initial_poll=False,
                     task_status=task_status,
                     deps=deps,
-                    extra_tools=(collector.tool,) if collector is not None else (),
+                    extra_tools=collector.tools if collector is not None else (),
+                    stream_options=(
+                        collector.stream_options(self._stream_options or _DEFAULT_OPTIONS)
+                        if collector is not None
+                        else None
+                    ),
                 )
         finally:
             unsubscribe()
@@ -538,15 +562,19 @@ class Agent:
         task_status: trio.TaskStatus[None],
         deps: object = _AGENT_DEPS,
         extra_tools: Sequence[AgentTool] = (),
+        stream_options: StreamOptions | None = None,
     ) -> None:
         async def executor(signal: AbortSignal) -> None:
             context = self._snapshot()
             if extra_tools:
                 context.tools = [*context.tools, *extra_tools]
+            config = self._loop_config(skip_initial_poll)
+            if stream_options is not None:
+                config = attrs.evolve(config, stream_options=stream_options)
             await run_agent_loop(
                 messages,
                 context,
-                self._loop_config(skip_initial_poll),
+                config,
                 self._process_event,
                 signal,
                 self.stream_fn,

@@ -99,6 +99,14 @@ class StreamOptions:
     max_tokens: int | None = None
     temperature: float | None = None
     tool_choice: str | Mapping[str, JSONValue] | None = None
+    response_format: Mapping[str, JSONValue] | None = None
+    """Ask for a structured answer, in the form of OpenAI chat completions'
+    ``response_format`` (``{"type": "json_schema", "json_schema": {"name": ...,
+    "schema": ..., "strict": True}}`` or ``{"type": "json_object"}``). openai-completions
+    sends it as ``response_format``, openai-responses as ``text.format``; a ``strict``
+    schema is made strict (every property required, optional ones nullable) where the
+    server supports strict mode, else sent with ``strict: false``. Other APIs ignore it.
+    pitrio's own option (pi-ai 0.85.0 has none); ``Agent.run(output_type=...)`` sets it."""
     headers: Mapping[str, str | None] | None = None
     max_retries: int | None = None
     max_retry_delay: float | None = None

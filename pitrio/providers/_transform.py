@@ -42,6 +42,7 @@ __all__ = [
     "UnsupportedStrictJsonSchemaError",
     "make_strict_json_schema",
     "resolve_json_schema_strict",
+    "resolve_response_format",
     "sanitize_surrogates",
     "short_hash",
     "tool_json",
@@ -243,6 +244,36 @@ def resolve_json_schema_strict(tool: ToolSpec, supports_strict_mode: bool) -> bo
         )
         raise ValueError(msg)
     return None
+
+
+def resolve_response_format(
+    response_format: Mapping[str, JSONValue], supports_strict_mode: bool
+) -> dict[str, JSONValue]:
+    """``StreamOptions.response_format`` as sent (pitrio's own; pi-ai has no such option).
+
+    A ``json_schema`` format asking for ``strict`` gets the strict subset of its schema
+    (:func:`make_strict_json_schema`) when the server supports strict mode and the
+    schema has one; otherwise it is sent as given with ``strict: false``, and the
+    server's answer is checked against the schema afterwards as every answer is. Any
+    other format is sent as given.
+    """
+    out = dict(response_format)
+    spec = out.get("json_schema")
+    if out.get("type") != "json_schema" or not isinstance(spec, Mapping):
+        return out
+    json_schema = dict(spec)
+    schema = json_schema.get("schema")
+    if json_schema.get("strict") is True:
+        strict = False
+        if supports_strict_mode and isinstance(schema, Mapping):
+            try:
+                json_schema["schema"] = make_strict_json_schema(schema)
+                strict = True
+            except UnsupportedStrictJsonSchemaError:
+                pass
+        json_schema["strict"] = strict
+    out["json_schema"] = json_schema
+    return out
 
 
 _USER_IMAGE_PLACEHOLDER: Final = "(image omitted: model does not support images)"

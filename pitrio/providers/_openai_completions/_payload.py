@@ -5,9 +5,9 @@ model, messages and tools, ``stream_options``, ``max_tokens`` or
 ``max_completion_tokens``, ``store``, the prompt cache key and ``cache_control``
 markers, the thinking request in the server's dialect (``reasoning_effort``,
 ``reasoning``, ``thinking``, ``enable_thinking``, chat-template arguments), OpenRouter
-routing and vLLM priority, ``sampling_params`` last; then the SDK's headers (key,
-``User-Agent``, session affinity, the model's and the caller's) and
-``<baseUrl>/chat/completions``.
+routing and vLLM priority, pitrio's ``response_format``, ``sampling_params`` last;
+then the SDK's headers (key, ``User-Agent``, session affinity, the model's and the
+caller's) and ``<baseUrl>/chat/completions``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ..._messages import AssistantMessage, JSONValue, ToolCall, ToolResultMessag
 from ..._model import Context, Model, StreamOptions
 from .._http import merge_headers, pi_user_agent
 from .._options import resolve_cache_retention, thinking_budget_for_level
+from .._transform import resolve_response_format
 from ._compat import CompletionsCompat, JSONObject, get_compat
 from ._convert import _convert_tools, convert_messages
 
@@ -174,6 +175,10 @@ def build_params(
         _apply_cache_control(messages, params.get("tools"), control)
     if options.tool_choice:
         params["tool_choice"] = options.tool_choice
+    if options.response_format is not None:
+        params["response_format"] = resolve_response_format(
+            options.response_format, compat.supports_strict_mode
+        )
     if compat.vllm_priority is not None:
         params["priority"] = compat.vllm_priority
     budget_field = compat.thinking_token_budget_field or (

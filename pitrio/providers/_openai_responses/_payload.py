@@ -20,6 +20,7 @@ import attrs
 from ..._messages import (
     AssistantMessage,
     ImageContent,
+    JSONValue,
     TextContent,
     ThinkingContent,
     UserContent,
@@ -29,7 +30,12 @@ from ..._model import Context, Model, StreamOptions
 from .._http import merge_headers, pi_user_agent, require_api_key
 from .._json import js_length, json_parse, json_stringify
 from .._options import clamp_max_tokens_to_context, clamp_thinking_level, resolve_cache_retention
-from .._transform import sanitize_surrogates, short_hash, transform_messages
+from .._transform import (
+    resolve_response_format,
+    sanitize_surrogates,
+    short_hash,
+    transform_messages,
+)
 
 __all__ = [
     "JSONObject",
@@ -190,6 +196,8 @@ def build_body(
         body["tools"] = convert_tools(tools, supports_strict_mode=compat.supports_strict_mode)
     if options.tool_choice is not None:
         body["tool_choice"] = options.tool_choice
+    if options.response_format is not None:
+        body["text"] = {"format": _text_format(options.response_format, compat)}
     if model.reasoning:
         _add_reasoning(body, model, effort, summary)
     if options.sampling_params:
@@ -213,6 +221,19 @@ def _add_reasoning(body: JSONObject, model: Model, effort: str | None, summary: 
         body["reasoning"] = {"effort": off if off is not None else "none"}
     if model.provider == "xai":
         body["include"] = ["reasoning.encrypted_content"]
+
+
+def _text_format(
+    response_format: Mapping[str, JSONValue], compat: ResponsesCompat
+) -> JSONObject:
+    """``StreamOptions.response_format`` (chat completions' form) as the Responses API's
+    ``text.format``: a ``json_schema`` one's ``name``, ``schema``, ``strict`` (and
+    ``description``) move up a level (pitrio's own: pi-ai has no such option)."""
+    resolved = resolve_response_format(response_format, compat.supports_strict_mode)
+    spec = resolved.pop("json_schema", None)
+    if resolved.get("type") == "json_schema" and isinstance(spec, Mapping):
+        return {"type": "json_schema", **spec}
+    return resolved
 
 
 def service_tier_option(options: StreamOptions) -> str | None:
