@@ -550,6 +550,15 @@ class Agent:
             result: RunResult[Any] = observer.result(collector.value)
             if collector.error_message is not None and result.exceeded_limit is None:
                 result = attrs.evolve(result, error_message=collector.error_message)
+            elif not collector.has_value and result.error_message is None:
+                # Ended without an answer to check (cut off at max_tokens, say).
+                result = attrs.evolve(
+                    result,
+                    error_message=(
+                        f"No output: the run ended (stop_reason {result.stop_reason!r}) "
+                        "before the model gave a valid one"
+                    ),
+                )
             return result
         last = next((m for m in reversed(observer.messages) if m.role == "assistant"), None)
         return observer.result(last.text if isinstance(last, AssistantMessage) else "")

@@ -460,3 +460,14 @@ def test_response_format_resolution() -> None:
     assert loose["json_schema"] == {"name": "r", "schema": REVIEW_SCHEMA, "strict": False}
     assert fmt["json_schema"]["schema"] == REVIEW_SCHEMA  # not changed in place
     assert resolve_response_format({"type": "json_object"}, True) == {"type": "json_object"}
+
+
+async def test_an_answer_cut_off_says_there_is_no_output() -> None:
+    """A native answer that stops at max_tokens is not checked; the result says why."""
+    model = ScriptedModel([ScriptedResponse.text('{"title": "Fi', stop_reason="length")])
+    agent = Agent(model=Model(id="m", api="openai-completions"), stream_fn=model)
+    result = await agent.run("review it", output_type=Review)
+    assert (result.output, result.stop_reason) == (None, "length")
+    assert result.error_message == (
+        "No output: the run ended (stop_reason 'length') before the model gave a valid one"
+    )
