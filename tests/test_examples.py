@@ -55,6 +55,10 @@ EXPECTED_OUTPUT = {
         "answer: Status is green; the deploy was cut off.",
     ],
     # the tutorial's chapters (docs/tutorial/)
+    "structured_output.py": [
+        "  - country: must have required properties country",
+        "City(name='Paris', country='France', population_millions=None) 2",
+    ],
     "typed_tools.py": [
         "{'enum': ['celsius', 'fahrenheit'], 'type': 'string', 'description': 'the unit of the"
         " answer.', 'default': 'celsius'}",
