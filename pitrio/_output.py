@@ -99,6 +99,13 @@ def _strategy(model: Model, mode: str, thinking: bool) -> _Strategy:
     return "tool"
 
 
+def _describe(exc: BaseException) -> str:
+    """What a failed conversion says: the leaf errors of cattrs' exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return str(exc) or type(exc).__name__
+
+
 @final
 @attrs.frozen(kw_only=True)
 class _FinalResultTool:
@@ -192,7 +199,7 @@ class OutputCollector(Generic[OutputT]):
             try:
                 value = self._value_of(args)
             except Exception as exc:
-                msg = f"Invalid {FINAL_RESULT} arguments: {exc}"
+                msg = f"Invalid {FINAL_RESULT} arguments: {_describe(exc)}"
                 raise ArgumentTypeError(msg) from None
             self.value = value
             self.has_value = True
@@ -238,7 +245,7 @@ class OutputCollector(Generic[OutputT]):
         try:
             self.value = self._value_of(args)
         except Exception as exc:
-            return f"The answer does not match the output schema: {exc}"
+            return f"The answer does not match the output schema: {_describe(exc)}"
         self.has_value = True
         return None
 

@@ -471,3 +471,37 @@ async def test_an_answer_cut_off_says_there_is_no_output() -> None:
     assert result.error_message == (
         "No output: the run ended (stop_reason 'length') before the model gave a valid one"
     )
+
+
+@dataclasses.dataclass
+class Rating:
+    stars: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.stars <= 5:
+            msg = f"stars must be from 1 to 5, not {self.stars}"
+            raise ValueError(msg)
+
+
+@pytest.mark.parametrize("api", ["openai-completions", "google-generative-ai"])
+async def test_a_type_that_refuses_the_value_is_a_validation_error(api: str) -> None:
+    """The type's own check (here __post_init__) fails the answer like the schema does,
+    natively (a follow-up) and through the tool (its error result)."""
+    if api == "openai-completions":
+        answers = [ScriptedResponse.text('{"stars": 9}'), ScriptedResponse.text('{"stars": 4}')]
+    else:
+        answers = [
+            ScriptedResponse.tool_calls(("c1", "final_result", {"stars": 9})),
+            ScriptedResponse.tool_calls(("c2", "final_result", {"stars": 4})),
+        ]
+    agent = Agent(model=Model(id="m", api=api), stream_fn=ScriptedModel(answers))
+    result = await agent.run("rate it", output_type=Rating)
+    assert result.output == Rating(stars=4)
+    feedback = result.messages[2]
+    assert isinstance(feedback, UserMessage | ToolResultMessage)
+    assert isinstance(feedback.content[0], TextContent)
+    assert feedback.content[0].text.startswith(
+        "The answer does not match the output schema: stars must be from 1 to 5, not 9"
+        if api == "openai-completions"
+        else "Invalid final_result arguments: stars must be from 1 to 5, not 9"
+    )
