@@ -505,3 +505,13 @@ async def test_a_type_that_refuses_the_value_is_a_validation_error(api: str) -> 
         if api == "openai-completions"
         else "Invalid final_result arguments: stars must be from 1 to 5, not 9"
     )
+
+
+def test_a_recording_keeps_the_response_format() -> None:
+    """The harness's replay compares the schema a request asked for, as it does tool_choice."""
+    from pitrio import Context
+    from pitrio.harness._replay import request_to_wire
+
+    fmt: dict[str, Any] = {"type": "json_object"}
+    wire = request_to_wire(Model(id="m"), Context(), StreamOptions(response_format=fmt))
+    assert wire["options"] == {"responseFormat": {"type": "json_object"}}

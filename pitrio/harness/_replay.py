@@ -83,6 +83,7 @@ _OPTION_FIELDS: Final = (
     ("max_tokens", "maxTokens"),
     ("temperature", "temperature"),
     ("tool_choice", "toolChoice"),
+    ("response_format", "responseFormat"),  # pitrio's own option
     ("thinking_budgets", "thinkingBudgets"),
     ("cache_retention", "cacheRetention"),
     ("sampling_params", "samplingParams"),
