@@ -21,6 +21,7 @@ import trio
 
 from pitrio import (
     Agent,
+    Context,
     Model,
     StreamOptions,
     TextContent,
@@ -509,9 +510,26 @@ async def test_a_type_that_refuses_the_value_is_a_validation_error(api: str) -> 
 
 def test_a_recording_keeps_the_response_format() -> None:
     """The harness's replay compares the schema a request asked for, as it does tool_choice."""
-    from pitrio import Context
     from pitrio.harness._replay import request_to_wire
 
     fmt: dict[str, Any] = {"type": "json_object"}
     wire = request_to_wire(Model(id="m"), Context(), StreamOptions(response_format=fmt))
     assert wire["options"] == {"responseFormat": {"type": "json_object"}}
+
+
+def test_responses_text_format_forms() -> None:
+    """json_object passes through; without strict mode a json_schema goes strict false."""
+    from pitrio.providers._openai_responses._payload import build_body
+
+    context = Context(messages=[UserMessage(content="hi")])
+    plain = Model(id="gpt-x", api="openai-responses", provider="openai")
+    body = build_body(plain, context, StreamOptions(response_format={"type": "json_object"}))
+    assert body["text"] == {"format": {"type": "json_object"}}
+    fmt: dict[str, Any] = {
+        "type": "json_schema",
+        "json_schema": {"name": "r", "schema": REVIEW_SCHEMA, "strict": True},
+    }
+    body = build_body(plain, context, StreamOptions(response_format=fmt))
+    assert body["text"] == {
+        "format": {"type": "json_schema", "name": "r", "schema": REVIEW_SCHEMA, "strict": False}
+    }
