@@ -388,6 +388,14 @@ def _structure(hook: Callable[[object, object], object], tp: object, value: obje
     return hook(value, tp)
 
 
+def _describe(exc: BaseException) -> str:
+    """What a failed conversion says: the leaf errors of cattrs' exception groups (a
+    type's own check, such as ``__post_init__``, with its message)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return str(exc) or type(exc).__name__
+
+
 # --------------------------------------------------------------------------------------
 # Parameters pitrio fills in
 
@@ -586,7 +594,7 @@ def _executor(
                 try:
                     new = conv(value)
                 except Exception as exc:
-                    msg = f"Invalid argument {param_name!r} for tool {name!r}: {exc}"
+                    msg = f"Invalid argument {param_name!r} for tool {name!r}: {_describe(exc)}"
                     raise ArgumentTypeError(msg) from None
             if kwargs is None:
                 kwargs = dict(args)

@@ -41,7 +41,7 @@ import attrs
 
 from ._errors import ArgumentTypeError, UsageError
 from ._events import AgentEvent, ToolExecutionEnd, ToolResult, TurnEnd
-from ._function_tools import _converter_for, _is_typeddict, json_schema_of
+from ._function_tools import _converter_for, _describe, _is_typeddict, json_schema_of
 from ._messages import AssistantMessage, JSONValue, TextContent, ToolCall
 from ._model import Model, StreamOptions
 from ._signal import AbortSignal
@@ -97,13 +97,6 @@ def _strategy(model: Model, mode: str, thinking: bool) -> _Strategy:
         )
         raise UsageError(msg)
     return "tool"
-
-
-def _describe(exc: BaseException) -> str:
-    """What a failed conversion says: the leaf errors of cattrs' exception groups."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return str(exc) or type(exc).__name__
 
 
 @final

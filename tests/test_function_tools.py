@@ -409,6 +409,9 @@ async def test_a_conversion_failure_is_an_error_result_naming_the_argument() -> 
     failed = await call(count, {"p": {"n": -1}})
     assert failed.is_error
     assert text(failed).startswith("Invalid argument 'p' for tool 'count': ")
+    # The validator's own words, not cattrs' "While structuring Positive" summary.
+    assert "'n' must be > 0: -1" in text(failed)
+    assert "While structuring" not in text(failed)
 
 
 def test_unions_take_the_first_member_that_fits() -> None:
