@@ -78,7 +78,14 @@ SDKs' read timeout (``httpx.Timeout(600, connect=5)``)."""
 
 
 class ProviderFailure(Exception):
-    """A failure whose text becomes the final message's ``errorMessage`` as it is."""
+    """A failure whose text becomes the final message's ``errorMessage`` as it is.
+
+    ``reason="aborted"`` makes it an ``aborted`` failure even when the signal is not
+    aborted (a backend that reports an abort as its terminal event)."""
+
+    def __init__(self, text: str, *, reason: Literal["error", "aborted"] = "error") -> None:
+        super().__init__(text)
+        self.reason: Literal["error", "aborted"] = reason
 
 
 async def maybe_await(value: Any) -> Any:
@@ -128,6 +135,9 @@ class Exchange(ABC):
     """The member of an HTTP error body that is the error (``None``: the whole body)."""
     body_fallback: ClassVar[bool] = False
     """An HTTP error body without ``error_member`` keeps its body in the text."""
+    abort_texts: ClassVar[tuple[str, str]] = (ABORTED_BEFORE_HEADERS, ABORTED_AFTER_HEADERS)
+    """The ``errorMessage`` of an abort before and after the response headers (an API
+    on Node's own ``fetch`` says ``This operation was aborted`` for both)."""
 
     def __init__(
         self,
@@ -254,14 +264,18 @@ def settle(
     *,
     error_text: Callable[[Exception], str],
     before_failure: Callable[[RequestPhase, bool], None] | None = None,
+    abort_texts: tuple[str, str] = (ABORTED_BEFORE_HEADERS, ABORTED_AFTER_HEADERS),
 ) -> Iterator[RequestPhase]:
     """Run a request's block; what it raises becomes the stream's final ``error`` event.
 
     - ``trio.Cancelled`` (``stream.cancel()``, the agent's abort, or ``options.signal``
       aborted: the block runs in the signal's cancel scope): an ``aborted`` event, then
       the cancellation goes on;
-    - any other exception: an ``error`` event (``aborted`` when the signal is aborted)
-      whose text is ``error_text(exc)``.
+    - any other exception: an ``error`` event (``aborted`` when the signal is aborted,
+      or for a :class:`ProviderFailure` with that reason) whose text is
+      ``error_text(exc)``.
+
+    ``abort_texts`` are the texts of an abort before and after the response headers.
 
     ``before_failure(phase, cancelled)`` runs just before either event.
     """
@@ -275,13 +289,15 @@ def settle(
                 # never blocks).
                 if before_failure is not None:
                     before_failure(phase, True)
-                text = ABORTED_AFTER_HEADERS if phase.headers_received else ABORTED_BEFORE_HEADERS
+                text = abort_texts[1] if phase.headers_received else abort_texts[0]
                 push_failure(stream, output, "aborted", text)
                 raise
     except Exception as exc:
         if before_failure is not None:
             before_failure(phase, False)
         reason: Literal["error", "aborted"] = "aborted" if _aborted(options) else "error"
+        if isinstance(exc, ProviderFailure) and exc.reason == "aborted":
+            reason = "aborted"
         push_failure(stream, output, reason, error_text(exc))
 
 
@@ -296,7 +312,12 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
         exchange.before_failure()
 
     with settle(
-        stream, output, options, error_text=exchange.error_text, before_failure=before_failure
+        stream,
+        output,
+        options,
+        error_text=exchange.error_text,
+        before_failure=before_failure,
+        abort_texts=exchange.abort_texts,
     ) as phase:
         request = exchange.build_request()
         body = request.body

@@ -30,6 +30,8 @@ const { anthropicMessagesApi } = await piAi("api/anthropic-messages.lazy.js");
 const { openAICompletionsApi } = await piAi("api/openai-completions.lazy.js");
 const { openAIResponsesApi } = await piAi("api/openai-responses.lazy.js");
 const { googleGenerativeAIApi } = await piAi("api/google-generative-ai.lazy.js");
+const { mistralConversationsApi } = await piAi("api/mistral-conversations.lazy.js");
+const { piMessagesApi } = await piAi("api/pi-messages.lazy.js");
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -86,6 +88,8 @@ const APIS = {
 	"anthropic-messages": { impl: anthropicMessagesApi, baseUrlPath: "" },
 	"openai-responses": { impl: openAIResponsesApi, baseUrlPath: "/v1" },
 	"google-generative-ai": { impl: googleGenerativeAIApi, baseUrlPath: "/v1beta" },
+	"mistral-conversations": { impl: mistralConversationsApi, baseUrlPath: "" },
+	"pi-messages": { impl: piMessagesApi, baseUrlPath: "/v1" },
 };
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES = [
