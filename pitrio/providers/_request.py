@@ -135,9 +135,6 @@ class Exchange(ABC):
     """The member of an HTTP error body that is the error (``None``: the whole body)."""
     body_fallback: ClassVar[bool] = False
     """An HTTP error body without ``error_member`` keeps its body in the text."""
-    abort_texts: ClassVar[tuple[str, str]] = (ABORTED_BEFORE_HEADERS, ABORTED_AFTER_HEADERS)
-    """The ``errorMessage`` of an abort before and after the response headers (an API
-    on Node's own ``fetch`` says ``This operation was aborted`` for both)."""
 
     def __init__(
         self,
@@ -264,7 +261,6 @@ def settle(
     *,
     error_text: Callable[[Exception], str],
     before_failure: Callable[[RequestPhase, bool], None] | None = None,
-    abort_texts: tuple[str, str] = (ABORTED_BEFORE_HEADERS, ABORTED_AFTER_HEADERS),
 ) -> Iterator[RequestPhase]:
     """Run a request's block; what it raises becomes the stream's final ``error`` event.
 
@@ -274,8 +270,6 @@ def settle(
     - any other exception: an ``error`` event (``aborted`` when the signal is aborted,
       or for a :class:`ProviderFailure` with that reason) whose text is
       ``error_text(exc)``.
-
-    ``abort_texts`` are the texts of an abort before and after the response headers.
 
     ``before_failure(phase, cancelled)`` runs just before either event.
     """
@@ -289,7 +283,7 @@ def settle(
                 # never blocks).
                 if before_failure is not None:
                     before_failure(phase, True)
-                text = abort_texts[1] if phase.headers_received else abort_texts[0]
+                text = ABORTED_AFTER_HEADERS if phase.headers_received else ABORTED_BEFORE_HEADERS
                 push_failure(stream, output, "aborted", text)
                 raise
     except Exception as exc:
@@ -312,12 +306,7 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
         exchange.before_failure()
 
     with settle(
-        stream,
-        output,
-        options,
-        error_text=exchange.error_text,
-        before_failure=before_failure,
-        abort_texts=exchange.abort_texts,
+        stream, output, options, error_text=exchange.error_text, before_failure=before_failure
     ) as phase:
         request = exchange.build_request()
         body = request.body

@@ -227,7 +227,7 @@ def test_finish_reasons() -> None:
 
 def test_error_texts() -> None:
     """An HTTP error without a body names its status text (or the status)."""
-    from pitrio.providers._http import APIConnectionTimeoutError, APIError
+    from pitrio.providers._http import APIError
 
     assert error_text(APIError("x", status=503, body_text="  ", reason="Busy")) == (
         "Mistral API error (503): Busy"
@@ -235,12 +235,11 @@ def test_error_texts() -> None:
     assert error_text(APIError("x", status=503, body_text="")) == (
         "Mistral API error (503): Request failed with status 503"
     )
-    assert error_text(APIConnectionTimeoutError()) == "The operation was aborted due to timeout"
     assert error_text(RuntimeError()) == "RuntimeError"
 
 
 async def test_the_timeout_bounds_the_wait_for_the_headers(autojump_clock: trio.abc.Clock) -> None:
-    """No headers within ``options.timeout``: Node's timeout text; no retry."""
+    """No headers within ``options.timeout``: ``Request timed out.``; no retry."""
     calls = 0
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -256,7 +255,7 @@ async def test_the_timeout_bounds_the_wait_for_the_headers(autojump_clock: trio.
     assert trio.current_time() - start == pytest.approx(5)
     (event,) = events
     assert isinstance(event, ErrorEvent)
-    assert event.error.error_message == "The operation was aborted due to timeout"
+    assert event.error.error_message == "Request timed out."
     assert calls == 1
 
 
@@ -300,3 +299,19 @@ async def test_the_registry_and_models_key() -> None:
     assert events[-1].message.usage.input == 3
     assert recorder.requests[0].headers["authorization"] == "Bearer mk"
     assert str(recorder.requests[0].url) == "https://api.mistral.ai/v1/chat/completions"
+
+
+async def test_a_json_answer_is_refused_naming_it() -> None:
+    """A server that answers with one JSON body: pi-ai reads an empty stream; pitrio
+    says what came."""
+    recorder = Recorder(httpx.Response(200, json={"object": "chat.completion", "choices": []}))
+    async with recorder.client() as client:
+        events = await collect(
+            stream_mistral_conversations(client, _model(), CONTEXT, StreamOptions(api_key="k"))
+        )
+    (event,) = events[1:]
+    assert isinstance(event, ErrorEvent)
+    assert (event.error.error_message or "").startswith(
+        "Mistral: the server answered the streaming request with a JSON body that is not a "
+        'response: {"object":"chat.completion"'
+    )

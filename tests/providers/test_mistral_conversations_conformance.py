@@ -7,8 +7,11 @@ pi-ai's other wire APIs added) ran pi-ai's own ``streamSimple`` (its own ``fetch
 ``/v1/chat/completions``: pi-ai 0.85.0 does not call the ``@mistralai`` SDK) against
 the scripted HTTP responses. Here the same fixtures are played through pitrio's
 provider (a real local HTTP server, the API registry) and the traces compared with
-the oracle's rules; nothing needs normalizing. With Node and the oracle's install at
-hand, :func:`test_recorded_traces_are_what_pi_prints_now` re-records every trace live.
+the oracle's rules; nothing needs normalizing. The abort fixtures compare the error
+text by ``errorMessagePattern``: pitrio says ``Request aborted``/``Request was aborted``
+where pi-ai shows Node's ``This operation was aborted`` (``docs/deviations.md``). With
+Node and the oracle's install at hand, :func:`test_recorded_traces_are_what_pi_prints_now`
+re-records every trace live.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ What differs by runtime, not by behaviour, is normalized on both sides:
   the partial message of the event, which is compared);
 - a response-failure diagnostic holds a JavaScript stack, the time and the URL with
   the scripted server's port.
+
+The abort and invalid-JSON fixtures compare the error text by ``errorMessagePattern``
+(pitrio's texts are its own: ``docs/deviations.md``).
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ What the provider does, in order (everything runs in the stream's producer):
    ``error``: an error finish reason is ``Provider stopped with: <reason>``, none at
    all ``Mistral stream ended without a finish reason``, an HTTP error
    ``Mistral API error (<status>): <body>`` (the body trimmed, cut after 4,000
-   characters), an abort ``This operation was aborted`` (Node's ``fetch`` text, before
-   and after the headers alike).
+   characters), an abort ``Request aborted`` before the headers and ``Request was
+   aborted`` after (pitrio's texts on every API; pi-ai shows Node's ``This operation
+   was aborted``), with no ``*_end`` event for the open block.
 
 Deliberate differences from pi-ai: ``docs/deviations.md`` ("mistral-conversations").
 """
@@ -39,7 +40,7 @@ import httpx
 from ..._messages import JSONValue
 from ..._model import Context, Model, StreamOptions
 from ..._stream import AssistantMessageEventStream
-from .._http import APIConnectionTimeoutError, APIError
+from .._http import APIError
 from .._json import json_stringify
 from .._output import PartialMessage
 from .._request import Exchange, HttpRequest, ProviderFailure, exchange_stream
@@ -49,10 +50,6 @@ from ._payload import build_request, to_wire_payload
 
 __all__ = ["build_request", "stream_mistral_conversations"]
 
-ABORTED: Final = "This operation was aborted"
-"""Node's ``AbortError`` text: pi-ai's ``errorMessage`` for an abort."""
-TIMED_OUT: Final = "The operation was aborted due to timeout"
-"""Node's ``TimeoutError`` text: the response headers did not come in time."""
 DEFAULT_TIMEOUT: Final = 60.0
 """Seconds to wait for the response headers (pi-ai's ``timeoutMs ?? 60_000``)."""
 _MAX_ERROR_BODY_CHARS: Final = 4000
@@ -72,8 +69,6 @@ def error_text(exc: Exception) -> str:
             return f"Mistral API error ({exc.status}): {_truncate(body, _MAX_ERROR_BODY_CHARS)}"
         reason = exc.reason or f"Request failed with status {exc.status}"
         return f"Mistral API error ({exc.status}): {reason}"
-    if isinstance(exc, APIConnectionTimeoutError):
-        return TIMED_OUT
     return str(exc) or type(exc).__name__
 
 
@@ -83,7 +78,6 @@ class _MistralExchange(Exchange):
 
     api_label = "Mistral"
     dispatch_at_eof = True
-    abort_texts = (ABORTED, ABORTED)
 
     def __init__(
         self,
@@ -154,5 +148,4 @@ def stream_mistral_conversations(
         client,
         model,
         options,
-        abort_message=ABORTED,
     )

@@ -22,8 +22,9 @@ Every other failure ends the stream with an ``error`` event carrying a fresh mes
 (no content, zero usage), as pi-ai's ``createErrorEvent`` builds it: an HTTP error is
 ``<status> <statusText>: <error.message or body>[ (<error.code>)]`` with a
 ``pi_messages_response_failure`` diagnostic, a body without a terminal event
-``<provider> stream ended without a terminal event``, an abort ``This operation was
-aborted`` (Node's ``fetch`` text, before and after the headers alike).
+``<provider> stream ended without a terminal event``, an abort ``Request aborted``
+before the headers and ``Request was aborted`` after (pitrio's texts on every API;
+pi-ai shows Node's ``This operation was aborted``).
 
 Deliberate differences from pi-ai: ``docs/deviations.md`` ("pi-messages").
 """
@@ -51,8 +52,6 @@ from ._events import BackendError, EventConverter
 
 __all__ = ["build_payload", "messages_url", "response_error", "stream_pi_messages"]
 
-ABORTED: Final = "This operation was aborted"
-"""Node's ``AbortError`` text: pi-ai's ``errorMessage`` for an abort."""
 _MAX_DIAGNOSTIC_BODY: Final = 8192
 
 
@@ -155,7 +154,6 @@ class _PiMessagesExchange(Exchange):
 
     api_label = "pi-messages"
     dispatch_at_eof = True
-    abort_texts = (ABORTED, ABORTED)
 
     def __init__(
         self,
@@ -254,5 +252,4 @@ def stream_pi_messages(
         client,
         model,
         options,
-        abort_message=ABORTED,
     )
