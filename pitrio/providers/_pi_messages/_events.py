@@ -34,7 +34,11 @@ from .._request import ProviderFailure
 __all__ = ["BackendError", "EventConverter", "usage_from_json"]
 
 _STOP_REASONS: Final = ("stop", "length", "toolUse")
-_FAILURE_REASONS: Final = ("error", "aborted")
+_STREAMED: Final[dict[str, tuple[type[Any], type[Any], type[Any], type[Any]]]] = {
+    "text": (TextContent, TextStartEvent, TextDeltaEvent, TextEndEvent),
+    "thinking": (ThinkingContent, ThinkingStartEvent, ThinkingDeltaEvent, ThinkingEndEvent),
+}
+"""A streamed block's class and its start, delta and end events."""
 
 
 class BackendError(ProviderFailure):
@@ -173,62 +177,53 @@ class EventConverter:
             raise ProviderFailure(msg)
         return block
 
-    def _block_event(self, kind: Any, event: dict[str, Any]) -> None:  # one case per event type
+    def _streamed(self, family: str, phase: str, kind: str, event: dict[str, Any]) -> None:
+        """A text or thinking event: ``<family>_start``, ``_delta`` or ``_end``."""
+        cls, start, delta_event, end = _STREAMED[family]
+        output = self.output
+        if phase == "start":
+            index = self._index(event, kind, new=True)
+            self._put(
+                index, TextContent(text="") if cls is TextContent else ThinkingContent(thinking="")
+            )
+            self.stream.push(start(content_index=index, partial=output.snapshot()))
+            return
+        index = self._index(event, kind, new=False)
+        block = self._block(index, cls, kind)
+        if phase == "delta":
+            delta = _str(event.get("delta")) or ""
+            if isinstance(block, TextContent):
+                output.append_text(index, delta)
+            else:
+                output.append_thinking(index, delta)
+            self.stream.push(
+                delta_event(content_index=index, delta=delta, partial=output.snapshot())
+            )
+            return
+        content = _str(event.get("content"))
+        signature = _str(event.get("contentSignature"))
+        new: AssistantContent
+        if isinstance(block, TextContent):
+            text = block.text if content is None else content
+            new = TextContent(text=text, text_signature=signature)
+        else:
+            text = block.thinking if content is None else content
+            redacted = event.get("redacted")
+            new = ThinkingContent(
+                thinking=text,
+                thinking_signature=signature,
+                redacted=redacted if isinstance(redacted, bool) else None,
+            )
+        output.set_block(index, new)
+        self.stream.push(end(content_index=index, content=text, partial=output.snapshot()))
+
+    def _block_event(self, kind: Any, event: dict[str, Any]) -> None:
+        family, _, phase = str(kind).rpartition("_")
+        if family in _STREAMED and phase in ("start", "delta", "end"):
+            self._streamed(family, phase, kind, event)
+            return
         output, stream = self.output, self.stream
         match kind:
-            case "text_start":
-                index = self._index(event, kind, new=True)
-                self._put(index, TextContent(text=""))
-                stream.push(TextStartEvent(content_index=index, partial=output.snapshot()))
-            case "text_delta":
-                index = self._index(event, kind, new=False)
-                self._block(index, TextContent, kind)
-                delta = _str(event.get("delta")) or ""
-                output.append_text(index, delta)
-                stream.push(
-                    TextDeltaEvent(content_index=index, delta=delta, partial=output.snapshot())
-                )
-            case "text_end":
-                index = self._index(event, kind, new=False)
-                block = self._block(index, TextContent, kind)
-                content = _str(event.get("content"))
-                text = block.text if content is None else content
-                signature = _str(event.get("contentSignature"))
-                output.set_block(index, TextContent(text=text, text_signature=signature))
-                stream.push(
-                    TextEndEvent(content_index=index, content=text, partial=output.snapshot())
-                )
-            case "thinking_start":
-                index = self._index(event, kind, new=True)
-                self._put(index, ThinkingContent(thinking=""))
-                stream.push(ThinkingStartEvent(content_index=index, partial=output.snapshot()))
-            case "thinking_delta":
-                index = self._index(event, kind, new=False)
-                self._block(index, ThinkingContent, kind)
-                delta = _str(event.get("delta")) or ""
-                output.append_thinking(index, delta)
-                stream.push(
-                    ThinkingDeltaEvent(content_index=index, delta=delta, partial=output.snapshot())
-                )
-            case "thinking_end":
-                index = self._index(event, kind, new=False)
-                block = self._block(index, ThinkingContent, kind)
-                content = _str(event.get("content"))
-                thinking = block.thinking if content is None else content
-                redacted = event.get("redacted")
-                output.set_block(
-                    index,
-                    ThinkingContent(
-                        thinking=thinking,
-                        thinking_signature=_str(event.get("contentSignature")),
-                        redacted=redacted if isinstance(redacted, bool) else None,
-                    ),
-                )
-                stream.push(
-                    ThinkingEndEvent(
-                        content_index=index, content=thinking, partial=output.snapshot()
-                    )
-                )
             case "toolcall_start":
                 index = self._index(event, kind, new=True)
                 call = ToolCall(
