@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Provider oracle for pi-ai 0.85.0's google-generative-ai API (@earendil-works/pi-ai with
-// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py.
+// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py; also
+// runs mistral-conversations and pi-messages (test_mistral_conversations_conformance.py,
+// test_pi_messages_conformance.py).
 //
 // Usage: PITRIO_PI_NODE_MODULES=<node_modules holding @earendil-works/pi-ai> node google_trace.mjs FIXTURE.json
 //
