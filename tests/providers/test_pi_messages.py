@@ -222,3 +222,19 @@ async def test_an_http_error_while_aborted_has_no_diagnostic() -> None:
     assert last.reason == "aborted"
     assert last.error.error_message == "500 Internal Server Error: boom"
     assert last.error.diagnostics is None
+
+
+async def test_a_json_answer_is_refused_naming_it() -> None:
+    """A backend answering with one JSON body: pi-ai reads a stream without a terminal
+    event; pitrio names the error the body holds."""
+    recorder = Recorder(httpx.Response(200, json={"error": {"message": "quota exceeded"}}))
+    async with recorder.client() as client:
+        events = await collect(
+            stream_pi_messages(client, _model(), CONTEXT, StreamOptions(api_key="k"))
+        )
+    last = events[-1]
+    assert isinstance(last, ErrorEvent)
+    assert (
+        last.error.error_message == "pi-messages: the server answered with an error: quota exceeded"
+    )
+    assert last.error.content == ()
