@@ -21,7 +21,8 @@ Usage::
     python -m benchmarks.bench_provider_sse openai-completions [--deltas N] [--runs R]
         [--write-size BYTES] [--json]
 
-The API is ``openai-completions``, ``anthropic-messages`` or ``openai-responses``.
+The API is ``openai-completions``, ``anthropic-messages``, ``openai-responses``,
+``google-generative-ai``, ``mistral-conversations`` or ``pi-messages``.
 Timings use the real clock; nothing here belongs in a test assertion.
 """
 
@@ -52,6 +53,8 @@ BASE_PATHS: Final = {
     "anthropic-messages": "",
     "openai-responses": "/v1",
     "google-generative-ai": "/v1beta",
+    "mistral-conversations": "",
+    "pi-messages": "/v1",
 }
 
 
@@ -96,11 +99,26 @@ def google_events(n: int) -> list[tuple[str | None, dict[str, Any]]]:
     return out
 
 
+def pi_messages_events(n: int) -> list[tuple[str | None, dict[str, Any]]]:
+    """Pi's own events (a pi-messages backend) of one text answer in ``n`` deltas."""
+    usage = {"input": 10, "output": n, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 10 + n}
+    out: list[tuple[str | None, dict[str, Any]]] = [
+        (None, {"type": "start"}),
+        (None, {"type": "text_start", "contentIndex": 0}),
+    ]
+    out.extend((None, {"type": "text_delta", "contentIndex": 0, "delta": DELTA}) for _ in range(n))
+    out.append((None, {"type": "text_end", "contentIndex": 0, "content": DELTA * n}))
+    out.append((None, {"type": "done", "reason": "stop", "usage": usage}))
+    return out
+
+
 EVENT_BUILDERS: Final[dict[str, Callable[[int], list[tuple[str | None, dict[str, Any]]]]]] = {
     "openai-completions": completions_events,
     "anthropic-messages": _anthropic_events,
     "openai-responses": _responses_events,
     "google-generative-ai": google_events,
+    "mistral-conversations": completions_events,  # Mistral's chunks have the same shape
+    "pi-messages": pi_messages_events,
 }
 
 

@@ -55,6 +55,8 @@ APIS: Final = (
     "anthropic-messages",
     "openai-responses",
     "google-generative-ai",
+    "mistral-conversations",
+    "pi-messages",
 )
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
@@ -168,11 +170,30 @@ def google_tool_events(arguments: str) -> list[tuple[str | None, dict[str, Any]]
     return [(None, chunk)]
 
 
+def pi_messages_tool_events(arguments: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """A pi-messages backend streams the arguments' JSON, then the whole call."""
+    usage = {"input": 10, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 11}
+    call = {"type": "toolCall", "id": "call_1", "name": "write", "arguments": json.loads(arguments)}
+    out: list[tuple[str | None, dict[str, Any]]] = [
+        (None, {"type": "start"}),
+        (None, {"type": "toolcall_start", "contentIndex": 0, "id": "call_1", "toolName": "write"}),
+    ]
+    out.extend(
+        (None, {"type": "toolcall_delta", "contentIndex": 0, "delta": piece})
+        for piece in _pieces(arguments)
+    )
+    out.append((None, {"type": "toolcall_end", "contentIndex": 0, "toolCall": call}))
+    out.append((None, {"type": "done", "reason": "toolUse", "usage": usage}))
+    return out
+
+
 TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict[str, Any]]]]]] = {
     "openai-completions": completions_tool_events,
     "anthropic-messages": anthropic_tool_events,
     "openai-responses": responses_tool_events,
     "google-generative-ai": google_tool_events,
+    "mistral-conversations": completions_tool_events,  # the same chunk shape
+    "pi-messages": pi_messages_tool_events,
 }
 
 

@@ -73,6 +73,11 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "pitrio.providers._google_generative_ai",
         "stream_google_generative_ai",
     ),
+    "mistral-conversations": (
+        "pitrio.providers._mistral_conversations",
+        "stream_mistral_conversations",
+    ),
+    "pi-messages": ("pitrio.providers._pi_messages", "stream_pi_messages"),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
@@ -80,7 +85,6 @@ _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
     "azure-openai-responses": "Azure OpenAI Responses",
     "bedrock-converse-stream": "Amazon Bedrock Converse",
     "google-vertex": "Google Vertex AI",
-    "mistral-conversations": "Mistral Conversations",
     "openai-codex-responses": "OpenAI Codex Responses",
 }
 """pi-ai's wire APIs that pitrio does not implement yet, with what they are: the

@@ -6,8 +6,8 @@ ids, names, APIs, base URLs, context windows, max output tokens, thinking-level 
 compat switches, headers and costs (USD per million tokens, with price tiers). It is
 read the first time :func:`builtin_models` (``Models()``) needs it, not at import.
 
-Models whose API pitrio does not implement yet (Bedrock, Google, Vertex, Mistral,
-Azure and Codex responses) are in the catalog too; streaming one ends with an error
+Models whose API pitrio does not implement yet (Bedrock, Vertex, Azure and Codex
+responses) are in the catalog too; streaming one ends with an error
 naming the API (:func:`pitrio.providers.get_api`).
 """
 

@@ -78,7 +78,14 @@ SDKs' read timeout (``httpx.Timeout(600, connect=5)``)."""
 
 
 class ProviderFailure(Exception):
-    """A failure whose text becomes the final message's ``errorMessage`` as it is."""
+    """A failure whose text becomes the final message's ``errorMessage`` as it is.
+
+    ``reason="aborted"`` makes it an ``aborted`` failure even when the signal is not
+    aborted (a backend that reports an abort as its terminal event)."""
+
+    def __init__(self, text: str, *, reason: Literal["error", "aborted"] = "error") -> None:
+        super().__init__(text)
+        self.reason: Literal["error", "aborted"] = reason
 
 
 async def maybe_await(value: Any) -> Any:
@@ -260,8 +267,9 @@ def settle(
     - ``trio.Cancelled`` (``stream.cancel()``, the agent's abort, or ``options.signal``
       aborted: the block runs in the signal's cancel scope): an ``aborted`` event, then
       the cancellation goes on;
-    - any other exception: an ``error`` event (``aborted`` when the signal is aborted)
-      whose text is ``error_text(exc)``.
+    - any other exception: an ``error`` event (``aborted`` when the signal is aborted,
+      or for a :class:`ProviderFailure` with that reason) whose text is
+      ``error_text(exc)``.
 
     ``before_failure(phase, cancelled)`` runs just before either event.
     """
@@ -282,6 +290,8 @@ def settle(
         if before_failure is not None:
             before_failure(phase, False)
         reason: Literal["error", "aborted"] = "aborted" if _aborted(options) else "error"
+        if isinstance(exc, ProviderFailure) and exc.reason == "aborted":
+            reason = "aborted"
         push_failure(stream, output, reason, error_text(exc))
 
 

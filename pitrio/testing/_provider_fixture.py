@@ -37,6 +37,8 @@ APIS: Final[Mapping[str, str]] = {
     "anthropic-messages": "",
     "openai-responses": "/v1",
     "google-generative-ai": "/v1beta",
+    "mistral-conversations": "",
+    "pi-messages": "/v1",
 }
 _THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _EVENT_TYPES: Final = (

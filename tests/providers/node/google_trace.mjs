@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Provider oracle for pi-ai 0.85.0's google-generative-ai API (@earendil-works/pi-ai with
-// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py.
+// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py; also
+// runs mistral-conversations and pi-messages (test_mistral_conversations_conformance.py,
+// test_pi_messages_conformance.py).
 //
 // Usage: PITRIO_PI_NODE_MODULES=<node_modules holding @earendil-works/pi-ai> node google_trace.mjs FIXTURE.json
 //
@@ -30,6 +32,8 @@ const { anthropicMessagesApi } = await piAi("api/anthropic-messages.lazy.js");
 const { openAICompletionsApi } = await piAi("api/openai-completions.lazy.js");
 const { openAIResponsesApi } = await piAi("api/openai-responses.lazy.js");
 const { googleGenerativeAIApi } = await piAi("api/google-generative-ai.lazy.js");
+const { mistralConversationsApi } = await piAi("api/mistral-conversations.lazy.js");
+const { piMessagesApi } = await piAi("api/pi-messages.lazy.js");
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -86,6 +90,8 @@ const APIS = {
 	"anthropic-messages": { impl: anthropicMessagesApi, baseUrlPath: "" },
 	"openai-responses": { impl: openAIResponsesApi, baseUrlPath: "/v1" },
 	"google-generative-ai": { impl: googleGenerativeAIApi, baseUrlPath: "/v1beta" },
+	"mistral-conversations": { impl: mistralConversationsApi, baseUrlPath: "" },
+	"pi-messages": { impl: piMessagesApi, baseUrlPath: "/v1" },
 };
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES = [
