@@ -73,12 +73,15 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "pitrio.providers._google_generative_ai",
         "stream_google_generative_ai",
     ),
+    "bedrock-converse-stream": (
+        "pitrio.providers._bedrock_converse_stream",
+        "stream_bedrock_converse_stream",
+    ),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
 _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
     "azure-openai-responses": "Azure OpenAI Responses",
-    "bedrock-converse-stream": "Amazon Bedrock Converse",
     "google-vertex": "Google Vertex AI",
     "mistral-conversations": "Mistral Conversations",
     "openai-codex-responses": "OpenAI Codex Responses",
