@@ -34,6 +34,7 @@ Deliberate differences from pi-ai: ``docs/deviations.md`` ("bedrock-converse-str
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import platform
 import random
 import uuid
@@ -214,6 +215,12 @@ class _BedrockExchange(Exchange):
         self._response_request_id: str | None = None
 
     def build_request(self) -> HttpRequest:
+        if importlib.util.find_spec("botocore") is None:
+            msg = (
+                "The bedrock-converse-stream API needs botocore (SigV4 and the AWS "
+                "event-stream): pip install 'pitrio[bedrock]'"
+            )
+            raise ProviderFailure(msg)
         self._payload = build_payload(self.model, self._context, self.options)
         # The URL and the signed headers are made per attempt (send()).
         return HttpRequest(url="", headers={}, body=self._payload)
