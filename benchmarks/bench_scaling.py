@@ -45,7 +45,7 @@ from typing import Any, Final
 import httpx
 import trio
 
-from benchmarks.bench_provider_sse import BASE_PATHS, EVENT_BUILDERS
+from benchmarks.bench_provider_sse import BASE_PATHS, EVENT_BUILDERS, event_stream_body
 from pitrio import Context, Model, StreamOptions, UserMessage
 from pitrio.providers import stream_simple
 from pitrio.providers._sse import SSEDecoder
@@ -55,6 +55,7 @@ APIS: Final = (
     "anthropic-messages",
     "openai-responses",
     "google-generative-ai",
+    "bedrock-converse-stream",
 )
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
@@ -168,15 +169,32 @@ def google_tool_events(arguments: str) -> list[tuple[str | None, dict[str, Any]]
     return [(None, chunk)]
 
 
+def bedrock_tool_events(arguments: str) -> list[tuple[str | None, dict[str, Any]]]:
+    start = {"toolUse": {"toolUseId": "tooluse_1", "name": "write"}}
+    return [
+        ("messageStart", {"role": "assistant"}),
+        ("contentBlockStart", {"contentBlockIndex": 0, "start": start}),
+        *(
+            ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": piece}}})
+            for piece in _pieces(arguments)
+        ),
+        ("contentBlockStop", {"contentBlockIndex": 0}),
+        ("messageStop", {"stopReason": "tool_use"}),
+    ]
+
+
 TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict[str, Any]]]]]] = {
     "openai-completions": completions_tool_events,
     "anthropic-messages": anthropic_tool_events,
     "openai-responses": responses_tool_events,
     "google-generative-ai": google_tool_events,
+    "bedrock-converse-stream": bedrock_tool_events,
 }
 
 
 def sse_body(api: str, events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
+    if api == "bedrock-converse-stream":
+        return event_stream_body(events)
     parts = []
     for name, data in events:
         head = f"event: {name}\n" if name else ""
