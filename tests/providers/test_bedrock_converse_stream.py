@@ -104,6 +104,20 @@ def test_a_truncated_message_and_a_bad_length_fail() -> None:
         EventStreamDecoder().feed(huge)
 
 
+def test_max_event_size_bounds_a_message() -> None:
+    """``StreamOptions.max_event_size`` bounds one event-stream message, as it bounds an
+    SSE event."""
+    big = _event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "x" * 9000}})
+    start = _event("messageStart", {"role": "assistant"})
+    rest = BODY[len(start) :]
+    # Buffered past the limit before it is whole, or whole in one read.
+    for chunks in ([start, big[:5000], big[5000:], rest], [start + big + rest]):
+        events = _run(lambda r, chunks=chunks: _ok(chunks), max_event_size=4096)
+        assert isinstance(events[-1], ErrorEvent)
+        assert "max_event_size=4,096 bytes" in (events[-1].error.error_message or "")
+        assert isinstance(_run(lambda r, chunks=chunks: _ok(chunks))[-1], DoneEvent)
+
+
 def _run(
     handler: Any, model: Model | None = None, context: Context | None = None, **options: Any
 ) -> list[Any]:

@@ -293,7 +293,8 @@ class _BedrockExchange(Exchange):
             return response
 
     def event_decoder(self) -> EventDecoder:
-        return EventStreamDecoder()
+        limit = self.options.max_event_size
+        return EventStreamDecoder() if limit is None else EventStreamDecoder(max_event_size=limit)
 
     def handle_sse(self, sse: ServerSentEvent) -> bool:
         self._handler.handle(sse)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any, Final, final
+from typing import Any, Final, NoReturn, final
 
 import attrs
 
@@ -44,7 +44,7 @@ from .._json import js_truthy, json_parse
 from .._output import PartialMessage, calculate_cost
 from .._partial_json import PartialJSONParser, lazy_arguments
 from .._request import ProviderFailure
-from .._sse import ServerSentEvent
+from .._sse import DEFAULT_MAX_EVENT_SIZE, ServerSentEvent
 
 __all__ = [
     "REDACTED_THINKING_PLACEHOLDER",
@@ -99,13 +99,17 @@ class BedrockError(Exception):
 
 @final
 class EventStreamDecoder:
-    """AWS event-stream bytes in, one :class:`ServerSentEvent` per message out."""
+    """AWS event-stream bytes in, one :class:`ServerSentEvent` per message out.
 
-    def __init__(self) -> None:
+    A message longer than ``max_event_size`` bytes (``StreamOptions.max_event_size``)
+    fails once that much of it is buffered."""
+
+    def __init__(self, *, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
         from botocore.eventstream import EventStreamBuffer
 
         self._buffer: Any = EventStreamBuffer()
         self._pending = 0  # bytes fed that no complete message has used yet
+        self._max_event_size = max_event_size
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         from botocore.eventstream import ChecksumMismatch, ParserError
@@ -116,6 +120,8 @@ class EventStreamDecoder:
         try:
             for message in self._buffer:
                 self._pending -= message.prelude.total_length
+                if message.prelude.total_length > self._max_event_size:
+                    self._too_large()
                 events.append(_message_event(message.headers, message.payload))
         except ChecksumMismatch as exc:
             # The JavaScript SDK's text (the computed checksum first, in decimal).
@@ -129,7 +135,17 @@ class EventStreamDecoder:
             raise ProviderFailure(msg) from None
         except ParserError as exc:
             raise ProviderFailure(str(exc)) from None
+        if self._pending > self._max_event_size:
+            self._too_large()
         return events
+
+    def _too_large(self) -> NoReturn:
+        msg = (
+            "AWS event stream error: a message of the response body is longer than "
+            f"max_event_size={self._max_event_size:,} bytes (raise max_event_size if such "
+            "messages are expected)"
+        )
+        raise ProviderFailure(msg)
 
     def flush(self) -> list[ServerSentEvent]:
         if self._pending:
