@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from pitrio.providers._bedrock_converse_stream._auth import (
     sign_sigv4,
 )
 
-from .test_google_generative_ai_conformance import _pi_node_modules
+from ._pi_ai import run_pi_scripts
 
 DATA = Path(__file__).parent / "data" / "bedrock"
 SIGNER = Path(__file__).parent / "node" / "bedrock_sign.mjs"
@@ -109,26 +108,10 @@ def test_signatures_match_the_sdk() -> None:
 
 def test_recorded_signatures_are_what_the_sdk_signs_now(tmp_path: Path) -> None:
     """Sign the cases again with ``@smithy/signature-v4`` (Node and the oracle needed)."""
-    from _node import node_executable
-
-    node = node_executable()
-    node_modules = _pi_node_modules()
-    if node_modules is None:
-        reason = "re-signing needs the oracle's node_modules (@smithy/signature-v4)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
     recorded = json.loads((DATA / "signatures.json").read_text("utf-8"))
     cases = tmp_path / "cases.json"
     cases.write_text(json.dumps([{k: v for k, v in c.items() if k != "signed"} for c in recorded]))
-    done = subprocess.run(
-        [node, str(SIGNER), str(cases)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
-        check=False,
-    )
+    (done,) = run_pi_scripts(SIGNER, [cases], timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == recorded
 

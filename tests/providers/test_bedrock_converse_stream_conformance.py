@@ -23,8 +23,6 @@ import copy
 import json
 import os
 import re
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,7 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
-from .test_google_generative_ai_conformance import _pi_node_modules
+from ._pi_ai import run_pi_scripts
 
 pytest.importorskip("botocore", reason="the bedrock extra (pip install 'pitrio[bedrock]')")
 
@@ -145,29 +143,7 @@ async def test_an_error_body_that_is_not_json_reads_status_and_body() -> None:
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture (Node and the oracle's install needed) and compare
     with the committed traces."""
-    from _node import node_executable
-
-    node = node_executable()
-    node_modules = _pi_node_modules()
-    if node_modules is None:
-        reason = "re-recording needs the oracle's node_modules (@earendil-works/pi-ai 0.85.0)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    def record(path: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [node, str(RUNNER), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
-            check=False,
-        )
-
-    # Four at a time: most of a run is the SDK's retry jitter and Node's start.
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        runs = list(pool.map(record, FIXTURES))
-    for path, done in zip(FIXTURES, runs, strict=True):
+    for path, done in zip(FIXTURES, run_pi_scripts(RUNNER, FIXTURES), strict=True):
         assert done.returncode == 0, f"{path.name}: {done.stderr}"
         live = json.loads(done.stdout)
         recorded = _load(expected_path(path, DATA))
