@@ -105,7 +105,7 @@ def _no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_corpus_is_there() -> None:
     """Every fixture has pi-ai's expected trace: a request for every scripted response,
     a result record last."""
-    assert len(FIXTURES) == 21
+    assert len(FIXTURES) == 23
     for path in FIXTURES:
         expected = _load(expected_path(path, DATA))
         requests = [r for r in expected if r["type"] == "request"]
