@@ -189,10 +189,13 @@ async def test_a_profile_chosen_for_the_request_beats_ambient_keys(
 async def test_botocores_chain_runs_a_credential_process(
     monkeypatch: pytest.MonkeyPatch, aws_home: Path
 ) -> None:
-    """A profile without static keys: botocore's chain (here ``credential_process``)."""
+    """A profile without static keys: botocore's chain (here ``credential_process``),
+    run once for two requests (the credentials are kept, without an expiry)."""
     script = aws_home / "creds.py"
+    runs = aws_home / "runs"
     script.write_text(
-        "import json\nprint(json.dumps({'Version': 1, 'AccessKeyId': 'AKIDPROC', "
+        f"import json\nopen({str(runs)!r}, 'a').write('run\\n')\n"
+        "print(json.dumps({'Version': 1, 'AccessKeyId': 'AKIDPROC', "
         "'SecretAccessKey': 'proc-secret', 'SessionToken': 'proc-token'}))\n"
     )
     (aws_home / "config").write_text(
@@ -202,6 +205,9 @@ async def test_botocores_chain_runs_a_credential_process(
     auth = await resolve_auth(_model(), _options())
     assert auth.credentials == AwsCredentials("AKIDPROC", "proc-secret", "proc-token")
     assert auth.region == "us-east-2"
+    again = await resolve_auth(_model(), _options())
+    assert again.credentials == auth.credentials
+    assert runs.read_text().splitlines() == ["run"]
 
 
 async def test_no_credentials_at_all_is_a_clear_error() -> None:

@@ -216,20 +216,33 @@ def load_profile(profile: str, options: StreamOptions) -> tuple[AwsCredentials |
     return credentials, values.get("region", "").strip() or None
 
 
+_CHAINS: dict[tuple[str | None, str | None, str | None], Any] = {}
+"""botocore's credentials per profile and shared files, kept across requests: a role's or
+SSO's temporary credentials are refreshed by botocore when they expire, not fetched anew
+for every request."""
+
+
 def _botocore_chain(profile: str | None) -> AwsCredentials | None:
     # Runs in a worker thread: botocore's providers may read files, run a
     # credential_process or call the container/instance metadata endpoints.
     import botocore.exceptions
     import botocore.session
 
+    key = (
+        profile,
+        os.environ.get("AWS_CONFIG_FILE"),
+        os.environ.get("AWS_SHARED_CREDENTIALS_FILE"),
+    )
     try:
-        session = botocore.session.Session(profile=profile)
-        found: Any = session.get_credentials()
+        found: Any = _CHAINS.get(key)
+        if found is None:
+            found = botocore.session.Session(profile=profile).get_credentials()
+            if found is None:
+                return None
+            _CHAINS[key] = found
+        frozen = found.get_frozen_credentials()
     except botocore.exceptions.BotoCoreError as exc:
         raise CredentialsError(str(exc)) from None
-    if found is None:
-        return None
-    frozen = found.get_frozen_credentials()
     return AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token or None)
 
 
