@@ -265,3 +265,5 @@ def test_endpoint_choice() -> None:
     assert resolve_endpoint(_model(), _options(), "us-east-1") == STANDARD
     moved = resolve_endpoint(_model(), _options(region="cn-north-1"), "cn-north-1")
     assert moved == "https://bedrock-runtime.cn-north-1.amazonaws.com.cn"
+    unset = resolve_endpoint(_model(base_url=""), _options(), "eu-west-1")
+    assert unset == "https://bedrock-runtime.eu-west-1.amazonaws.com"

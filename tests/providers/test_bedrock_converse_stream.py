@@ -221,6 +221,21 @@ def test_bad_messages_end_the_stream(message: bytes, text: str) -> None:
     assert text in (events[-1].error.error_message or "")
 
 
+def test_the_final_http_error_reaches_on_error_response() -> None:
+    """After the SDK's retries, the error response's status and headers go to
+    ``on_error_response`` (the harness reads ``retry-after`` there), once."""
+    seen: list[tuple[int, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = {"x-amzn-errortype": "ThrottlingException", "retry-after": "7"}
+        return httpx.Response(429, headers=headers, json={"message": "slow down"})
+
+    events = _run(handler, on_error_response=lambda s, h, m: seen.append((s, h.get("retry-after"))))
+    assert isinstance(events[-1], ErrorEvent)
+    assert events[-1].error.error_message == "Throttling error: slow down"
+    assert seen == [(429, "7")]
+
+
 def test_a_json_body_is_not_an_event_stream() -> None:
     events = _run(lambda r: httpx.Response(200, json={"output": {}}))
     assert isinstance(events[-1], ErrorEvent)

@@ -285,6 +285,9 @@ class _BedrockExchange(Exchange):
                 error = _http_error(exc) if exc.status is not None else exc
                 retryable, throttling = _retryable(error)
                 if not retryable or attempt >= MAX_ATTEMPTS:
+                    if self.options.on_error_response is not None and exc.status is not None:
+                        headers = dict(exc.headers.items()) if exc.headers is not None else {}
+                        self.options.on_error_response(exc.status, headers, self.model)
                     raise error from exc
                 await trio.sleep(_retry_delay(attempt - 1, throttling))
                 attempt += 1

@@ -166,8 +166,9 @@ def resolve_region(model: Model, options: StreamOptions) -> str:
 
 
 def resolve_endpoint(model: Model, options: StreamOptions, region: str) -> str:
-    """The URL the ``/model/<id>/converse-stream`` path is appended to."""
-    if _use_explicit_endpoint(model, options):
+    """The URL the ``/model/<id>/converse-stream`` path is appended to (no base URL: the
+    region's standard endpoint, as the SDK ignores an empty one)."""
+    if model.base_url and _use_explicit_endpoint(model, options):
         return model.base_url.rstrip("/")
     suffix = ".cn" if region.startswith("cn-") else ""
     return f"https://bedrock-runtime.{region}.amazonaws.com{suffix}"
