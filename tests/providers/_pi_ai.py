@@ -9,15 +9,19 @@ Node or the install a test skips locally and fails under CI.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-__all__ = ["pi_node_modules", "run_pi_scripts"]
+from pitrio.testing.provider_conformance import compare_traces, expected_path
+
+__all__ = ["check_corpus", "check_pi_prints_now", "pi_node_modules", "run_pi_scripts"]
 
 
 def pi_node_modules() -> Path | None:
@@ -66,3 +70,33 @@ def run_pi_scripts(
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(run, arguments))
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text("utf-8"))
+
+
+def check_corpus(fixtures: Sequence[Path], data: Path) -> None:
+    """Each fixture has its expected trace: a request record for every scripted
+    response, a result record last."""
+    for path in fixtures:
+        expected = _load(expected_path(path, data))
+        requests = [r for r in expected if r["type"] == "request"]
+        assert len(requests) == len(_load(path)["responses"]), path.name
+        assert expected[-1]["type"] == "result", path.name
+
+
+def check_pi_prints_now(
+    runner: Path,
+    fixtures: Sequence[Path],
+    data: Path,
+    normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+) -> None:
+    """Re-run pi-ai on every fixture with ``runner`` and compare (after ``normalize``)
+    with the committed traces."""
+    for path, done in zip(fixtures, run_pi_scripts(runner, fixtures), strict=True):
+        assert done.returncode == 0, f"{path.name}: {done.stderr}"
+        live = json.loads(done.stdout)
+        recorded = _load(expected_path(path, data))
+        problem = compare_traces(path, normalize(recorded), normalize(live))
+        assert problem is None, f"{path.name}: {problem}"

@@ -36,7 +36,7 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
-from ._pi_ai import run_pi_scripts
+from ._pi_ai import check_corpus, check_pi_prints_now
 
 pytest.importorskip("botocore", reason="the bedrock extra (pip install 'pitrio[bedrock]')")
 
@@ -106,11 +106,7 @@ def test_corpus_is_there() -> None:
     """Every fixture has pi-ai's expected trace: a request for every scripted response,
     a result record last."""
     assert len(FIXTURES) == 23
-    for path in FIXTURES:
-        expected = _load(expected_path(path, DATA))
-        requests = [r for r in expected if r["type"] == "request"]
-        assert len(requests) == len(_load(path)["responses"]), path.name
-        assert expected[-1]["type"] == "result", path.name
+    check_corpus(FIXTURES, DATA)
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
@@ -143,9 +139,4 @@ async def test_an_error_body_that_is_not_json_reads_status_and_body() -> None:
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture (Node and the oracle's install needed) and compare
     with the committed traces."""
-    for path, done in zip(FIXTURES, run_pi_scripts(RUNNER, FIXTURES), strict=True):
-        assert done.returncode == 0, f"{path.name}: {done.stderr}"
-        live = json.loads(done.stdout)
-        recorded = _load(expected_path(path, DATA))
-        problem = compare_traces(path, _normalize(recorded), _normalize(live))
-        assert problem is None, f"{path.name}: {problem}"
+    check_pi_prints_now(RUNNER, FIXTURES, DATA, _normalize)
