@@ -22,7 +22,9 @@ Usage::
         [--write-size BYTES] [--json]
 
 The API is ``openai-completions``, ``anthropic-messages``, ``openai-responses``,
-``google-generative-ai``, ``mistral-conversations`` or ``pi-messages``.
+``google-generative-ai``, ``mistral-conversations``, ``pi-messages`` or
+``bedrock-converse-stream`` (its body is binary AWS event-stream
+messages, decoded by botocore's parser; ``--write-size 0`` is not for it).
 Timings use the real clock; nothing here belongs in a test assertion.
 """
 
@@ -55,6 +57,7 @@ BASE_PATHS: Final = {
     "google-generative-ai": "/v1beta",
     "mistral-conversations": "",
     "pi-messages": "/v1",
+    "bedrock-converse-stream": "",
 }
 
 
@@ -110,6 +113,34 @@ def pi_messages_events(n: int) -> list[tuple[str | None, dict[str, Any]]]:
     out.append((None, {"type": "text_end", "contentIndex": 0, "content": DELTA * n}))
     out.append((None, {"type": "done", "reason": "stop", "usage": usage}))
     return out
+def bedrock_events(n: int) -> list[tuple[str | None, dict[str, Any]]]:
+    """``ConverseStream`` messages (event type, payload) of one text answer in ``n`` deltas."""
+    delta = {"contentBlockIndex": 0, "delta": {"text": DELTA}}
+    usage = {"inputTokens": 10, "outputTokens": n, "totalTokens": 10 + n}
+    return [
+        ("messageStart", {"role": "assistant"}),
+        *(("contentBlockDelta", delta) for _ in range(n)),
+        ("contentBlockStop", {"contentBlockIndex": 0}),
+        ("messageStop", {"stopReason": "end_turn"}),
+        ("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}),
+    ]
+
+
+def event_stream_body(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
+    """The events as binary AWS event-stream messages (Bedrock's framing)."""
+    from pitrio.testing._provider_server import _event_stream_message
+
+    return b"".join(
+        _event_stream_message(
+            {
+                ":event-type": name or "",
+                ":content-type": "application/json",
+                ":message-type": "event",
+            },
+            json.dumps(data, separators=(",", ":")).encode(),
+        )
+        for name, data in events
+    )
 
 
 EVENT_BUILDERS: Final[dict[str, Callable[[int], list[tuple[str | None, dict[str, Any]]]]]] = {
@@ -119,11 +150,14 @@ EVENT_BUILDERS: Final[dict[str, Callable[[int], list[tuple[str | None, dict[str,
     "google-generative-ai": google_events,
     "mistral-conversations": completions_events,  # Mistral's chunks have the same shape
     "pi-messages": pi_messages_events,
+    "bedrock-converse-stream": bedrock_events,
 }
 
 
 def build_body(api: str, n: int) -> bytes:
-    """The whole SSE body of one answer."""
+    """The whole SSE body of one answer (Bedrock: its event stream)."""
+    if api == "bedrock-converse-stream":
+        return event_stream_body(EVENT_BUILDERS[api](n))
     parts = []
     for name, data in EVENT_BUILDERS[api](n):
         head = f"event: {name}\n" if name else ""
@@ -207,7 +241,11 @@ def measure_decode(api: str, n: int, runs: int, write_size: int) -> float:
     rates = []
     for _ in range(runs):
         start = time.perf_counter()
-        decoder = SSEDecoder()
+        decoder: Any = SSEDecoder()
+        if api == "bedrock-converse-stream":
+            from pitrio.providers._bedrock_converse_stream._events import EventStreamDecoder
+
+            decoder = EventStreamDecoder()
         count = 0
         for piece in pieces:
             for event in decoder.feed(piece):

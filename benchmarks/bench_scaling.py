@@ -45,7 +45,7 @@ from typing import Any, Final
 import httpx
 import trio
 
-from benchmarks.bench_provider_sse import BASE_PATHS, EVENT_BUILDERS
+from benchmarks.bench_provider_sse import BASE_PATHS, EVENT_BUILDERS, event_stream_body
 from pitrio import Context, Model, StreamOptions, UserMessage
 from pitrio.providers import stream_simple
 from pitrio.providers._sse import SSEDecoder
@@ -57,6 +57,7 @@ APIS: Final = (
     "google-generative-ai",
     "mistral-conversations",
     "pi-messages",
+    "bedrock-converse-stream",
 )
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
@@ -185,6 +186,18 @@ def pi_messages_tool_events(arguments: str) -> list[tuple[str | None, dict[str, 
     out.append((None, {"type": "toolcall_end", "contentIndex": 0, "toolCall": call}))
     out.append((None, {"type": "done", "reason": "toolUse", "usage": usage}))
     return out
+def bedrock_tool_events(arguments: str) -> list[tuple[str | None, dict[str, Any]]]:
+    start = {"toolUse": {"toolUseId": "tooluse_1", "name": "write"}}
+    return [
+        ("messageStart", {"role": "assistant"}),
+        ("contentBlockStart", {"contentBlockIndex": 0, "start": start}),
+        *(
+            ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": piece}}})
+            for piece in _pieces(arguments)
+        ),
+        ("contentBlockStop", {"contentBlockIndex": 0}),
+        ("messageStop", {"stopReason": "tool_use"}),
+    ]
 
 
 TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict[str, Any]]]]]] = {
@@ -194,10 +207,13 @@ TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict
     "google-generative-ai": google_tool_events,
     "mistral-conversations": completions_tool_events,  # the same chunk shape
     "pi-messages": pi_messages_tool_events,
+    "bedrock-converse-stream": bedrock_tool_events,
 }
 
 
 def sse_body(api: str, events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
+    if api == "bedrock-converse-stream":
+        return event_stream_body(events)
     parts = []
     for name, data in events:
         head = f"event: {name}\n" if name else ""

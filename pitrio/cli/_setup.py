@@ -671,6 +671,10 @@ def _key_names(provider: str) -> str:
     names = tuple(
         n for n in providers._ENV_KEYS.get(provider, ()) if n != providers._BEARER_ONLY_ENV
     )
+    if provider == "amazon-bedrock":  # AWS credentials, or a Bedrock API key
+        return (
+            "AWS_BEARER_TOKEN_BEDROCK, AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        )
     if not names:
         names = (f"{provider.upper().replace('-', '_')}_API_KEY",)
     return " or ".join(names)

@@ -1,15 +1,16 @@
 """The model layer: HTTP providers, a model catalog and the API registry.
 
-pitrio's counterpart of pi-ai 0.85.0. Three wire APIs are implemented, each a stream
-function with one signature::
+pitrio's counterpart of pi-ai 0.85.0. Its wire APIs (:func:`registered_apis`) are each a
+stream function with one signature::
 
     def stream_<api>(client: httpx.AsyncClient, model: Model, context: Context,
                      options: StreamOptions) -> AssistantMessageEventStream
 
 ``openai-completions`` (OpenAI chat completions and every server that speaks it:
-llama.cpp, vLLM, Ollama, LM Studio, OpenRouter, Groq, ...), ``anthropic-messages`` and
-``openai-responses``. The registry maps an API name to its implementation; the two
-that live in other modules are imported the first time they are used.
+llama.cpp, vLLM, Ollama, LM Studio, OpenRouter, Groq, ...), ``anthropic-messages``,
+``openai-responses``, ``google-generative-ai``, ``mistral-conversations``, ``pi-messages``,
+``bedrock-converse-stream`` and the others of ``docs/providers.md``. The registry maps an
+API name to its implementation, each imported the first time it is used.
 
 :class:`Models` is what an application holds: it owns one ``httpx.AsyncClient``,
 knows the models (the built-in catalog plus any you register), finds API keys, and
@@ -78,12 +79,15 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "stream_mistral_conversations",
     ),
     "pi-messages": ("pitrio.providers._pi_messages", "stream_pi_messages"),
+    "bedrock-converse-stream": (
+        "pitrio.providers._bedrock_converse_stream",
+        "stream_bedrock_converse_stream",
+    ),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
 _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
     "azure-openai-responses": "Azure OpenAI Responses",
-    "bedrock-converse-stream": "Amazon Bedrock Converse",
     "google-vertex": "Google Vertex AI",
     "openai-codex-responses": "OpenAI Codex Responses",
 }

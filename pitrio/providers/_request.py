@@ -135,6 +135,8 @@ class Exchange(ABC):
     """The member of an HTTP error body that is the error (``None``: the whole body)."""
     body_fallback: ClassVar[bool] = False
     """An HTTP error body without ``error_member`` keeps its body in the text."""
+    aborted_after_headers: ClassVar[str] = ABORTED_AFTER_HEADERS
+    """The text of an abort once the response started (Bedrock's SDK says ``aborted``)."""
 
     def __init__(
         self,
@@ -151,6 +153,21 @@ class Exchange(ABC):
     @abstractmethod
     def build_request(self) -> HttpRequest:
         """The request to send (raising here ends the stream before its start event)."""
+
+    async def send(
+        self, client: httpx.AsyncClient, request: HttpRequest, content: bytes | None
+    ) -> httpx.Response:
+        """Send the request (retries included) and return the open 2xx response; the
+        default is :func:`send_request`. An API that signs each attempt (Bedrock's
+        SigV4) or retries as its SDK does overrides it."""
+        return await send_request(
+            client,
+            request,
+            content,
+            self.options,
+            error_member=self.error_member,
+            body_fallback=self.body_fallback,
+        )
 
     def replace_payload(self, replaced: JSONValue) -> JSONValue:
         """The body to send when ``on_payload`` returned ``replaced``."""
@@ -261,6 +278,7 @@ def settle(
     *,
     error_text: Callable[[Exception], str],
     before_failure: Callable[[RequestPhase, bool], None] | None = None,
+    aborted_after_headers: str = ABORTED_AFTER_HEADERS,
 ) -> Iterator[RequestPhase]:
     """Run a request's block; what it raises becomes the stream's final ``error`` event.
 
@@ -271,7 +289,8 @@ def settle(
       or for a :class:`ProviderFailure` with that reason) whose text is
       ``error_text(exc)``.
 
-    ``before_failure(phase, cancelled)`` runs just before either event.
+    ``before_failure(phase, cancelled)`` runs just before either event;
+    ``aborted_after_headers`` is the text of an abort once the headers arrived.
     """
     phase = RequestPhase()
     try:
@@ -283,7 +302,7 @@ def settle(
                 # never blocks).
                 if before_failure is not None:
                     before_failure(phase, True)
-                text = ABORTED_AFTER_HEADERS if phase.headers_received else ABORTED_BEFORE_HEADERS
+                text = aborted_after_headers if phase.headers_received else ABORTED_BEFORE_HEADERS
                 push_failure(stream, output, "aborted", text)
                 raise
     except Exception as exc:
@@ -306,7 +325,12 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
         exchange.before_failure()
 
     with settle(
-        stream, output, options, error_text=exchange.error_text, before_failure=before_failure
+        stream,
+        output,
+        options,
+        error_text=exchange.error_text,
+        before_failure=before_failure,
+        aborted_after_headers=exchange.aborted_after_headers,
     ) as phase:
         request = exchange.build_request()
         body = request.body
@@ -315,13 +339,8 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
             if replaced is not None:
                 body = exchange.replace_payload(replaced)
         try:
-            response = await send_request(
-                client,
-                request,
-                None if body is None else exchange.encode(body),
-                options,
-                error_member=exchange.error_member,
-                body_fallback=exchange.body_fallback,
+            response = await exchange.send(
+                client, request, None if body is None else exchange.encode(body)
             )
         except APIError as exc:
             if options.on_error_response is not None and exc.status is not None:

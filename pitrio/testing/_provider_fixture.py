@@ -39,6 +39,7 @@ APIS: Final[Mapping[str, str]] = {
     "google-generative-ai": "/v1beta",
     "mistral-conversations": "",
     "pi-messages": "/v1",
+    "bedrock-converse-stream": "",
 }
 _THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _EVENT_TYPES: Final = (
@@ -230,7 +231,16 @@ def _validate_part(part: object, path: str) -> None:
         return
     if not isinstance(part, dict):
         _bad(path, "must be a string or an object")
-    _check_keys(part, ("text", "hex", "data", "event", "delayMs", "split", "note"), path)
+    _check_keys(
+        part,
+        ("text", "hex", "data", "event", "awsEvent", "awsException", "delayMs", "split", "note"),
+        path,
+    )
+    aws = [k for k in ("awsEvent", "awsException") if k in part]
+    if len(aws) > 1 or (aws and ("data" not in part or "event" in part)):
+        _bad(path, "awsEvent and awsException are exclusive, need data and exclude event")
+    for key in aws:
+        _check_type(part[key], "string", f"{path}.{key}")
     if sum(1 for k in ("text", "hex", "data") if k in part) != 1:
         _bad(path, "needs exactly one of text, hex, data")
     _optional(part, "text", "string", path)
@@ -388,6 +398,7 @@ def validate_fixture(fixture: object) -> None:
             "timeoutMs",
             "metadata",
             "thinkingBudgets",
+            "env",
         ),
         p,
     )
@@ -407,8 +418,11 @@ def validate_fixture(fixture: object) -> None:
         ("timeoutMs", "positive-integer"),
         ("metadata", "object"),
         ("thinkingBudgets", "object"),
+        ("env", "object"),
     ):
         _optional(options, key, kind, p)
+    for key, value in options.get("env", {}).items():
+        _check_type(value, "string", f"{p}.env.{key}")
     if "responses" not in fixture:
         _bad("fixture.responses", "required (use [] when no request is expected)")
     _check_type(fixture["responses"], "array", "fixture.responses")
@@ -566,4 +580,5 @@ def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOpti
         thinking_budgets=spec.get("thinkingBudgets"),
         cache_retention=spec.get("cacheRetention"),
         metadata=spec.get("metadata"),
+        extra={"env": dict(spec["env"])} if "env" in spec else {},
     )

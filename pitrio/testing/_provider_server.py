@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import struct
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, final
 
@@ -35,9 +36,38 @@ _HEADER_DENYLIST: Final = frozenset(
 _PI_USER_AGENT: Final = re.compile(r"^pi \(.*\)$")
 
 
+def _event_stream_message(headers: Mapping[str, str], payload: bytes) -> bytes:
+    """One binary AWS event-stream message: prelude (total and header lengths, their
+    CRC32), string headers (value type 7), payload, CRC32 of all that."""
+    head = b"".join(
+        bytes([len(name.encode())])
+        + name.encode()
+        + b"\x07"
+        + struct.pack(">H", len(value.encode()))
+        + value.encode()
+        for name, value in headers.items()
+    )
+    prelude = struct.pack(">II", 16 + len(head) + len(payload), len(head))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + head + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def _is_event_stream_part(part: object) -> bool:
+    return isinstance(part, dict) and ("awsEvent" in part or "awsException" in part)
+
+
 def _part_bytes(part: str | Mapping[str, Any]) -> bytes:
     if isinstance(part, str):
         return part.encode()
+    if _is_event_stream_part(part):
+        kind = "event" if "awsEvent" in part else "exception"
+        headers = {
+            f":{kind}-type": str(part.get("awsEvent", part.get("awsException"))),
+            ":content-type": "application/json",
+            ":message-type": kind,
+        }
+        payload = json.dumps(part["data"], separators=(",", ":"), ensure_ascii=False)
+        return _event_stream_message(headers, payload.encode())
     if "text" in part:
         return str(part["text"]).encode()
     if "hex" in part:
@@ -212,8 +242,13 @@ class ScriptedServer:
         given: Mapping[str, str] = spec.get("headers", {})
         out_headers: dict[str, str] = {}
         if not any(k.lower() == "content-type" for k in given):
+            event_stream = any(_is_event_stream_part(p) for p in spec.get("body", ()))
             out_headers["content-type"] = (
-                "application/json" if "json" in spec or status >= 300 else "text/event-stream"
+                "application/json"
+                if "json" in spec or status >= 300
+                else "application/vnd.amazon.eventstream"
+                if event_stream
+                else "text/event-stream"
             )
         out_headers.update(given)
         head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"

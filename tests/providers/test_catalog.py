@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 import httpx
@@ -43,6 +44,7 @@ MODELS_PER_API = {
 
 IMPLEMENTED = (
     "anthropic-messages",
+    "bedrock-converse-stream",
     "google-generative-ai",
     "mistral-conversations",
     "openai-completions",
@@ -110,7 +112,7 @@ def test_models_per_api_and_provider() -> None:
     assert len({(m.provider, m.id) for m in models}) == 1336
     assert len(Models().providers()) == len(catalog_data()["providers"]) == 39
     usable = [m for m in models if m.api in registered_apis()]
-    assert len(usable) == 1156
+    assert len(usable) == sum(MODELS_PER_API[api] for api in IMPLEMENTED) == 1277
     assert sorted(set(registered_apis()) & set(MODELS_PER_API)) == list(IMPLEMENTED)
 
 
@@ -178,18 +180,21 @@ _PATHS = {
     "openai-responses": "/responses",
     "google-generative-ai": ":streamGenerateContent",
     "mistral-conversations": "/v1/chat/completions",
+    "bedrock-converse-stream": "/converse-stream",
 }
 
 
 # 142 models have maxTokens >= contextWindow: pi-ai's clamp (and its warning) applies.
 @pytest.mark.filterwarnings("ignore::pitrio.providers.MaxTokensClampedWarning")
 async def test_every_implemented_model_builds_a_request() -> None:
-    """Each of the 1,156 models of an implemented API sends one well-formed request (to
+    """Each of the 1,277 models of an implemented API sends one well-formed request (to
     a mock transport answering 400) with its id, at its base URL, with thinking on."""
     seen: list[tuple[httpx.Request, dict[str, Any]]] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append((request, json.loads(request.content)))
+        if request.url.path.endswith("/converse-stream"):  # Bedrock's error shape
+            return httpx.Response(400, json={"message": "scripted refusal"})
         return httpx.Response(400, json={"error": {"message": "scripted refusal"}})
 
     checked = 0
@@ -216,12 +221,16 @@ async def test_every_implemented_model_builds_a_request() -> None:
                     assert str(request.url).startswith(model.base_url), str(request.url)
                 if model.api == "google-generative-ai":  # the model is in the URL
                     assert request.url.path.endswith(f"/models/{model.id}:streamGenerateContent")
+                elif model.api == "bedrock-converse-stream":
+                    assert request.url.raw_path.decode().endswith(
+                        f"/model/{quote(model.id, safe='')}/converse-stream"
+                    )
                 else:
                     assert body["model"] == model.id
                 for name, value in (model.headers or {}).items():
                     assert request.headers[name] == value
                 checked += 1
-    assert checked == len(seen) == 1156
+    assert checked == len(seen) == 1277
 
 
 async def test_a_model_of_an_api_pitrio_lacks_fails_naming_it() -> None:

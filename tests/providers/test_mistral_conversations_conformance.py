@@ -17,10 +17,7 @@ re-records every trace live.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +31,8 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
-from .test_google_generative_ai_conformance import RUNNER, _pi_node_modules
+from ._pi_ai import check_corpus, check_pi_prints_now
+from .test_google_generative_ai_conformance import RUNNER
 
 DATA = Path(__file__).parent / "data" / "mistral"
 FIXTURES = fixture_paths("mistral-", DATA)
@@ -48,47 +46,6 @@ def _load(path: Path) -> Any:
 
 def _same(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return trace
-
-
-def check_corpus(fixtures: list[Path], data: Path) -> None:
-    """Each fixture has pi-ai's expected trace: a request for every scripted response,
-    a result record last."""
-    for path in fixtures:
-        expected = _load(expected_path(path, data))
-        requests = [r for r in expected if r["type"] == "request"]
-        assert len(requests) == len(_load(path)["responses"]), path.name
-        assert expected[-1]["type"] == "result", path.name
-
-
-def rerecord(fixtures: list[Path], data: Path, normalize: Normalize) -> None:
-    """Run pi-ai on every fixture (Node and the oracle's install needed) and compare
-    with the committed traces."""
-    from _node import node_executable
-
-    node = node_executable()
-    node_modules = _pi_node_modules()
-    if node_modules is None:
-        reason = "re-recording needs the oracle's node_modules (@earendil-works/pi-ai 0.85.0)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    env = {"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)}
-
-    def run(path: Path) -> subprocess.CompletedProcess[str]:
-        command = [node, str(RUNNER), str(path)]
-        return subprocess.run(
-            command, capture_output=True, text=True, timeout=120, env=env, check=False
-        )
-
-    # Two at a time: most of a run is Node starting and loading pi-ai.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(run, fixtures))
-    for path, done in zip(fixtures, runs, strict=True):
-        assert done.returncode == 0, f"{path.name}: {done.stderr}"
-        live = json.loads(done.stdout)
-        recorded = _load(expected_path(path, data))
-        problem = compare_traces(path, normalize(recorded), normalize(live))
-        assert problem is None, f"{path.name}: {problem}"
 
 
 def test_corpus_is_there() -> None:
@@ -109,4 +66,4 @@ async def test_trace_matches_pi(fixture: Path) -> None:
 @pytest.mark.timeout(600)
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture and compare with the committed traces."""
-    rerecord(FIXTURES, DATA, _same)
+    check_pi_prints_now(RUNNER, FIXTURES, DATA, _same)

@@ -39,7 +39,8 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
-from .test_mistral_conversations_conformance import check_corpus, rerecord
+from ._pi_ai import check_corpus, check_pi_prints_now
+from .test_google_generative_ai_conformance import RUNNER
 
 DATA = Path(__file__).parent / "data" / "pi-messages"
 FIXTURES = fixture_paths("pi-", DATA)
@@ -119,4 +120,4 @@ async def test_a_failure_diagnostic_names_the_request() -> None:
 @pytest.mark.timeout(600)
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture and compare with the committed traces."""
-    rerecord(FIXTURES, DATA, _normalize)
+    check_pi_prints_now(RUNNER, FIXTURES, DATA, _normalize)

@@ -3,6 +3,9 @@
 // @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py; also
 // runs mistral-conversations and pi-messages (test_mistral_conversations_conformance.py,
 // test_pi_messages_conformance.py).
+// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py, and
+// its bedrock-converse-stream API (@aws-sdk/client-bedrock-runtime 3.1048.0), for
+// tests/providers/test_bedrock_converse_stream_conformance.py.
 //
 // Usage: PITRIO_PI_NODE_MODULES=<node_modules holding @earendil-works/pi-ai> node google_trace.mjs FIXTURE.json
 //
@@ -15,11 +18,18 @@
 // oracle's install: `/work/shared/oracle/coding-agent/pi --oracle-path`/node_modules).
 //
 // Exit codes: 0 ok; 2 bad fixture; 3 the fixture ran but misbehaved (trace so far printed).
+//
+// Two additions to the oracle's fixture format, for Bedrock (documented in
+// tests/providers/data/bedrock/README.md): `options.env` (pi-ai's scoped environment:
+// AWS_REGION, AWS_ACCESS_KEY_ID, ...), and body parts `{"awsEvent": TYPE, "data": JSON}` /
+// `{"awsException": TYPE, "data": JSON}` that the server writes as one binary AWS
+// event-stream message (`:message-type` event or exception, JSON payload, CRC32s).
 
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import zlib from "node:zlib";
 
 const NM = process.env.PITRIO_PI_NODE_MODULES;
 if (!NM) {
@@ -34,6 +44,7 @@ const { openAIResponsesApi } = await piAi("api/openai-responses.lazy.js");
 const { googleGenerativeAIApi } = await piAi("api/google-generative-ai.lazy.js");
 const { mistralConversationsApi } = await piAi("api/mistral-conversations.lazy.js");
 const { piMessagesApi } = await piAi("api/pi-messages.lazy.js");
+const { bedrockConverseStreamApi } = await piAi("api/bedrock-converse-stream.lazy.js");
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -92,6 +103,7 @@ const APIS = {
 	"google-generative-ai": { impl: googleGenerativeAIApi, baseUrlPath: "/v1beta" },
 	"mistral-conversations": { impl: mistralConversationsApi, baseUrlPath: "" },
 	"pi-messages": { impl: piMessagesApi, baseUrlPath: "/v1" },
+	"bedrock-converse-stream": { impl: bedrockConverseStreamApi, baseUrlPath: "" },
 };
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES = [
@@ -208,7 +220,12 @@ function validateMessage(m, path) {
 function validatePart(p, path) {
 	if (typeof p === "string") return;
 	if (!isObj(p)) bad(path, "must be a string or an object");
-	checkKeys(p, ["text", "hex", "data", "event", "delayMs", "split", "note"], path);
+	checkKeys(p, ["text", "hex", "data", "event", "awsEvent", "awsException", "delayMs", "split", "note"], path);
+	const aws = ["awsEvent", "awsException"].filter((k) => p[k] !== undefined);
+	if (aws.length > 1 || (aws.length === 1 && (p.data === undefined || p.event !== undefined))) {
+		bad(path, "awsEvent and awsException are exclusive, need data and exclude event");
+	}
+	for (const k of aws) checkType(p[k], "string", `${path}.${k}`);
 	const forms = ["text", "hex", "data"].filter((k) => p[k] !== undefined);
 	if (forms.length !== 1) bad(path, "needs exactly one of text, hex, data");
 	optional(p, "text", "string", path);
@@ -350,6 +367,7 @@ function validateFixture(f) {
 			"timeoutMs",
 			"metadata",
 			"thinkingBudgets",
+			"env",
 		],
 		"fixture.options",
 	);
@@ -371,6 +389,10 @@ function validateFixture(f) {
 	optional(o, "timeoutMs", "positive-integer", "fixture.options");
 	optional(o, "metadata", "object", "fixture.options");
 	optional(o, "thinkingBudgets", "object", "fixture.options");
+	if (o.env !== undefined) {
+		checkType(o.env, "object", "fixture.options.env");
+		for (const [k, v] of Object.entries(o.env)) checkType(v, "string", `fixture.options.env.${k}`);
+	}
 
 	if (f.responses === undefined) bad("fixture.responses", "required (use [] when no request is expected)");
 	checkType(f.responses, "array", "fixture.responses");
@@ -478,8 +500,40 @@ function buildContext(f, model) {
 	return ctx;
 }
 
+/** One binary AWS event-stream message: prelude (lengths, CRC32), string headers, payload, CRC32. */
+function eventStreamMessage(headers, payload) {
+	const encoded = Object.entries(headers).map(([name, value]) => {
+		const n = Buffer.from(name, "utf8");
+		const v = Buffer.from(value, "utf8");
+		const h = Buffer.alloc(4 + n.length + v.length);
+		h.writeUInt8(n.length, 0);
+		n.copy(h, 1);
+		h.writeUInt8(7, 1 + n.length); // value type 7: string
+		h.writeUInt16BE(v.length, 2 + n.length);
+		v.copy(h, 4 + n.length);
+		return h;
+	});
+	const head = Buffer.concat(encoded);
+	const prelude = Buffer.alloc(12);
+	prelude.writeUInt32BE(16 + head.length + payload.length, 0);
+	prelude.writeUInt32BE(head.length, 4);
+	prelude.writeUInt32BE(zlib.crc32(prelude.subarray(0, 8)), 8);
+	const message = Buffer.concat([prelude, head, payload, Buffer.alloc(4)]);
+	message.writeUInt32BE(zlib.crc32(message.subarray(0, message.length - 4)), message.length - 4);
+	return message;
+}
+
 function partBytes(p) {
 	if (typeof p === "string") return Buffer.from(p, "utf8");
+	if (p.awsEvent !== undefined || p.awsException !== undefined) {
+		const kind = p.awsEvent !== undefined ? "event" : "exception";
+		const headers = {
+			[`:${kind}-type`]: p.awsEvent ?? p.awsException,
+			":content-type": "application/json",
+			":message-type": kind,
+		};
+		return eventStreamMessage(headers, Buffer.from(JSON.stringify(p.data), "utf8"));
+	}
 	if (p.text !== undefined) return Buffer.from(p.text, "utf8");
 	if (p.hex !== undefined) return Buffer.from(p.hex.replace(/\s+/g, ""), "hex");
 	const ev = p.event !== undefined ? `event: ${p.event}\n` : "";
@@ -497,7 +551,13 @@ function responseHeaders(r) {
 	const given = r.headers ?? {};
 	const hasContentType = Object.keys(given).some((k) => k.toLowerCase() === "content-type");
 	if (!hasContentType) {
-		headers["content-type"] = r.json !== undefined || status >= 300 ? "application/json" : "text/event-stream";
+		const eventStream = (r.body ?? []).some((p) => isObj(p) && (p.awsEvent !== undefined || p.awsException !== undefined));
+		headers["content-type"] =
+			r.json !== undefined || status >= 300
+				? "application/json"
+				: eventStream
+					? "application/vnd.amazon.eventstream"
+					: "text/event-stream";
 	}
 	return { status, headers: { ...headers, ...given } };
 }
