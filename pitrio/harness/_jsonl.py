@@ -23,7 +23,9 @@ naming the file and line.
 
 Concurrency: an open session holds an exclusive ``flock`` on its file; a second store
 or process opening it gets :class:`SessionLockedError` instead of interleaving writes.
-All file I/O runs in worker threads (:func:`trio.to_thread.run_sync`).
+Appends of up to :data:`INLINE_WRITE_LIMIT` bytes are written on the event loop's thread
+(a write to the page cache, as Pi's ``appendFileSync``); larger ones, syncs and all other
+file I/O run in worker threads (:func:`trio.to_thread.run_sync`).
 
 Privacy: a session holds the conversation, tool output and file contents, so the files
 the store creates are ``0600`` and the directories it creates ``0700`` (the umask may
@@ -42,7 +44,7 @@ import sys
 import urllib.parse
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, final
+from typing import Any, Final, final
 
 import attrs
 import trio
@@ -664,57 +666,58 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-@final
-class _JsonlWriter:
-    """Appends transactions to one locked session file."""
+INLINE_WRITE_LIMIT: Final = 64 * 1024
+"""Appends of at most this many bytes are written on the event loop's thread (a write to
+the page cache, as Pi's ``appendFileSync``): a worker-thread hop costs more than the
+write. Larger appends, syncs and file opening run in worker threads."""
 
-    __slots__ = ("_fd", "_fsync", "_legacy", "_legacy_usage", "_unsynced", "header", "path")
+
+class _Appender:
+    """Appends bytes to one locked file, synced by a store's ``fsync`` policy.
+
+    Each append is complete or absent: a failed write truncates the file back to where
+    it began, so no half line is left for the next append or reader."""
+
+    __slots__ = ("_fd", "_fsync", "_unsynced", "header", "path")
 
     def __init__(
-        self,
-        path: str,
-        fd: int,
-        header: dict[str, Any],
-        *,
-        fsync: FsyncPolicy,
-        legacy: list[Write] | None = None,
-        legacy_usage: dict[str, Any] | None = None,
-        unsynced: bool = False,
+        self, path: str, fd: int, header: dict[str, Any], *, fsync: FsyncPolicy, unsynced: bool
     ) -> None:
         self.path = path
         self.header = header
         self._fd: int | None = fd
         self._fsync = fsync
-        self._legacy = legacy
-        self._legacy_usage = legacy_usage
         self._unsynced = unsynced
 
-    async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
-        if self._legacy is not None:
-            await trio.to_thread.run_sync(self._upgrade_sync, session, transactions)
-            return
-        data = b"".join(_line(t) for t in transactions)
-        await trio.to_thread.run_sync(self._append_sync, data)
+    async def _append(self, data: bytes) -> None:
+        if len(data) <= INLINE_WRITE_LIMIT and self._fsync != "always":
+            self._append_sync(data)
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.to_thread.run_sync(self._append_sync, data)
 
-    async def write_and_sync(
-        self, session: Session, transactions: Sequence[Sequence[Write]]
-    ) -> OSError | None:
-        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop (a save
-        point's). A failed sync is returned: what it was to sync is written."""
-        if self._legacy is not None:
-            await self.write(session, transactions)
-            await self.sync()
+    async def _append_and_sync(self, data: bytes) -> OSError | None:
+        """Append, then sync by the ``flush`` policy (a save point): one worker-thread hop
+        at most. A failed sync is returned: what it was to sync is written."""
+        if self._fsync != "flush":
+            await self._append(data)
             return None
-        data = b"".join(_line(t) for t in transactions)
-        return await trio.to_thread.run_sync(self._append_and_sync, data)
+        if len(data) <= INLINE_WRITE_LIMIT:
+            self._append_sync(data)  # raises if nothing was written
+        else:
+            return await trio.to_thread.run_sync(self._append_and_sync_sync, data)
+        try:
+            await trio.to_thread.run_sync(self._sync_sync)
+        except OSError as exc:
+            return exc  # written, not synced: the caller must not write it again
+        return None
 
-    def _append_and_sync(self, data: bytes) -> OSError | None:
+    def _append_and_sync_sync(self, data: bytes) -> OSError | None:
         self._append_sync(data)  # raises if nothing was written
-        if self._fsync == "flush":
-            try:
-                self._sync_sync()
-            except OSError as exc:
-                return exc  # written, not synced: the caller must not write it again
+        try:
+            self._sync_sync()
+        except OSError as exc:
+            return exc
         return None
 
     def _append_sync(self, data: bytes) -> None:
@@ -731,6 +734,61 @@ class _JsonlWriter:
             # flush to append to: the session keeps the writes and retries them.
             os.ftruncate(self._fd, size)
             raise
+
+    async def sync(self) -> None:
+        if self._fsync == "flush" and self._unsynced and self._fd is not None:
+            await trio.to_thread.run_sync(self._sync_sync)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def _sync_sync(self) -> None:
+        assert self._fd is not None
+        self._unsynced = False
+        os.fsync(self._fd)
+
+    async def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            await trio.to_thread.run_sync(os.close, fd)
+
+
+@final
+class _JsonlWriter(_Appender):
+    """Appends transactions to one locked session file."""
+
+    __slots__ = ("_legacy", "_legacy_usage")
+
+    def __init__(
+        self,
+        path: str,
+        fd: int,
+        header: dict[str, Any],
+        *,
+        fsync: FsyncPolicy,
+        legacy: list[Write] | None = None,
+        legacy_usage: dict[str, Any] | None = None,
+        unsynced: bool = False,
+    ) -> None:
+        super().__init__(path, fd, header, fsync=fsync, unsynced=unsynced)
+        self._legacy = legacy
+        self._legacy_usage = legacy_usage
+
+    async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
+        if self._legacy is not None:
+            await trio.to_thread.run_sync(self._upgrade_sync, session, transactions)
+            return
+        await self._append(b"".join(_line(t) for t in transactions))
+
+    async def write_and_sync(
+        self, session: Session, transactions: Sequence[Sequence[Write]]
+    ) -> OSError | None:
+        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop at most
+        (a save point's). A failed sync is returned: what it was to sync is written."""
+        if self._legacy is not None:
+            await self.write(session, transactions)
+            await self.sync()
+            return None
+        return await self._append_and_sync(b"".join(_line(t) for t in transactions))
 
     def _upgrade_sync(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         """Rewrite a legacy v3 file as v4 (Pi's ``upgradeLegacyV3ToV4``), atomically."""
@@ -768,22 +826,6 @@ class _JsonlWriter:
         self.header = header
         self._legacy = None
         session._state.usage.append(usage_row)
-
-    async def sync(self) -> None:
-        if self._fsync == "flush" and self._unsynced and self._fd is not None:
-            await trio.to_thread.run_sync(self._sync_sync)
-        else:
-            await trio.lowlevel.checkpoint()
-
-    def _sync_sync(self) -> None:
-        assert self._fd is not None
-        self._unsynced = False
-        os.fsync(self._fd)
-
-    async def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            await trio.to_thread.run_sync(os.close, fd)
 
 
 # --- the store ----------------------------------------------------------------------

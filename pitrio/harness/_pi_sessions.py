@@ -47,6 +47,7 @@ import trio
 from ._entries import Write, new_id, now_ms
 from ._errors import SessionExistsError, SessionFormatError, SessionNotFoundError
 from ._jsonl import (
+    _Appender,
     _dumps,
     _FileStore,
     _names_session,
@@ -293,10 +294,10 @@ def _first_kept(session: Session, write: Write) -> str:
 
 
 @final
-class _PiWriter:
+class _PiWriter(_Appender):
     """Appends the v3 lines of each transaction to one locked session file."""
 
-    __slots__ = ("_fd", "_fsync", "_translator", "_unsynced", "header", "path")
+    __slots__ = ("_translator",)
 
     def __init__(
         self,
@@ -308,64 +309,22 @@ class _PiWriter:
         fsync: FsyncPolicy,
         unsynced: bool = False,
     ) -> None:
-        self.path = path
-        self.header = header
-        self._fd: int | None = fd
-        self._fsync = fsync
+        super().__init__(path, fd, header, fsync=fsync, unsynced=unsynced)
         self._translator = translator
-        self._unsynced = unsynced
+
+    def _data(self, session: Session, transactions: Sequence[Sequence[Write]]) -> bytes:
+        lines = [line for t in transactions for line in self._translator.lines(session, t)]
+        return "".join(_dumps(line) + "\n" for line in lines).encode()
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
-        lines = [line for t in transactions for line in self._translator.lines(session, t)]
-        data = "".join(_dumps(line) + "\n" for line in lines).encode()
-        await trio.to_thread.run_sync(self._append_sync, data)
+        await self._append(self._data(session, transactions))
 
     async def write_and_sync(
         self, session: Session, transactions: Sequence[Sequence[Write]]
     ) -> OSError | None:
-        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop (a save
-        point's). A failed sync is returned: what it was to sync is written."""
-        lines = [line for t in transactions for line in self._translator.lines(session, t)]
-        data = "".join(_dumps(line) + "\n" for line in lines).encode()
-        return await trio.to_thread.run_sync(self._append_and_sync, data)
-
-    def _append_and_sync(self, data: bytes) -> OSError | None:
-        self._append_sync(data)  # raises if nothing was written
-        if self._fsync == "flush":
-            try:
-                self._sync_sync()
-            except OSError as exc:
-                return exc  # written, not synced: the caller must not write it again
-        return None
-
-    def _append_sync(self, data: bytes) -> None:
-        assert self._fd is not None
-        size = os.lseek(self._fd, 0, os.SEEK_END)
-        try:
-            _write_all(self._fd, data)
-            if self._fsync == "always":
-                os.fsync(self._fd)
-            else:
-                self._unsynced = True
-        except BaseException:
-            os.ftruncate(self._fd, size)  # never half a line for pi (or us) to read
-            raise
-
-    async def sync(self) -> None:
-        if self._fsync == "flush" and self._unsynced and self._fd is not None:
-            await trio.to_thread.run_sync(self._sync_sync)
-        else:
-            await trio.lowlevel.checkpoint()
-
-    def _sync_sync(self) -> None:
-        assert self._fd is not None
-        self._unsynced = False
-        os.fsync(self._fd)
-
-    async def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            await trio.to_thread.run_sync(os.close, fd)
+        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop at most
+        (a save point's). A failed sync is returned: what it was to sync is written."""
+        return await self._append_and_sync(self._data(session, transactions))
 
 
 # --- reading ------------------------------------------------------------------------

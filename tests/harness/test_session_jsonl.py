@@ -308,6 +308,43 @@ async def test_a_failed_write_leaves_no_half_line_and_is_retried(
     await again.close()
 
 
+@pytest.mark.parametrize("store_kind", ["jsonl", "pi"])
+async def test_small_appends_are_written_inline_large_ones_and_syncs_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_kind: str
+) -> None:
+    """An append up to INLINE_WRITE_LIMIT bytes takes no worker-thread hop (as Pi's
+    appendFileSync); a larger one, and a save point's fsync, do. Both are on disk at once."""
+    from pitrio.harness import PiSessionStore, _jsonl
+
+    hops: list[str] = []
+    real = trio.to_thread.run_sync
+
+    async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    store: Any = (
+        JsonlSessionStore(tmp_path, fsync="flush")
+        if store_kind == "jsonl"
+        else PiSessionStore(tmp_path, fsync="flush")
+    )
+    session = await store.create()
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
+    await session.append_message(user("small"))
+    assert hops == []
+    on_disk = await trio.Path(session.path or "").read_text()
+    assert "small" in on_disk
+    await session.append_message(user("x" * (_jsonl.INLINE_WRITE_LIMIT + 1)))
+    assert hops == ["_append_sync"]
+    await session.flush()  # the save point's sync
+    assert hops == ["_append_sync", "_sync_sync"]
+    monkeypatch.setattr(trio.to_thread, "run_sync", real)
+    await session.close()
+    again = await store.open(session.id)
+    assert len(again.entries) == 2
+    await again.close()
+
+
 async def test_ids_that_end_like_another_id_are_told_apart(tmp_path: Path) -> None:
     store = JsonlSessionStore(tmp_path)
     long = await store.create(session_id="x_abc")
