@@ -73,6 +73,10 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "pitrio.providers._google_generative_ai",
         "stream_google_generative_ai",
     ),
+    "openai-codex-responses": (
+        "pitrio.providers._openai_codex_responses",
+        "stream_openai_codex_responses",
+    ),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
@@ -81,7 +85,6 @@ _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
     "bedrock-converse-stream": "Amazon Bedrock Converse",
     "google-vertex": "Google Vertex AI",
     "mistral-conversations": "Mistral Conversations",
-    "openai-codex-responses": "OpenAI Codex Responses",
 }
 """pi-ai's wire APIs that pitrio does not implement yet, with what they are: the
 catalog has their models (so they can be listed and named), but streaming one ends

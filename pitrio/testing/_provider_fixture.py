@@ -37,6 +37,7 @@ APIS: Final[Mapping[str, str]] = {
     "anthropic-messages": "",
     "openai-responses": "/v1",
     "google-generative-ai": "/v1beta",
+    "openai-codex-responses": "/backend-api",
 }
 _THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _EVENT_TYPES: Final = (
@@ -386,6 +387,7 @@ def validate_fixture(fixture: object) -> None:
             "timeoutMs",
             "metadata",
             "thinkingBudgets",
+            "transport",
         ),
         p,
     )
@@ -405,6 +407,7 @@ def validate_fixture(fixture: object) -> None:
         ("timeoutMs", "positive-integer"),
         ("metadata", "object"),
         ("thinkingBudgets", "object"),
+        ("transport", "string"),
     ):
         _optional(options, key, kind, p)
     if "responses" not in fixture:
@@ -564,4 +567,5 @@ def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOpti
         thinking_budgets=spec.get("thinkingBudgets"),
         cache_retention=spec.get("cacheRetention"),
         metadata=spec.get("metadata"),
+        extra={"transport": spec["transport"]} if "transport" in spec else {},
     )

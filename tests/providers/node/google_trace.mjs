@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Provider oracle for pi-ai 0.85.0's google-generative-ai API (@earendil-works/pi-ai with
-// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py.
+// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py, and
+// its openai-codex-responses API (tests/providers/test_openai_codex_responses_conformance.py;
+// fixtures there set options.transport "sse": Node 20 has no global WebSocket).
 //
 // Usage: PITRIO_PI_NODE_MODULES=<node_modules holding @earendil-works/pi-ai> node google_trace.mjs FIXTURE.json
 //
@@ -30,6 +32,7 @@ const { anthropicMessagesApi } = await piAi("api/anthropic-messages.lazy.js");
 const { openAICompletionsApi } = await piAi("api/openai-completions.lazy.js");
 const { openAIResponsesApi } = await piAi("api/openai-responses.lazy.js");
 const { googleGenerativeAIApi } = await piAi("api/google-generative-ai.lazy.js");
+const { openAICodexResponsesApi } = await piAi("api/openai-codex-responses.lazy.js");
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -86,6 +89,7 @@ const APIS = {
 	"anthropic-messages": { impl: anthropicMessagesApi, baseUrlPath: "" },
 	"openai-responses": { impl: openAIResponsesApi, baseUrlPath: "/v1" },
 	"google-generative-ai": { impl: googleGenerativeAIApi, baseUrlPath: "/v1beta" },
+	"openai-codex-responses": { impl: openAICodexResponsesApi, baseUrlPath: "/backend-api" },
 };
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES = [
@@ -344,6 +348,7 @@ function validateFixture(f) {
 			"timeoutMs",
 			"metadata",
 			"thinkingBudgets",
+			"transport",
 		],
 		"fixture.options",
 	);
@@ -365,6 +370,7 @@ function validateFixture(f) {
 	optional(o, "timeoutMs", "positive-integer", "fixture.options");
 	optional(o, "metadata", "object", "fixture.options");
 	optional(o, "thinkingBudgets", "object", "fixture.options");
+	optional(o, "transport", "string", "fixture.options");
 
 	if (f.responses === undefined) bad("fixture.responses", "required (use [] when no request is expected)");
 	checkType(f.responses, "array", "fixture.responses");
