@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import math
 import os
+import ssl
 import time
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 import trio
 
@@ -38,7 +40,7 @@ from ._payload import CodexRequest, websocket_headers, websocket_url
 if TYPE_CHECKING:
     from trio_websocket import WebSocketConnection
 
-__all__ = ["WebSocketFallback", "run_websocket", "sse_fallback_active"]
+__all__ = ["WebSocketFallback", "reset_sse_fallback", "run_websocket", "sse_fallback_active"]
 
 _DEFAULT_CONNECT_TIMEOUT: Final = 15.0
 _MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
@@ -67,6 +69,15 @@ class _TransportFailure(ProviderFailure):
 def sse_fallback_active(session_id: str | None) -> bool:
     """Whether ``session_id``'s WebSocket failed before (its requests use SSE)."""
     return session_id is not None and session_id in _sse_fallback_sessions
+
+
+def reset_sse_fallback(session_id: str | None = None) -> None:
+    """Let ``session_id`` (every session: ``None``) try the WebSocket again (pi-ai's
+    ``resetOpenAICodexWebSocketDebugStats``)."""
+    if session_id is None:
+        _sse_fallback_sessions.clear()
+    else:
+        _sse_fallback_sessions.discard(session_id)
 
 
 async def run_websocket(
@@ -178,33 +189,81 @@ async def _exchange(
     connect_timeout = options.extra.get("websocket_connect_timeout")
     if not isinstance(connect_timeout, int | float) or isinstance(connect_timeout, bool):
         connect_timeout = _DEFAULT_CONNECT_TIMEOUT
-    max_size = options.max_event_size or _MAX_MESSAGE_SIZE
+    url = urlsplit(websocket_url(model.base_url))
+    secure = url.scheme == "wss"
+    host = url.hostname or ""
+    port = url.port or (443 if secure else 80)
+    resource = (url.path or "/") + (f"?{url.query}" if url.query else "")
     message = {"type": "response.create", **body} if isinstance(body, dict) else body
+    failure: BaseException | None = None
+    # The stream is opened and closed here (trio-websocket leaves a rejected one open).
+    stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] | None = None
     try:
-        async with trio_websocket.open_websocket_url(
-            websocket_url(model.base_url),
-            extra_headers=[(k.encode(), v.encode()) for k, v in headers.items()],
-            max_message_size=max_size,
-            connect_timeout=connect_timeout if connect_timeout > 0 else math.inf,
-            disconnect_timeout=5,
-        ) as ws:
-            await ws.send_message(json_stringify(message))
-            await _read(ws, options, events)
-            await ws.aclose(code=1000, reason="done")
-    except trio_websocket.ConnectionTimeout:
-        msg = f"WebSocket connect timeout after {math.floor(connect_timeout * 1000)}ms"
+        async with trio.open_nursery() as nursery:
+            try:
+                # pi-ai's connect timeout runs until the socket is open (the handshake).
+                with trio.move_on_after(
+                    connect_timeout if connect_timeout > 0 else math.inf
+                ) as scope:
+                    if secure:
+                        stream = await trio.open_ssl_over_tcp_stream(
+                            host,
+                            port,
+                            ssl_context=ssl.create_default_context(),
+                            https_compatible=True,
+                        )
+                    else:
+                        stream = await trio.open_tcp_stream(host, port)
+                    ws = await trio_websocket.wrap_client_stream(
+                        nursery,
+                        stream,
+                        host if port in (80, 443) else f"{host}:{port}",
+                        resource,
+                        extra_headers=[(k.encode(), v.encode()) for k, v in headers.items()],
+                        max_message_size=options.max_event_size or _MAX_MESSAGE_SIZE,
+                    )
+                if scope.cancelled_caught:
+                    ms = math.floor(connect_timeout * 1000)
+                    msg = f"WebSocket connect timeout after {ms}ms"
+                    raise _TransportFailure(msg)
+                try:
+                    await ws.send_message(json_stringify(message))
+                    await _read(ws, options, events)
+                finally:
+                    with trio.CancelScope(shield=True), trio.move_on_after(1):
+                        await ws.aclose(code=1000, reason="done")
+            except Exception as exc:  # kept out of the nursery's exception group
+                failure = exc
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The connection's reader task failed too (a rejected handshake): its error
+        # unless the body's own came first; a group of cancellations goes on.
+        errors = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
+        if not errors:
+            raise
+        failure = failure or errors[0]
+    finally:
+        if stream is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+    if failure is None:
+        return
+    if isinstance(failure, trio_websocket.ConnectionRejected):
+        msg = f"WebSocket handshake rejected: HTTP {failure.status_code}"
         raise _TransportFailure(msg) from None
-    except trio_websocket.ConnectionRejected as exc:
-        msg = f"WebSocket handshake rejected: HTTP {exc.status_code}"
+    if isinstance(failure, trio_websocket.ConnectionClosed):
+        raise _close_failure(failure.reason) from None
+    if isinstance(failure, OSError | trio_websocket.HandshakeError | trio.BrokenResourceError):
+        msg = f"WebSocket connection failed: {str(failure) or type(failure).__name__}"
         raise _TransportFailure(msg) from None
-    except trio_websocket.HandshakeError as exc:
-        cause = exc.__cause__
-        msg = f"WebSocket connection failed: {cause or type(exc).__name__}"
-        raise _TransportFailure(msg) from None
-    except trio_websocket.ConnectionClosed as exc:
-        raise _close_failure(exc.reason) from None
-    except trio_websocket.DisconnectionTimeout:
-        pass  # the response is complete; the server did not answer the close
+    raise failure
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 async def _read(ws: WebSocketConnection, options: StreamOptions, events: CodexEvents) -> None:
