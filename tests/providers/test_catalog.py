@@ -44,6 +44,7 @@ MODELS_PER_API = {
 IMPLEMENTED = (
     "anthropic-messages",
     "google-generative-ai",
+    "openai-codex-responses",
     "openai-completions",
     "openai-responses",
 )
@@ -109,7 +110,7 @@ def test_models_per_api_and_provider() -> None:
     assert len({(m.provider, m.id) for m in models}) == 1336
     assert len(Models().providers()) == len(catalog_data()["providers"]) == 39
     usable = [m for m in models if m.api in registered_apis()]
-    assert len(usable) == 1124
+    assert len(usable) == 1131
     assert sorted(set(registered_apis()) & set(MODELS_PER_API)) == list(IMPLEMENTED)
 
 
@@ -176,13 +177,19 @@ _PATHS = {
     "anthropic-messages": "/v1/messages",
     "openai-responses": "/responses",
     "google-generative-ai": ":streamGenerateContent",
+    "openai-codex-responses": "/codex/responses",
 }
+# A ChatGPT access token (a JWT with an account id) for the Codex models, over SSE: the
+# default transport would try a WebSocket to chatgpt.com first.
+_CODEX_TOKEN = (
+    "e30.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjdCJ9fQ.sig"
+)
 
 
 # 142 models have maxTokens >= contextWindow: pi-ai's clamp (and its warning) applies.
 @pytest.mark.filterwarnings("ignore::pitrio.providers.MaxTokensClampedWarning")
 async def test_every_implemented_model_builds_a_request() -> None:
-    """Each of the 1,124 models of an implemented API sends one well-formed request (to
+    """Each of the 1,131 models of an implemented API sends one well-formed request (to
     a mock transport answering 400) with its id, at its base URL, with thinking on."""
     seen: list[tuple[httpx.Request, dict[str, Any]]] = []
 
@@ -197,8 +204,12 @@ async def test_every_implemented_model_builds_a_request() -> None:
             for model in models.list():
                 if model.api not in IMPLEMENTED:
                     continue
+                codex = model.api == "openai-codex-responses"
                 options = StreamOptions(
-                    api_key="sk-test", reasoning="high" if model.reasoning else None, max_retries=0
+                    api_key=_CODEX_TOKEN if codex else "sk-test",
+                    reasoning="high" if model.reasoning else None,
+                    max_retries=0,
+                    extra={"transport": "sse"} if codex else {},
                 )
                 events = await collect(models.stream_simple(model, _context(), options))
                 last = events[-1]
@@ -219,7 +230,7 @@ async def test_every_implemented_model_builds_a_request() -> None:
                 for name, value in (model.headers or {}).items():
                     assert request.headers[name] == value
                 checked += 1
-    assert checked == len(seen) == 1124
+    assert checked == len(seen) == 1131
 
 
 async def test_a_model_of_an_api_pitrio_lacks_fails_naming_it() -> None:

@@ -512,3 +512,39 @@ async def test_the_header_timeout_is_codexs(autojump_clock: trio.abc.Clock) -> N
     assert (
         trace[-1]["message"]["errorMessage"] == "Codex SSE response headers timed out after 500ms"
     )
+
+
+async def test_crlf_framed_events_are_read() -> None:
+    """Events framed with CRLF (valid SSE; pi-ai's parser splits on ``\\n\\n`` only and
+    fails) give the same trace."""
+    name = "codex-01-plain-text"
+    body = [f"data: {m}\r\n\r\n".encode() for m in _messages(_load(name))]
+    recorder = Recorder(stream_response(body))
+    model, context, options, _ = _setup(name, 1, "sse")
+    async with recorder.client() as client:
+        trace = await _trace(client, model, context, options)
+    assert compare_traces(_load(name), _expected(name)[1:], trace) is None
+
+
+async def test_an_incomplete_response_is_not_a_transport_failure(nursery: trio.Nursery) -> None:
+    """A response that ended in an error over the WebSocket is the backend's answer: no
+    diagnostic, and the session keeps its WebSocket (pi-ai moves it to SSE)."""
+    incomplete = json.dumps(
+        {
+            "type": "response.incomplete",
+            "response": {
+                "id": "r",
+                "status": "incomplete",
+                "incomplete_details": {"reason": "content_filter"},
+            },
+        }
+    )
+    server = await _serve(nursery, [("send", incomplete)], [("send", incomplete)])
+    model, context, options, _ = _setup("codex-01-plain-text", server.port, "auto")
+    async with httpx.AsyncClient() as client:
+        first = await _trace(client, model, context, options)
+        await _trace(client, model, context, options)
+    message = first[-1]["message"]
+    assert message["errorMessage"] == "Response incomplete: content_filter"
+    assert "diagnostics" not in message
+    assert len(server.seen) == 2
