@@ -13,11 +13,7 @@ oracle's rules. With Node and the oracle's install at hand,
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,34 +25,23 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
-from .test_google_generative_ai_conformance import _pi_node_modules
+from ._pi_traces import check_corpus, check_pi_prints_them, load
 
 DATA = Path(__file__).parent / "data" / "codex"
-RUNNER = Path(__file__).parent / "node" / "google_trace.mjs"
 FIXTURES = fixture_paths("codex-", DATA)
-
-
-def _load(path: Path) -> Any:
-    return json.loads(path.read_text("utf-8"))
 
 
 def test_corpus_is_there() -> None:
     """20 fixtures, each with pi-ai's expected trace: a request for every scripted
     response, a result record last."""
-    assert len(FIXTURES) == 20
-    for path in FIXTURES:
-        expected = _load(expected_path(path, DATA))
-        requests = [r for r in expected if r["type"] == "request"]
-        assert len(requests) == len(_load(path)["responses"]), path.name
-        assert expected[-1]["type"] == "result", path.name
+    check_corpus(FIXTURES, DATA, 20)
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
 async def test_trace_matches_pi(fixture: Path) -> None:
     """pitrio's trace equals pi-ai's, record for record (oracle comparison rules)."""
     trace = await run_fixture(fixture)
-    expected = _load(expected_path(fixture, DATA))
-    problem = compare_traces(fixture, expected, trace)
+    problem = compare_traces(fixture, load(expected_path(fixture, DATA)), trace)
     assert problem is None, f"{problem}\n{format_trace(trace)}"
 
 
@@ -64,24 +49,4 @@ async def test_trace_matches_pi(fixture: Path) -> None:
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture (Node and the oracle's install needed) and compare
     with the committed traces."""
-    from _node import node_executable
-
-    node = node_executable()
-    node_modules = _pi_node_modules()
-    if node_modules is None:
-        reason = "re-recording needs the oracle's node_modules (@earendil-works/pi-ai 0.85.0)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    for path in FIXTURES:
-        done = subprocess.run(
-            [node, str(RUNNER), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
-            check=False,
-        )
-        assert done.returncode == 0, f"{path.name}: {done.stderr}"
-        problem = compare_traces(path, _load(expected_path(path, DATA)), json.loads(done.stdout))
-        assert problem is None, f"{path.name}: {problem}"
+    check_pi_prints_them(FIXTURES, DATA)

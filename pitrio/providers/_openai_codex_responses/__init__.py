@@ -32,6 +32,7 @@ import math
 import re
 import time
 from email.utils import parsedate_to_datetime
+from functools import cached_property
 from typing import Any, Final, final
 
 import httpx
@@ -156,16 +157,14 @@ class _SseExchange(Exchange):
     api_label = "OpenAI Codex"
     dispatch_at_eof = True
 
-    def __init__(
-        self,
-        stream: AssistantMessageEventStream,
-        output: PartialMessage,
-        model: Model,
-        options: StreamOptions,
-    ) -> None:
-        super().__init__(stream, output, model, options)
-        self.events = CodexEvents(
-            output, stream.push, model, service_tier=service_tier_option(options)
+    @cached_property
+    def events(self) -> CodexEvents:
+        """The Codex events of this body, into the message."""
+        return CodexEvents(
+            self.output,
+            self.stream.push,
+            self.model,
+            service_tier=service_tier_option(self.options),
         )
 
     def build_request(self) -> HttpRequest:  # pragma: no cover - sent by _send_sse

@@ -238,9 +238,11 @@ async def _exchange(
     except BaseExceptionGroup as group:
         # The connection's reader task failed too (a rejected handshake): its error
         # unless the body's own came first; a group of cancellations goes on.
-        errors = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
+        leaves = _leaves(group)
+        errors = [e for e in leaves if not isinstance(e, trio.Cancelled)]
         if not errors:
-            raise
+            # An abort: the cancellation goes on bare, as the caller's scope expects.
+            raise leaves[0] from None
         failure = failure or errors[0]
     finally:
         if stream is not None:
