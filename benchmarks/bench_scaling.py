@@ -45,7 +45,7 @@ from typing import Any, Final
 import httpx
 import trio
 
-from benchmarks.bench_provider_sse import BASE_PATHS, EVENT_BUILDERS
+from benchmarks.bench_provider_sse import BASE_PATHS, EVENT_BUILDERS, bench_options
 from pitrio import Context, Model, StreamOptions, UserMessage
 from pitrio.providers import stream_simple
 from pitrio.providers._sse import SSEDecoder
@@ -55,6 +55,7 @@ APIS: Final = (
     "anthropic-messages",
     "openai-responses",
     "google-generative-ai",
+    "openai-codex-responses",
 )
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
@@ -173,6 +174,7 @@ TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict
     "anthropic-messages": anthropic_tool_events,
     "openai-responses": responses_tool_events,
     "google-generative-ai": google_tool_events,
+    "openai-codex-responses": responses_tool_events,
 }
 
 
@@ -222,8 +224,12 @@ async def stream_once(
         count = 0
         latest = None
         start = time.process_time()
-        options = options or StreamOptions()
-        options.api_key = "k"
+        defaults = bench_options(api)
+        if options is None:
+            options = defaults
+        else:  # the caller's options, with the benchmark's key (and Codex's transport)
+            options.api_key = defaults.api_key
+            options.extra = {**defaults.extra, **options.extra}
         stream = stream_simple(client, model, context, options)
         async with stream:
             async for event in stream:
