@@ -548,3 +548,35 @@ async def test_an_incomplete_response_is_not_a_transport_failure(nursery: trio.N
     assert message["errorMessage"] == "Response incomplete: content_filter"
     assert "diagnostics" not in message
     assert len(server.seen) == 2
+
+
+async def test_an_abort_while_connecting(nursery: trio.Nursery) -> None:
+    """An abort before the handshake answers: ``aborted``, no start event, no SSE."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    accepted = trio.Event()
+
+    async def silent(stream: trio.SocketStream) -> None:
+        accepted.set()
+        await trio.sleep_forever()
+
+    nursery.start_soon(trio.serve_listeners, silent, listeners)
+    model, context, options, signal = _setup("codex-01-plain-text", port)
+    recorder = Recorder()
+    async with recorder.client() as client:
+        stream = STREAM(client, model, context, options)
+        remove = signal.add_callback(stream.cancel)
+
+        async def abort_once_connected() -> None:
+            await accepted.wait()
+            signal.abort()
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as inner:
+                inner.start_soon(abort_once_connected)
+                events = await collect(stream)
+        remove()
+    assert [e.type for e in events] == ["error"]
+    result = await stream.result()
+    assert (result.stop_reason, result.error_message) == ("aborted", "Request was aborted")
+    assert recorder.requests == []
