@@ -93,8 +93,8 @@ _LEADING_KEYS: Final = ("type", "role")
 
 def canon(value: Any, *, keep_null: bool = False) -> Any:
     """Keys sorted with ``type`` and ``role`` first; ``None`` dropped from objects (pi-ai's
-    ``undefined``), except in a request record's body, where it is the JSON ``null`` the
-    request sent."""
+    ``undefined``), except in a request record's body or a WebSocket record's message,
+    where it is the JSON ``null`` the client sent."""
     if isinstance(value, list | tuple):
         return [canon(v, keep_null=keep_null) for v in value]
     if not isinstance(value, dict):
@@ -103,9 +103,9 @@ def canon(value: Any, *, keep_null: bool = False) -> Any:
     def order(key: str) -> tuple[int, str]:
         return (_LEADING_KEYS.index(key) if key in _LEADING_KEYS else 99, key)
 
-    request = value.get("type") == "request"
+    sent = {"request": "body", "websocket": "message"}.get(value.get("type"))  # type: ignore[arg-type]  # any value
     return {
-        k: canon(value[k], keep_null=keep_null or (request and k == "body"))
+        k: canon(value[k], keep_null=keep_null or k == sent)
         for k in sorted(value, key=order)
         if keep_null or value[k] is not None
     }

@@ -25,13 +25,15 @@ def load(path: Path) -> Any:
     return json.loads(path.read_text("utf-8"))
 
 
-def check_corpus(fixtures: Sequence[Path], data: Path, count: int) -> None:
-    """``count`` fixtures, each with its expected trace: a request for every scripted
-    response, a result record last."""
+def check_corpus(
+    fixtures: Sequence[Path], data: Path, count: int, request_types: Sequence[str] = ("request",)
+) -> None:
+    """``count`` fixtures, each with its expected trace: a request (of
+    ``request_types``) for every scripted response, a result record last."""
     assert len(fixtures) == count
     for path in fixtures:
         expected = load(expected_path(path, data))
-        requests = [r for r in expected if r["type"] == "request"]
+        requests = [r for r in expected if r["type"] in request_types]
         assert len(requests) == len(load(path)["responses"]), path.name
         assert expected[-1]["type"] == "result", path.name
 
@@ -55,10 +57,15 @@ def pi_node_modules() -> Path | None:
 
 
 def check_pi_prints_them(
-    fixtures: Sequence[Path], data: Path, normalize: Normalize = lambda trace: trace
+    fixtures: Sequence[Path],
+    data: Path,
+    normalize: Normalize = lambda trace: trace,
+    *,
+    node_options: str = "",
 ) -> None:
     """Re-run pi-ai on every fixture and compare with the committed traces (skipped
-    without Node or the install, failed under ``CI``)."""
+    without Node or the install, failed under ``CI``); ``node_options`` go to Node
+    (``NODE_OPTIONS``)."""
     from _node import node_executable
 
     node = node_executable()
@@ -74,7 +81,11 @@ def check_pi_prints_them(
             capture_output=True,
             text=True,
             timeout=120,
-            env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
+            env={
+                "PATH": os.environ.get("PATH", ""),
+                "PITRIO_PI_NODE_MODULES": str(node_modules),
+                "NODE_OPTIONS": node_options,
+            },
             check=False,
         )
         assert done.returncode == 0, f"{path.name}: {done.stderr}"

@@ -1,11 +1,12 @@
-"""openai-codex-responses over its WebSocket transport, and what the SSE fixtures miss.
+"""openai-codex-responses over its WebSocket transport, and what the fixtures miss.
 
-pi-ai's WebSocket needs a global ``WebSocket`` (Node 22; the oracle runs Node 20), so the
-transport is checked here against a local ``trio-websocket`` server: the fixtures'
-events sent as WebSocket messages give the very events pi-ai printed for them over SSE
-(the event processing is shared), the handshake carries Codex's headers, and the
-fallback to SSE, the failures after the first event, the connection-limit retry, the
-idle limit and an abort behave as pi-ai's ``processWebSocketStream`` does.
+pi-ai's own WebSocket traces are compared in ``test_openai_codex_responses_conformance``;
+here a local ``trio-websocket`` server drives what the oracle's fixture format cannot
+script: the SSE fixtures' events as WebSocket messages (the event processing is
+shared, so pi-ai's SSE traces), closes with a code, the idle and connect limits, an
+abort while connecting, a second request of a session that fell back to SSE, no
+``trio-websocket`` at all; and the parts of the SSE path no fixture reaches (retry
+delays, the account id's base64url, error texts, the URL forms).
 """
 
 from __future__ import annotations
