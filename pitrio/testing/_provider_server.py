@@ -160,24 +160,25 @@ class ScriptedServer:
                 await trio.aclose_forcefully(stream)
 
     def _record(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> int:
-        self.count += 1
-        n = self.count
-        record: dict[str, Any] = {
-            "type": "request",
-            "n": n,
-            "method": method,
-            "path": target,
-            "headers": _headers(headers),
-        }
+        record = self._new_record("request", target, headers, method=method)
         text = body.decode("utf-8", "replace")
         if text:
             try:
                 record["body"] = json.loads(text)
             except ValueError:
                 record["bodyText"] = text
+        self.on_request(record["n"])
+        return int(record["n"])
+
+    def _new_record(
+        self, kind: str, target: str, headers: Mapping[str, str], **fields: str
+    ) -> dict[str, Any]:
+        """Count a request and record it (``kind``: ``request`` or ``websocket``)."""
+        self.count += 1
+        record: dict[str, Any] = {"type": kind, "n": self.count, **fields, "path": target}
+        record["headers"] = _headers(headers)
         self.records.append(record)
-        self.on_request(n)
-        return n
+        return record
 
     async def _serve(
         self,
@@ -260,15 +261,8 @@ class ScriptedServer:
         target: str,
         headers: Mapping[str, str],
     ) -> None:
-        self.count += 1
+        record = self._new_record("websocket", target, headers)
         n = self.count
-        record: dict[str, Any] = {
-            "type": "websocket",
-            "n": n,
-            "path": target,
-            "headers": _headers(headers),
-        }
-        self.records.append(record)
         self.on_request(n)
         if n > len(self.responses):
             self.problems.append(
