@@ -581,3 +581,24 @@ async def test_an_abort_while_connecting(nursery: trio.Nursery) -> None:
     result = await stream.result()
     assert (result.stop_reason, result.error_message) == ("aborted", "Request was aborted")
     assert recorder.requests == []
+
+
+async def test_a_default_tier_answer_is_priced_as_requested() -> None:
+    """``service_tier`` is sent; a ``default`` answer to a ``priority`` request costs the
+    priority price (pi-ai's ``resolveCodexServiceTier``), a ``flex`` answer its own."""
+    name = "codex-01-plain-text"
+    messages = [json.loads(m) for m in _messages(_load(name))]
+
+    def answer(tier: str) -> httpx.Response:
+        last = {**messages[-1], "response": {**messages[-1]["response"], "service_tier": tier}}
+        return stream_response(sse(*messages[:-1], last))
+
+    recorder = Recorder(answer("default"), answer("flex"))
+    model, context, options, _ = _setup(name, 1, "sse", service_tier="priority")
+    async with recorder.client() as client:
+        priority = await _trace(client, model, context, options)
+        flex = await _trace(client, model, context, options)
+    assert recorder.bodies[0]["service_tier"] == "priority"
+    base = _expected(name)[-1]["message"]["usage"]["cost"]
+    assert priority[-1]["message"]["usage"]["cost"]["total"] == pytest.approx(2 * base["total"])
+    assert flex[-1]["message"]["usage"]["cost"]["total"] == pytest.approx(base["total"] / 2)
