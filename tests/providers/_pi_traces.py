@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +76,26 @@ def check_pi_prints_them(
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    for path in fixtures:
-        done = subprocess.run(
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PITRIO_PI_NODE_MODULES": str(node_modules),
+        "NODE_OPTIONS": node_options,
+    }
+
+    def run(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [node, str(RUNNER), str(path)],
             capture_output=True,
             text=True,
             timeout=120,
-            env={
-                "PATH": os.environ.get("PATH", ""),
-                "PITRIO_PI_NODE_MODULES": str(node_modules),
-                "NODE_OPTIONS": node_options,
-            },
+            env=env,
             check=False,
         )
+
+    # Two at a time: each run is mostly Node starting up.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(run, fixtures))
+    for path, done in zip(fixtures, runs, strict=True):
         assert done.returncode == 0, f"{path.name}: {done.stderr}"
         live = json.loads(done.stdout)
         recorded = load(expected_path(path, data))
