@@ -14,6 +14,9 @@ http       N deltas over loopback HTTP, end to end (request to the  provider eve
            terminal event), median of R runs
 decode     the same body bytes through the SSE decoder and the      SSE events/s
            JSON parse only (no provider, no HTTP)
+websocket  openai-codex-responses only: the same events as          provider events/s
+           WebSocket messages from a local ``trio-websocket``
+           server, end to end, median of R runs
 ========== ======================================================== =======================
 
 Usage::
@@ -21,9 +24,9 @@ Usage::
     python -m benchmarks.bench_provider_sse openai-completions [--deltas N] [--runs R]
         [--write-size BYTES] [--json]
 
-The API is ``openai-completions``, ``anthropic-messages``, ``openai-responses``,
-``google-generative-ai``, ``mistral-conversations``, ``pi-messages`` or
-``bedrock-converse-stream`` (its body is binary AWS event-stream
+The API is one of ``EVENT_BUILDERS`` (``openai-completions``, ``anthropic-messages``,
+``openai-responses``, ``google-generative-ai``, ``mistral-conversations``, ``pi-messages``,
+``openai-codex-responses`` or ``bedrock-converse-stream``: its body is binary AWS event-stream
 messages, decoded by botocore's parser; ``--write-size 0`` is not for it).
 Timings use the real clock; nothing here belongs in a test assertion.
 """
@@ -58,7 +61,21 @@ BASE_PATHS: Final = {
     "mistral-conversations": "",
     "pi-messages": "/v1",
     "bedrock-converse-stream": "",
+    "openai-codex-responses": "/backend-api",
 }
+
+# A ChatGPT access token for openai-codex-responses (a JWT with an account id).
+_CODEX_TOKEN: Final = (
+    "e30.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjdCJ9fQ.sig"
+)
+
+
+def bench_options(api: str) -> StreamOptions:
+    """The options of a benchmark request: a key the API accepts (over SSE for Codex,
+    whose default transport tries a WebSocket first)."""
+    if api == "openai-codex-responses":
+        return StreamOptions(api_key=_CODEX_TOKEN, extra={"transport": "sse"})
+    return StreamOptions(api_key="k")
 
 
 def completions_events(n: int) -> list[tuple[str | None, dict[str, Any]]]:
@@ -151,6 +168,7 @@ EVENT_BUILDERS: Final[dict[str, Callable[[int], list[tuple[str | None, dict[str,
     "mistral-conversations": completions_events,  # Mistral's chunks have the same shape
     "pi-messages": pi_messages_events,
     "bedrock-converse-stream": bedrock_events,
+    "openai-codex-responses": _responses_events,
 }
 
 
@@ -202,7 +220,6 @@ async def _serve(stream: trio.SocketStream, pieces: list[bytes]) -> None:
 async def measure_http(api: str, n: int, runs: int, write_size: int) -> float:
     """Median provider events per second, end to end over loopback HTTP."""
     pieces = _pieces(build_body(api, n), write_size)
-    rates = []
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(
             functools.partial(
@@ -216,23 +233,64 @@ async def measure_http(api: str, n: int, runs: int, write_size: int) -> float:
             provider="bench",
             base_url=f"http://127.0.0.1:{port}{BASE_PATHS[api]}",
         )
-        context = Context(messages=[UserMessage(content="go")])
-        async with httpx.AsyncClient(timeout=None, trust_env=False, verify=False) as client:
-            for _ in range(runs + 1):  # the first run warms up
-                count = 0
-                start = time.perf_counter()
-                stream = stream_simple(client, model, context, StreamOptions(api_key="k"))
-                async with stream:
-                    async for _event in stream:
-                        count += 1
-                    message = await stream.result()
-                elapsed = time.perf_counter() - start
-                if message.stop_reason != "stop" or message.text != DELTA * n:
-                    msg = f"bad answer: {message.stop_reason} {message.error_message}"
-                    raise RuntimeError(msg)
-                rates.append(count / elapsed)
+        rates = await _rates(model, n, runs, bench_options(api))
         nursery.cancel_scope.cancel()
+    return rates
+
+
+async def _rates(model: Model, n: int, runs: int, options: StreamOptions) -> float:
+    """Median provider events per second of ``runs`` streams (after one warm-up)."""
+    context = Context(messages=[UserMessage(content="go")])
+    rates = []
+    async with httpx.AsyncClient(timeout=None, trust_env=False, verify=False) as client:
+        for _ in range(runs + 1):  # the first run warms up
+            count = 0
+            start = time.perf_counter()
+            stream = stream_simple(client, model, context, options)
+            async with stream:
+                async for _event in stream:
+                    count += 1
+                message = await stream.result()
+            elapsed = time.perf_counter() - start
+            if message.stop_reason != "stop" or message.text != DELTA * n:
+                msg = f"bad answer: {message.stop_reason} {message.error_message}"
+                raise RuntimeError(msg)
+            rates.append(count / elapsed)
     return statistics.median(rates[1:])
+
+
+async def measure_websocket(n: int, runs: int) -> float:
+    """openai-codex-responses over its WebSocket transport: the same events, one message
+    each, from a local ``trio-websocket`` server; provider events per second."""
+    import trio_websocket
+
+    messages = [json.dumps(d, separators=(",", ":")) for _, d in _responses_events(n)]
+
+    async def answer(request: trio_websocket.WebSocketRequest) -> None:
+        ws = await request.accept()
+        try:
+            await ws.get_message()
+            for message in messages:
+                await ws.send_message(message)
+            await ws.get_message()
+        except trio_websocket.ConnectionClosed:
+            pass
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(
+            functools.partial(trio_websocket.serve_websocket, answer, "127.0.0.1", 0, None)
+        )
+        model = Model(
+            id="bench-model",
+            api="openai-codex-responses",
+            provider="bench",
+            base_url=f"http://127.0.0.1:{server.port}/backend-api",
+        )
+        options = bench_options("openai-codex-responses")
+        options.extra = {"transport": "websocket"}
+        rates = await _rates(model, n, runs, options)
+        nursery.cancel_scope.cancel()
+    return rates
 
 
 def measure_decode(api: str, n: int, runs: int, write_size: int) -> float:
@@ -268,6 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     http = trio.run(measure_http, args.api, args.deltas, args.runs, args.write_size)
     decode = measure_decode(args.api, args.deltas, args.runs, args.write_size)
     results = [("http", http, "provider events/s"), ("decode", decode, "SSE events/s")]
+    if args.api == "openai-codex-responses":
+        websocket = trio.run(measure_websocket, args.deltas, args.runs)
+        results.append(("websocket", websocket, "provider events/s"))
     for metric, value, unit in results:
         if args.json:
             print(

@@ -45,7 +45,12 @@ from typing import Any, Final
 import httpx
 import trio
 
-from benchmarks.bench_provider_sse import BASE_PATHS, EVENT_BUILDERS, event_stream_body
+from benchmarks.bench_provider_sse import (
+    BASE_PATHS,
+    EVENT_BUILDERS,
+    bench_options,
+    event_stream_body,
+)
 from pitrio import Context, Model, StreamOptions, UserMessage
 from pitrio.providers import stream_simple
 from pitrio.providers._sse import SSEDecoder
@@ -58,6 +63,7 @@ APIS: Final = (
     "mistral-conversations",
     "pi-messages",
     "bedrock-converse-stream",
+    "openai-codex-responses",
 )
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
@@ -208,6 +214,7 @@ TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict
     "mistral-conversations": completions_tool_events,  # the same chunk shape
     "pi-messages": pi_messages_tool_events,
     "bedrock-converse-stream": bedrock_tool_events,
+    "openai-codex-responses": responses_tool_events,
 }
 
 
@@ -259,8 +266,12 @@ async def stream_once(
         count = 0
         latest = None
         start = time.process_time()
-        options = options or StreamOptions()
-        options.api_key = "k"
+        defaults = bench_options(api)
+        if options is None:
+            options = defaults
+        else:  # the caller's options, with the benchmark's key (and Codex's transport)
+            options.api_key = defaults.api_key
+            options.extra = {**defaults.extra, **options.extra}
         stream = stream_simple(client, model, context, options)
         async with stream:
             async for event in stream:

@@ -83,13 +83,16 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "pitrio.providers._bedrock_converse_stream",
         "stream_bedrock_converse_stream",
     ),
+    "openai-codex-responses": (
+        "pitrio.providers._openai_codex_responses",
+        "stream_openai_codex_responses",
+    ),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
 _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
     "azure-openai-responses": "Azure OpenAI Responses",
     "google-vertex": "Google Vertex AI",
-    "openai-codex-responses": "OpenAI Codex Responses",
 }
 """pi-ai's wire APIs that pitrio does not implement yet, with what they are: the
 catalog has their models (so they can be listed and named), but streaming one ends

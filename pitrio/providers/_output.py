@@ -125,6 +125,7 @@ class PartialMessage:
         "api",
         "content",
         "diagnostics",
+        "end_turn",
         "error_message",
         "model",
         "provider",
@@ -151,6 +152,7 @@ class PartialMessage:
         self.raw_stop_reason: str | None = None
         self.provider_thinking_level: str | None = None
         self.diagnostics: tuple[JSONValue, ...] | None = None
+        self.end_turn: bool | None = None
         # content index -> (the block last built by append_*, its shared chunks)
         self._builders: dict[int, tuple[AssistantContent, list[str]]] = {}
 
@@ -170,6 +172,7 @@ class PartialMessage:
             provider_thinking_level=self.provider_thinking_level,
             raw_stop_reason=self.raw_stop_reason,
             diagnostics=self.diagnostics,
+            end_turn=self.end_turn,
         )
 
     def add_block(self, block: AssistantContent) -> int:

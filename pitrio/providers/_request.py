@@ -62,6 +62,7 @@ __all__ = [
     "idle_timeout",
     "maybe_await",
     "push_failure",
+    "read_body",
     "run_exchange",
     "send_request",
     "settle",
@@ -353,7 +354,7 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
             stream.push(StartEvent(partial=output.snapshot()))
             exchange.start(response)
             async with open_body(response) as chunks:
-                await _read_body(exchange, response, chunks)
+                await read_body(exchange, response, chunks)
                 exchange.close_blocks()
                 if _aborted(options):
                     raise ProviderFailure(ABORTED_AFTER_HEADERS)
@@ -465,7 +466,7 @@ async def _drain(chunks: AsyncIterator[bytes]) -> None:
             return
 
 
-async def _read_body(
+async def read_body(
     exchange: Exchange, response: httpx.Response, chunks: AsyncIterator[bytes]
 ) -> None:
     """Feed the body to ``exchange``: SSE events one by one, or a whole JSON body.

@@ -40,6 +40,7 @@ APIS: Final[Mapping[str, str]] = {
     "mistral-conversations": "",
     "pi-messages": "/v1",
     "bedrock-converse-stream": "",
+    "openai-codex-responses": "/backend-api",
 }
 _THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _EVENT_TYPES: Final = (
@@ -399,6 +400,7 @@ def validate_fixture(fixture: object) -> None:
             "metadata",
             "thinkingBudgets",
             "env",
+            "transport",
         ),
         p,
     )
@@ -419,6 +421,7 @@ def validate_fixture(fixture: object) -> None:
         ("metadata", "object"),
         ("thinkingBudgets", "object"),
         ("env", "object"),
+        ("transport", "string"),
     ):
         _optional(options, key, kind, p)
     for key, value in options.get("env", {}).items():
@@ -580,5 +583,8 @@ def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOpti
         thinking_budgets=spec.get("thinkingBudgets"),
         cache_retention=spec.get("cacheRetention"),
         metadata=spec.get("metadata"),
-        extra={"env": dict(spec["env"])} if "env" in spec else {},
+        extra={
+            **({"env": dict(spec["env"])} if "env" in spec else {}),
+            **({"transport": spec["transport"]} if "transport" in spec else {}),
+        },
     )

@@ -3,12 +3,18 @@
 A small HTTP/1.1 server on Trio: it records every request (headers filtered as the
 oracle does, the body as JSON), answers each with the fixture's next scripted response
 (status, headers, body parts with delays and splits, a hang or a connection reset),
-and reports each request's number so that the run can fire an abort on it.
+and reports each request's number so that the run can fire an abort on it. A WebSocket
+upgrade (openai-codex-responses) is a request too, recorded as ``{type: "websocket", n,
+path, headers, message}``: a scripted status other than 101 refuses it; otherwise, once
+the client's first message came, each body part is one text message (a ``data`` part as
+its JSON), as ``tests/providers/node/google_trace.mjs`` plays it for pi-ai.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import re
 import socket
@@ -189,28 +195,25 @@ class ScriptedServer:
                 await trio.aclose_forcefully(stream)
 
     def _record(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> int:
-        self.count += 1
-        n = self.count
-        record: dict[str, Any] = {
-            "type": "request",
-            "n": n,
-            "method": method,
-            "path": target,
-            "headers": {
-                k: ("pi (<platform>)" if k == "user-agent" and _PI_USER_AGENT.match(v) else v)
-                for k, v in headers.items()
-                if k not in _HEADER_DENYLIST and not k.startswith("x-stainless-")
-            },
-        }
+        record = self._new_record("request", target, headers, method=method)
         text = body.decode("utf-8", "replace")
         if text:
             try:
                 record["body"] = json.loads(text)
             except ValueError:
                 record["bodyText"] = text
+        self.on_request(record["n"])
+        return int(record["n"])
+
+    def _new_record(
+        self, kind: str, target: str, headers: Mapping[str, str], **fields: str
+    ) -> dict[str, Any]:
+        """Count a request and record it (``kind``: ``request`` or ``websocket``)."""
+        self.count += 1
+        record: dict[str, Any] = {"type": kind, "n": self.count, **fields, "path": target}
+        record["headers"] = _headers(headers)
         self.records.append(record)
-        self.on_request(n)
-        return n
+        return record
 
     async def _serve(
         self,
@@ -222,6 +225,9 @@ class ScriptedServer:
         body: bytes,
     ) -> bool:
         """Answer one request; returns whether the connection may serve another."""
+        if headers.get("upgrade", "").lower() == "websocket":
+            await self._serve_websocket(stream, reader, target, headers)
+            return False
         n = self._record(method, target, headers, body)
         if n > len(self.responses):
             self.problems.append(
@@ -288,6 +294,63 @@ class ScriptedServer:
         await stream.send_all(b"0\r\n\r\n")
         return False
 
+    async def _serve_websocket(
+        self,
+        stream: trio.SocketStream,
+        reader: _RequestReader,
+        target: str,
+        headers: Mapping[str, str],
+    ) -> None:
+        record = self._new_record("websocket", target, headers)
+        n = self.count
+        self.on_request(n)
+        if n > len(self.responses):
+            self.problems.append(
+                f"request {n} arrived but only {len(self.responses)} response(s) are scripted"
+            )
+            return
+        spec = self.responses[n - 1]
+        if spec.get("headersDelayMs"):
+            await trio.sleep(spec["headersDelayMs"] / 1000)
+        status = spec.get("status", 101)
+        if status != 101:
+            refusal = f"HTTP/1.1 {status} Refused\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            await stream.send_all(refusal.encode())
+            return
+        key = headers.get("sec-websocket-key", "") + _WEBSOCKET_GUID
+        accept = base64.b64encode(
+            hashlib.sha1(key.encode()).digest()
+        ).decode()  # the protocol's hash
+        await stream.send_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n"
+            b"connection: Upgrade\r\nsec-websocket-accept: %s\r\n\r\n" % accept.encode()
+        )
+        first = await _next_text(stream, reader)
+        if first is None:
+            return
+        try:
+            record["message"] = json.loads(first)
+        except ValueError:
+            record["messageText"] = first
+        parts = list(spec.get("body", ()))
+        hang_after = spec.get("hangAfter")
+        for index, part in enumerate(parts):
+            if hang_after == index:
+                break
+            if isinstance(part, dict) and part.get("delayMs"):
+                await trio.sleep(part["delayMs"] / 1000)
+            if isinstance(part, dict) and "data" in part:
+                text = json.dumps(part["data"], separators=(",", ":"), ensure_ascii=False)
+            else:
+                text = _part_bytes(part).decode("utf-8", "replace")
+            await stream.send_all(_frame(1, text.encode()))
+        else:
+            if spec.get("end") == "reset":
+                await trio.sleep(0.005)
+                _reset(stream)
+                return
+        await _next_text(stream, reader, until_close=True)
+
     async def _wait_client_gone(self, stream: trio.SocketStream, reader: _RequestReader) -> None:
         while True:
             data = await stream.receive_some(65536)
@@ -302,6 +365,59 @@ class ScriptedServer:
             await self._wait_client_gone(stream, reader)
             return True
         return False
+
+
+def _headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of a request record, filtered as the oracle does."""
+    return {
+        k: ("pi (<platform>)" if k == "user-agent" and _PI_USER_AGENT.match(v) else v)
+        for k, v in headers.items()
+        if k not in _HEADER_DENYLIST and not k.startswith("x-stainless-")
+    }
+
+
+_WEBSOCKET_GUID: Final = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def _frame(opcode: int, payload: bytes) -> bytes:
+    """An unmasked, final WebSocket frame (a server's)."""
+    size = len(payload)
+    if size < 126:
+        head = struct.pack("!BB", 0x80 | opcode, size)
+    elif size < 1 << 16:
+        head = struct.pack("!BBH", 0x80 | opcode, 126, size)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 127, size)
+    return head + payload
+
+
+async def _next_text(
+    stream: trio.SocketStream, reader: _RequestReader, *, until_close: bool = False
+) -> str | None:
+    """The client's next text message (``None``: it closed; its close is answered).
+    With ``until_close``, messages are read and dropped until the close."""
+    while True:
+        head = await reader._read_exact(2)
+        if head is None:
+            return None
+        opcode, size = head[0] & 0x0F, head[1] & 0x7F
+        if size == 126:
+            extra = await reader._read_exact(2)
+            size = struct.unpack("!H", extra)[0] if extra else 0
+        elif size == 127:
+            extra = await reader._read_exact(8)
+            size = struct.unpack("!Q", extra)[0] if extra else 0
+        mask = await reader._read_exact(4) if head[1] & 0x80 else b"\0\0\0\0"
+        payload = await reader._read_exact(size)
+        if mask is None or payload is None:
+            return None
+        data = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        if opcode == 8:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(_frame(8, data[:2]))
+            return None
+        if opcode == 1 and not until_close:
+            return data.decode("utf-8", "replace")
 
 
 def _reset(stream: trio.SocketStream) -> None:

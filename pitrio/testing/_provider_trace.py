@@ -91,17 +91,24 @@ def normalize_event(event: AssistantMessageEvent) -> dict[str, Any]:
 _LEADING_KEYS: Final = ("type", "role")
 
 
-def canon(value: Any) -> Any:
-    """Keys sorted with ``type`` and ``role`` first; ``None`` dropped from objects."""
+def canon(value: Any, *, keep_null: bool = False) -> Any:
+    """Keys sorted with ``type`` and ``role`` first; ``None`` dropped from objects (pi-ai's
+    ``undefined``), except in a request record's body or a WebSocket record's message,
+    where it is the JSON ``null`` the client sent."""
     if isinstance(value, list | tuple):
-        return [canon(v) for v in value]
+        return [canon(v, keep_null=keep_null) for v in value]
     if not isinstance(value, dict):
         return value
 
     def order(key: str) -> tuple[int, str]:
         return (_LEADING_KEYS.index(key) if key in _LEADING_KEYS else 99, key)
 
-    return {k: canon(value[k]) for k in sorted(value, key=order) if value[k] is not None}
+    sent = {"request": "body", "websocket": "message"}.get(value.get("type"))  # type: ignore[arg-type]  # any value
+    return {
+        k: canon(value[k], keep_null=keep_null or k == sent)
+        for k in sorted(value, key=order)
+        if keep_null or value[k] is not None
+    }
 
 
 def format_trace(records: Sequence[Mapping[str, Any]]) -> str:

@@ -21,7 +21,7 @@ import pytest
 
 from pitrio.testing.provider_conformance import compare_traces, expected_path
 
-__all__ = ["check_corpus", "check_pi_prints_now", "pi_node_modules", "run_pi_scripts"]
+__all__ = ["check_corpus", "check_pi_prints_now", "load", "pi_node_modules", "run_pi_scripts"]
 
 
 def pi_node_modules() -> Path | None:
@@ -42,11 +42,16 @@ def pi_node_modules() -> Path | None:
 
 
 def run_pi_scripts(
-    script: Path, arguments: Sequence[Path], *, workers: int = 4, timeout: float = 120
+    script: Path,
+    arguments: Sequence[Path],
+    *,
+    workers: int = 4,
+    timeout: float = 120,
+    node_options: str = "",
 ) -> list[subprocess.CompletedProcess[str]]:
     """``node script argument`` for each argument (``workers`` at a time), with only
-    ``PATH`` and ``PITRIO_PI_NODE_MODULES`` in the environment; skips (fails under CI)
-    without Node or the oracle's install."""
+    ``PATH``, ``PITRIO_PI_NODE_MODULES`` and ``NODE_OPTIONS`` (``node_options``) in the
+    environment; skips (fails under CI) without Node or the oracle's install."""
     from _node import node_executable
 
     node = node_executable()
@@ -56,7 +61,11 @@ def run_pi_scripts(
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    env = {"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PITRIO_PI_NODE_MODULES": str(node_modules),
+        "NODE_OPTIONS": node_options,
+    }
 
     def run(argument: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -76,12 +85,24 @@ def _load(path: Path) -> Any:
     return json.loads(path.read_text("utf-8"))
 
 
-def check_corpus(fixtures: Sequence[Path], data: Path) -> None:
-    """Each fixture has its expected trace: a request record for every scripted
-    response, a result record last."""
+def load(path: Path) -> Any:
+    """A fixture or trace file, decoded."""
+    return json.loads(path.read_text("utf-8"))
+
+
+def check_corpus(
+    fixtures: Sequence[Path],
+    data: Path,
+    count: int | None = None,
+    request_types: Sequence[str] = ("request",),
+) -> None:
+    """``count`` fixtures (if given), each with its expected trace: a request record (of
+    ``request_types``) for every scripted response, a result record last."""
+    if count is not None:
+        assert len(fixtures) == count
     for path in fixtures:
         expected = _load(expected_path(path, data))
-        requests = [r for r in expected if r["type"] == "request"]
+        requests = [r for r in expected if r["type"] in request_types]
         assert len(requests) == len(_load(path)["responses"]), path.name
         assert expected[-1]["type"] == "result", path.name
 
@@ -90,11 +111,14 @@ def check_pi_prints_now(
     runner: Path,
     fixtures: Sequence[Path],
     data: Path,
-    normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = lambda trace: trace,
+    *,
+    node_options: str = "",
 ) -> None:
     """Re-run pi-ai on every fixture with ``runner`` and compare (after ``normalize``)
-    with the committed traces."""
-    for path, done in zip(fixtures, run_pi_scripts(runner, fixtures), strict=True):
+    with the committed traces; ``node_options`` go to Node (``NODE_OPTIONS``)."""
+    runs = run_pi_scripts(runner, fixtures, node_options=node_options)
+    for path, done in zip(fixtures, runs, strict=True):
         assert done.returncode == 0, f"{path.name}: {done.stderr}"
         live = json.loads(done.stdout)
         recorded = _load(expected_path(path, data))

@@ -47,6 +47,7 @@ IMPLEMENTED = (
     "bedrock-converse-stream",
     "google-generative-ai",
     "mistral-conversations",
+    "openai-codex-responses",
     "openai-completions",
     "openai-responses",
 )
@@ -112,7 +113,7 @@ def test_models_per_api_and_provider() -> None:
     assert len({(m.provider, m.id) for m in models}) == 1336
     assert len(Models().providers()) == len(catalog_data()["providers"]) == 39
     usable = [m for m in models if m.api in registered_apis()]
-    assert len(usable) == sum(MODELS_PER_API[api] for api in IMPLEMENTED) == 1277
+    assert len(usable) == sum(MODELS_PER_API[api] for api in IMPLEMENTED) == 1284
     assert sorted(set(registered_apis()) & set(MODELS_PER_API)) == list(IMPLEMENTED)
 
 
@@ -181,13 +182,19 @@ _PATHS = {
     "google-generative-ai": ":streamGenerateContent",
     "mistral-conversations": "/v1/chat/completions",
     "bedrock-converse-stream": "/converse-stream",
+    "openai-codex-responses": "/codex/responses",
 }
+# A ChatGPT access token (a JWT with an account id) for the Codex models, over SSE: the
+# default transport would try a WebSocket to chatgpt.com first.
+_CODEX_TOKEN = (
+    "e30.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjdCJ9fQ.sig"
+)
 
 
 # 142 models have maxTokens >= contextWindow: pi-ai's clamp (and its warning) applies.
 @pytest.mark.filterwarnings("ignore::pitrio.providers.MaxTokensClampedWarning")
 async def test_every_implemented_model_builds_a_request() -> None:
-    """Each of the 1,277 models of an implemented API sends one well-formed request (to
+    """Each of the 1,284 models of an implemented API sends one well-formed request (to
     a mock transport answering 400) with its id, at its base URL, with thinking on."""
     seen: list[tuple[httpx.Request, dict[str, Any]]] = []
 
@@ -204,8 +211,12 @@ async def test_every_implemented_model_builds_a_request() -> None:
             for model in models.list():
                 if model.api not in IMPLEMENTED:
                     continue
+                codex = model.api == "openai-codex-responses"
                 options = StreamOptions(
-                    api_key="sk-test", reasoning="high" if model.reasoning else None, max_retries=0
+                    api_key=_CODEX_TOKEN if codex else "sk-test",
+                    reasoning="high" if model.reasoning else None,
+                    max_retries=0,
+                    extra={"transport": "sse"} if codex else {},
                 )
                 events = await collect(models.stream_simple(model, _context(), options))
                 last = events[-1]
@@ -230,7 +241,7 @@ async def test_every_implemented_model_builds_a_request() -> None:
                 for name, value in (model.headers or {}).items():
                     assert request.headers[name] == value
                 checked += 1
-    assert checked == len(seen) == 1277
+    assert checked == len(seen) == 1284
 
 
 async def test_a_model_of_an_api_pitrio_lacks_fails_naming_it() -> None:

@@ -154,6 +154,13 @@ def test_provider_and_model_take_one_model_of_each_provider_and_api(
                 configure(parser, args, keyed, None, io.StringIO())
             assert f"the {api!r} API, which pitrio does not implement" in capsys.readouterr().err
             continue
+        if provider not in _ENV_KEYS and provider != "amazon-bedrock":
+            # a subscription login (openai-codex): no variable
+            with pytest.raises(SystemExit):
+                configure(parser, args, keyed, None, io.StringIO())
+            assert f"no API key for provider {provider!r}" in capsys.readouterr().err
+            usable += 1
+            continue
         settings = configure(parser, args, keyed, None, io.StringIO())
         assert (settings.model.provider, settings.model.id) == (provider, model.id)
         if provider == "amazon-bedrock":  # AWS credentials are not a key

@@ -2,10 +2,10 @@
 // Provider oracle for pi-ai 0.85.0's google-generative-ai API (@earendil-works/pi-ai with
 // @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py; also
 // runs mistral-conversations and pi-messages (test_mistral_conversations_conformance.py,
-// test_pi_messages_conformance.py).
-// @google/genai 1.52.0), for tests/providers/test_google_generative_ai_conformance.py, and
-// its bedrock-converse-stream API (@aws-sdk/client-bedrock-runtime 3.1048.0), for
-// tests/providers/test_bedrock_converse_stream_conformance.py.
+// test_pi_messages_conformance.py), bedrock-converse-stream (@aws-sdk/client-bedrock-runtime
+// 3.1048.0, test_bedrock_converse_stream_conformance.py) and openai-codex-responses
+// (test_openai_codex_responses_conformance.py: over SSE, and over its WebSocket with
+// `NODE_OPTIONS=--experimental-websocket` on Node 20).
 //
 // Usage: PITRIO_PI_NODE_MODULES=<node_modules holding @earendil-works/pi-ai> node google_trace.mjs FIXTURE.json
 //
@@ -25,6 +25,7 @@
 // `{"awsException": TYPE, "data": JSON}` that the server writes as one binary AWS
 // event-stream message (`:message-type` event or exception, JSON payload, CRC32s).
 
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import path from "node:path";
@@ -45,6 +46,7 @@ const { googleGenerativeAIApi } = await piAi("api/google-generative-ai.lazy.js")
 const { mistralConversationsApi } = await piAi("api/mistral-conversations.lazy.js");
 const { piMessagesApi } = await piAi("api/pi-messages.lazy.js");
 const { bedrockConverseStreamApi } = await piAi("api/bedrock-converse-stream.lazy.js");
+const { openAICodexResponsesApi } = await piAi("api/openai-codex-responses.lazy.js");
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -104,6 +106,7 @@ const APIS = {
 	"mistral-conversations": { impl: mistralConversationsApi, baseUrlPath: "" },
 	"pi-messages": { impl: piMessagesApi, baseUrlPath: "/v1" },
 	"bedrock-converse-stream": { impl: bedrockConverseStreamApi, baseUrlPath: "" },
+	"openai-codex-responses": { impl: openAICodexResponsesApi, baseUrlPath: "/backend-api" },
 };
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES = [
@@ -368,6 +371,7 @@ function validateFixture(f) {
 			"metadata",
 			"thinkingBudgets",
 			"env",
+			"transport",
 		],
 		"fixture.options",
 	);
@@ -393,6 +397,7 @@ function validateFixture(f) {
 		checkType(o.env, "object", "fixture.options.env");
 		for (const [k, v] of Object.entries(o.env)) checkType(v, "string", `fixture.options.env.${k}`);
 	}
+	optional(o, "transport", "string", "fixture.options");
 
 	if (f.responses === undefined) bad("fixture.responses", "required (use [] when no request is expected)");
 	checkType(f.responses, "array", "fixture.responses");
@@ -724,6 +729,98 @@ async function runFixture(f, trace, problems) {
 		});
 	});
 	server.on("clientError", () => {});
+	// A WebSocket upgrade (openai-codex-responses; Node 20 needs --experimental-websocket)
+	// is request n too, recorded as {type: "websocket", path, headers, message}: a scripted
+	// status other than 101 refuses the handshake; otherwise, once the client's first
+	// message arrived, each body part is one text message (a data part as its JSON).
+	const sockets = new Set();
+	server.on("upgrade", (req, socket) => {
+		sockets.add(socket);
+		socket.on("close", () => sockets.delete(socket));
+		socket.on("error", () => {});
+		serveWebSocket(req, socket).catch((e) => problems.push(new RunProblem(`websocket: ${e?.stack ?? e}`)));
+	});
+	const serveWebSocket = async (req, socket) => {
+		const n = ++requestCount;
+		const record = { type: "websocket", n, path: req.url, headers: normHeaders(req.headers) };
+		trace.push(record);
+		if (abortSpec?.request === n) fireAbort();
+		const spec = responses[n - 1];
+		if (!spec) {
+			problems.push(new RunProblem(`request ${n} arrived but only ${responses.length} response(s) are scripted`));
+			socket.destroy();
+			return;
+		}
+		if (spec.headersDelayMs) await sleep(scaled(spec.headersDelayMs));
+		const status = spec.status ?? 101;
+		if (status !== 101) {
+			socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+			return;
+		}
+		const accept = createHash("sha1")
+			.update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+			.digest("base64");
+		socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: ${accept}\r\n\r\n`);
+		const frame = (opcode, payload) => {
+			const len = payload.length;
+			const head = len < 126 ? Buffer.from([0x80 | opcode, len]) : len < 65536 ? Buffer.from([0x80 | opcode, 126, len >> 8, len & 255]) : Buffer.concat([Buffer.from([0x80 | opcode, 127]), (() => { const b = Buffer.alloc(8); b.writeBigUInt64BE(BigInt(len)); return b; })()]);
+			if (!socket.destroyed) socket.write(Buffer.concat([head, payload]));
+		};
+		await new Promise((resolve) => {
+			let buffer = Buffer.alloc(0);
+			socket.on("data", (chunk) => {
+				buffer = Buffer.concat([buffer, chunk]);
+				while (buffer.length >= 2) {
+					const opcode = buffer[0] & 15;
+					let len = buffer[1] & 127;
+					let off = 2;
+					if (len === 126) {
+						if (buffer.length < 4) return;
+						len = buffer.readUInt16BE(2);
+						off = 4;
+					} else if (len === 127) {
+						if (buffer.length < 10) return;
+						len = Number(buffer.readBigUInt64BE(2));
+						off = 10;
+					}
+					const masked = (buffer[1] & 128) !== 0;
+					const total = off + (masked ? 4 : 0) + len;
+					if (buffer.length < total) return;
+					const mask = masked ? buffer.subarray(off, off + 4) : null;
+					const payload = Buffer.from(buffer.subarray(total - len, total));
+					if (mask) for (let i = 0; i < payload.length; i++) payload[i] ^= mask[i % 4];
+					buffer = buffer.subarray(total);
+					if (opcode === 1 && record.message === undefined) {
+						const text = payload.toString("utf8");
+						try {
+							record.message = JSON.parse(text);
+						} catch {
+							record.messageText = text;
+						}
+						resolve();
+					} else if (opcode === 8) {
+						frame(8, payload.subarray(0, 2));
+						socket.end();
+						resolve();
+					}
+				}
+			});
+		});
+		const parts = responseParts(spec);
+		for (let i = 0; i < parts.length; i++) {
+			if (spec.hangAfter === i) return;
+			const p = parts[i];
+			if (isObj(p) && p.delayMs) await sleep(scaled(p.delayMs));
+			if (socket.destroyed) return;
+			const text = typeof p === "string" ? p : p.text ?? (p.hex !== undefined ? Buffer.from(p.hex, "hex").toString("utf8") : JSON.stringify(p.data));
+			frame(1, Buffer.from(text, "utf8"));
+		}
+		if (spec.hangAfter === parts.length) return;
+		if (spec.end === "reset") {
+			await sleep(scaled(5));
+			socket.destroy();
+		}
+	};
 	await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
 	const port = server.address().port;
 
@@ -771,6 +868,7 @@ async function runFixture(f, trace, problems) {
 		}
 	} finally {
 		for (const res of openResponses) res.socket?.destroy();
+		for (const socket of sockets) socket.destroy();
 		server.closeAllConnections?.();
 		server.close();
 	}
