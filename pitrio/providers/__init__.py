@@ -73,11 +73,14 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "pitrio.providers._google_generative_ai",
         "stream_google_generative_ai",
     ),
+    "azure-openai-responses": (
+        "pitrio.providers._azure_openai_responses",
+        "stream_azure_openai_responses",
+    ),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
 _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
-    "azure-openai-responses": "Azure OpenAI Responses",
     "bedrock-converse-stream": "Amazon Bedrock Converse",
     "google-vertex": "Google Vertex AI",
     "mistral-conversations": "Mistral Conversations",

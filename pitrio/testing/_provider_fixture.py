@@ -29,6 +29,7 @@ __all__ = [
     "build_context",
     "build_model",
     "build_options",
+    "fill_placeholders",
     "validate_fixture",
 ]
 
@@ -37,6 +38,8 @@ APIS: Final[Mapping[str, str]] = {
     "anthropic-messages": "",
     "openai-responses": "/v1",
     "google-generative-ai": "/v1beta",
+    "azure-openai-responses": "/openai/v1",
+    "google-vertex": "/v1",
 }
 _THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _EVENT_TYPES: Final = (
@@ -298,10 +301,15 @@ def validate_fixture(fixture: object) -> None:
             "abort",
             "timeoutMs",
             "errorMessagePattern",
+            "files",
         ),
         "fixture",
     )
     assert isinstance(fixture, dict)
+    _optional(fixture, "files", "object", "fixture")
+    for file_name in fixture.get("files", {}):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", file_name) or file_name.startswith("."):
+            _bad(f"fixture.files.{file_name}", "must be a plain file name")
     _optional(fixture, "name", "string", "fixture")
     _optional(fixture, "description", "string", "fixture")
     if fixture.get("api") not in APIS:
@@ -386,6 +394,7 @@ def validate_fixture(fixture: object) -> None:
             "timeoutMs",
             "metadata",
             "thinkingBudgets",
+            "env",
         ),
         p,
     )
@@ -405,8 +414,11 @@ def validate_fixture(fixture: object) -> None:
         ("timeoutMs", "positive-integer"),
         ("metadata", "object"),
         ("thinkingBudgets", "object"),
+        ("env", "object"),
     ):
         _optional(options, key, kind, p)
+    for name, value in options.get("env", {}).items():
+        _check_type(value, "string", f"{p}.env.{name}")
     if "responses" not in fixture:
         _bad("fixture.responses", "required (use [] when no request is expected)")
     _check_type(fixture["responses"], "array", "fixture.responses")
@@ -545,10 +557,23 @@ def build_context(fixture: Mapping[str, Any], model: Model) -> Context:
     return Context(system_prompt=spec.get("systemPrompt", ""), messages=messages, tools=tools)
 
 
-def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOptions:
-    """The fixture's ``streamSimple`` options plus ``signal`` and ``api_key``."""
+def build_options(
+    fixture: Mapping[str, Any],
+    signal: AbortSignal,
+    *,
+    base_url: str = "",
+    files_dir: str = "",
+) -> StreamOptions:
+    """The fixture's ``streamSimple`` options plus ``signal`` and ``api_key``.
+
+    ``options.env`` becomes ``extra["env"]`` (pi-ai's scoped ``options.env``); in its
+    values ``{baseUrl}`` is the scripted server (``base_url``) and ``{files}`` the
+    folder of the fixture's ``files`` (``files_dir``)."""
     spec = fixture.get("options", {})
     api_key = fixture.get("apiKey", "sk-test")
+    extra: dict[str, Any] = {}
+    if "env" in spec:
+        extra["env"] = fill_placeholders(spec["env"], base_url, files_dir)
     return StreamOptions(
         signal=signal,
         api_key=api_key,
@@ -564,4 +589,16 @@ def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOpti
         thinking_budgets=spec.get("thinkingBudgets"),
         cache_retention=spec.get("cacheRetention"),
         metadata=spec.get("metadata"),
+        extra=extra,
     )
+
+
+def fill_placeholders(value: Any, base_url: str, files_dir: str) -> Any:
+    """``value`` with ``{baseUrl}`` and ``{files}`` replaced in every string."""
+    if isinstance(value, str):
+        return value.replace("{baseUrl}", base_url).replace("{files}", files_dir)
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, base_url, files_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_placeholders(v, base_url, files_dir) for v in value]
+    return value

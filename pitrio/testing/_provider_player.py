@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, final
 
 import attrs
@@ -20,11 +22,18 @@ import httpx
 import trio
 
 from .._events import AssistantMessageEvent
+from .._model import Context, Model, StreamOptions
 from .._signal import AbortSignal
 from .._stream import AssistantMessageEventStream
 from ..providers import stream_simple
 from ..providers._options import MaxTokensClampedWarning
-from ._provider_fixture import build_context, build_model, build_options, validate_fixture
+from ._provider_fixture import (
+    build_context,
+    build_model,
+    build_options,
+    fill_placeholders,
+    validate_fixture,
+)
 from ._provider_server import ScriptedServer
 from ._provider_trace import normalize_event, normalize_message
 
@@ -150,7 +159,40 @@ async def _consume(
 ) -> None:
     model = build_model(fixture, port)
     context = build_context(fixture, model)
-    options = build_options(fixture, signal)
+    with tempfile.TemporaryDirectory(prefix="pitrio-fixture-") as files_dir:
+        base_url = f"http://127.0.0.1:{port}"
+        for name, content in fixture.get("files", {}).items():
+            text = json.dumps(fill_placeholders(content, base_url, files_dir))
+            (Path(files_dir) / name).write_text(text, "utf-8")
+        options = build_options(fixture, signal, base_url=base_url, files_dir=files_dir)
+        await _stream_options(
+            fixture,
+            http,
+            model,
+            context,
+            options,
+            abort_spec,
+            records,
+            problems,
+            fire_abort,
+            stream_box,
+        )
+
+
+async def _stream_options(
+    fixture: Mapping[str, Any],
+    http: httpx.AsyncClient,
+    model: Model,
+    context: Context,
+    options: StreamOptions,
+    abort_spec: Mapping[str, Any] | None,
+    records: list[dict[str, Any]],
+    problems: list[str],
+    fire_abort: Callable[[], None],
+    stream_box: list[AssistantMessageEventStream],
+) -> None:
+    signal = options.signal
+    assert signal is not None
     stream = stream_simple(http, model, context, options)
     stream_box.append(stream)
     remove = signal.add_callback(stream.cancel)

@@ -43,6 +43,7 @@ MODELS_PER_API = {
 
 IMPLEMENTED = (
     "anthropic-messages",
+    "azure-openai-responses",
     "google-generative-ai",
     "openai-completions",
     "openai-responses",
@@ -109,7 +110,7 @@ def test_models_per_api_and_provider() -> None:
     assert len({(m.provider, m.id) for m in models}) == 1336
     assert len(Models().providers()) == len(catalog_data()["providers"]) == 39
     usable = [m for m in models if m.api in registered_apis()]
-    assert len(usable) == 1124
+    assert len(usable) == 1162
     assert sorted(set(registered_apis()) & set(MODELS_PER_API)) == list(IMPLEMENTED)
 
 
@@ -176,13 +177,14 @@ _PATHS = {
     "anthropic-messages": "/v1/messages",
     "openai-responses": "/responses",
     "google-generative-ai": ":streamGenerateContent",
+    "azure-openai-responses": "/openai/v1/responses",
 }
 
 
 # 142 models have maxTokens >= contextWindow: pi-ai's clamp (and its warning) applies.
 @pytest.mark.filterwarnings("ignore::pitrio.providers.MaxTokensClampedWarning")
 async def test_every_implemented_model_builds_a_request() -> None:
-    """Each of the 1,124 models of an implemented API sends one well-formed request (to
+    """Each of the 1,162 models of an implemented API sends one well-formed request (to
     a mock transport answering 400) with its id, at its base URL, with thinking on."""
     seen: list[tuple[httpx.Request, dict[str, Any]]] = []
 
@@ -198,7 +200,11 @@ async def test_every_implemented_model_builds_a_request() -> None:
                 if model.api not in IMPLEMENTED:
                     continue
                 options = StreamOptions(
-                    api_key="sk-test", reasoning="high" if model.reasoning else None, max_retries=0
+                    api_key="sk-test",
+                    reasoning="high" if model.reasoning else None,
+                    max_retries=0,
+                    # Azure's models name no endpoint: pi-ai's users set the resource.
+                    extra={"env": {"AZURE_OPENAI_RESOURCE_NAME": "res"}},
                 )
                 events = await collect(models.stream_simple(model, _context(), options))
                 last = events[-1]
@@ -219,7 +225,7 @@ async def test_every_implemented_model_builds_a_request() -> None:
                 for name, value in (model.headers or {}).items():
                     assert request.headers[name] == value
                 checked += 1
-    assert checked == len(seen) == 1124
+    assert checked == len(seen) == 1162
 
 
 async def test_a_model_of_an_api_pitrio_lacks_fails_naming_it() -> None:

@@ -13,9 +13,19 @@
 // oracle's install: `/work/shared/oracle/coding-agent/pi --oracle-path`/node_modules).
 //
 // Exit codes: 0 ok; 2 bad fixture; 3 the fixture ran but misbehaved (trace so far printed).
+//
+// Also azure-openai-responses and google-vertex (tests/providers/test_azure_openai_responses_
+// conformance.py, test_google_vertex_conformance.py), with three additions to the fixture
+// format: `options.env` (pi-ai's scoped environment: AZURE_OPENAI_BASE_URL,
+// GOOGLE_CLOUD_PROJECT, ...), `files` ({name: JSON} written to a temporary folder, e.g. an
+// ADC credentials file), and the placeholders `{baseUrl}` (the scripted server) and
+// `{files}` (that folder) in env values and file contents. Google's OAuth token endpoint
+// (https://oauth2.googleapis.com/token, which google-auth-library fixes for authorized_user
+// credentials) is answered by the scripted server as well.
 
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -30,6 +40,8 @@ const { anthropicMessagesApi } = await piAi("api/anthropic-messages.lazy.js");
 const { openAICompletionsApi } = await piAi("api/openai-completions.lazy.js");
 const { openAIResponsesApi } = await piAi("api/openai-responses.lazy.js");
 const { googleGenerativeAIApi } = await piAi("api/google-generative-ai.lazy.js");
+const { azureOpenAIResponsesApi } = await piAi("api/azure-openai-responses.lazy.js");
+const { googleVertexApi } = await piAi("api/google-vertex.lazy.js");
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -86,6 +98,8 @@ const APIS = {
 	"anthropic-messages": { impl: anthropicMessagesApi, baseUrlPath: "" },
 	"openai-responses": { impl: openAIResponsesApi, baseUrlPath: "/v1" },
 	"google-generative-ai": { impl: googleGenerativeAIApi, baseUrlPath: "/v1beta" },
+	"azure-openai-responses": { impl: azureOpenAIResponsesApi, baseUrlPath: "/openai/v1" },
+	"google-vertex": { impl: googleVertexApi, baseUrlPath: "/v1" },
 };
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES = [
@@ -259,9 +273,14 @@ function validateFixture(f) {
 			"abort",
 			"timeoutMs",
 			"errorMessagePattern",
+			"files",
 		],
 		"fixture",
 	);
+	optional(f, "files", "object", "fixture");
+	for (const name of Object.keys(f.files ?? {})) {
+		if (!/^[A-Za-z0-9_.-]+$/.test(name) || name.startsWith(".")) bad(`fixture.files.${name}`, "must be a plain file name");
+	}
 	optional(f, "name", "string", "fixture");
 	optional(f, "description", "string", "fixture");
 	if (!Object.hasOwn(APIS, f.api)) bad("fixture.api", `must be one of ${Object.keys(APIS).join(" | ")}`);
@@ -344,6 +363,7 @@ function validateFixture(f) {
 			"timeoutMs",
 			"metadata",
 			"thinkingBudgets",
+			"env",
 		],
 		"fixture.options",
 	);
@@ -365,6 +385,10 @@ function validateFixture(f) {
 	optional(o, "timeoutMs", "positive-integer", "fixture.options");
 	optional(o, "metadata", "object", "fixture.options");
 	optional(o, "thinkingBudgets", "object", "fixture.options");
+	if (o.env !== undefined) {
+		checkType(o.env, "object", "fixture.options.env");
+		for (const [k, v] of Object.entries(o.env)) checkType(v, "string", `fixture.options.env.${k}`);
+	}
 
 	if (f.responses === undefined) bad("fixture.responses", "required (use [] when no request is expected)");
 	checkType(f.responses, "array", "fixture.responses");
@@ -650,6 +674,16 @@ async function runFixture(f, trace, problems) {
 		res.end();
 	};
 
+	// google-auth-library sends authorized_user refreshes to Google's fixed token URL.
+	const realFetch = globalThis.fetch;
+	globalThis.fetch = (input, init) => {
+		const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+		if (typeof url === "string" && url.startsWith("https://oauth2.googleapis.com/")) {
+			const local = `http://127.0.0.1:${server.address().port}/${url.slice("https://oauth2.googleapis.com/".length)}`;
+			return realFetch(typeof input === "string" || input instanceof URL ? local : new Request(local, input), init);
+		}
+		return realFetch(input, init);
+	};
 	const server = http.createServer((req, res) => {
 		const chunks = [];
 		req.on("data", (c) => chunks.push(c));
@@ -661,10 +695,23 @@ async function runFixture(f, trace, problems) {
 	await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
 	const port = server.address().port;
 
+	const filesDir = mkdtempSync(path.join(os.tmpdir(), "pi-fixture-"));
+	const fill = (v) =>
+		typeof v === "string"
+			? v.replaceAll("{baseUrl}", `http://127.0.0.1:${port}`).replaceAll("{files}", filesDir)
+			: Array.isArray(v)
+				? v.map(fill)
+				: isObj(v)
+					? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, fill(x)]))
+					: v;
+	for (const [name, content] of Object.entries(f.files ?? {})) {
+		writeFileSync(path.join(filesDir, name), JSON.stringify(fill(content)));
+	}
 	try {
 		const model = buildModel(f, port);
 		const context = buildContext(f, model);
 		const options = { ...clone(f.options ?? {}), signal: controller.signal };
+		if (options.env !== undefined) options.env = fill(options.env);
 		const apiKey = f.apiKey === undefined ? "sk-test" : f.apiKey;
 		if (apiKey !== null) options.apiKey = apiKey;
 
@@ -704,6 +751,8 @@ async function runFixture(f, trace, problems) {
 			}
 		}
 	} finally {
+		globalThis.fetch = realFetch;
+		rmSync(filesDir, { recursive: true, force: true });
 		for (const res of openResponses) res.socket?.destroy();
 		server.closeAllConnections?.();
 		server.close();
