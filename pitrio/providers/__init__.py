@@ -77,12 +77,12 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "pitrio.providers._azure_openai_responses",
         "stream_azure_openai_responses",
     ),
+    "google-vertex": ("pitrio.providers._google_vertex", "stream_google_vertex"),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
 _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
     "bedrock-converse-stream": "Amazon Bedrock Converse",
-    "google-vertex": "Google Vertex AI",
     "mistral-conversations": "Mistral Conversations",
     "openai-codex-responses": "OpenAI Codex Responses",
 }

@@ -43,7 +43,7 @@ def _options(env: Mapping[str, str] | None = None, **extra: str) -> StreamOption
     values: dict[str, object] = dict(extra)
     if env is not None:
         values["env"] = dict(env)
-    return StreamOptions(api_key="k", extra=values)  # type: ignore[arg-type]  # str/dict values
+    return StreamOptions(api_key="k", extra=values)
 
 
 @pytest.mark.parametrize(

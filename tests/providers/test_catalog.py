@@ -45,6 +45,7 @@ IMPLEMENTED = (
     "anthropic-messages",
     "azure-openai-responses",
     "google-generative-ai",
+    "google-vertex",
     "openai-completions",
     "openai-responses",
 )
@@ -110,7 +111,7 @@ def test_models_per_api_and_provider() -> None:
     assert len({(m.provider, m.id) for m in models}) == 1336
     assert len(Models().providers()) == len(catalog_data()["providers"]) == 39
     usable = [m for m in models if m.api in registered_apis()]
-    assert len(usable) == 1162
+    assert len(usable) == 1176
     assert sorted(set(registered_apis()) & set(MODELS_PER_API)) == list(IMPLEMENTED)
 
 
@@ -178,13 +179,14 @@ _PATHS = {
     "openai-responses": "/responses",
     "google-generative-ai": ":streamGenerateContent",
     "azure-openai-responses": "/openai/v1/responses",
+    "google-vertex": ":streamGenerateContent",
 }
 
 
 # 142 models have maxTokens >= contextWindow: pi-ai's clamp (and its warning) applies.
 @pytest.mark.filterwarnings("ignore::pitrio.providers.MaxTokensClampedWarning")
 async def test_every_implemented_model_builds_a_request() -> None:
-    """Each of the 1,162 models of an implemented API sends one well-formed request (to
+    """Each of the 1,176 models of an implemented API sends one well-formed request (to
     a mock transport answering 400) with its id, at its base URL, with thinking on."""
     seen: list[tuple[httpx.Request, dict[str, Any]]] = []
 
@@ -218,14 +220,14 @@ async def test_every_implemented_model_builds_a_request() -> None:
                 assert request.url.path.endswith(_PATHS[model.api]), str(request.url)
                 if "{" not in model.base_url:  # Cloudflare's {CLOUDFLARE_ACCOUNT_ID}: see docs
                     assert str(request.url).startswith(model.base_url), str(request.url)
-                if model.api == "google-generative-ai":  # the model is in the URL
+                if model.api in ("google-generative-ai", "google-vertex"):  # in the URL
                     assert request.url.path.endswith(f"/models/{model.id}:streamGenerateContent")
                 else:
                     assert body["model"] == model.id
                 for name, value in (model.headers or {}).items():
                     assert request.headers[name] == value
                 checked += 1
-    assert checked == len(seen) == 1162
+    assert checked == len(seen) == 1176
 
 
 async def test_a_model_of_an_api_pitrio_lacks_fails_naming_it() -> None:

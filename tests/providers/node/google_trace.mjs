@@ -20,11 +20,12 @@
 // GOOGLE_CLOUD_PROJECT, ...), `files` ({name: JSON} written to a temporary folder, e.g. an
 // ADC credentials file), and the placeholders `{baseUrl}` (the scripted server) and
 // `{files}` (that folder) in env values and file contents. Google's OAuth token endpoint
-// (https://oauth2.googleapis.com/token, which google-auth-library fixes for authorized_user
-// credentials) is answered by the scripted server as well.
+// (https://oauth2.googleapis.com/token, which google-auth-library fixes for both
+// authorized_user and service_account credentials) is answered by the scripted server too.
 
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -42,6 +43,9 @@ const { openAIResponsesApi } = await piAi("api/openai-responses.lazy.js");
 const { googleGenerativeAIApi } = await piAi("api/google-generative-ai.lazy.js");
 const { azureOpenAIResponsesApi } = await piAi("api/azure-openai-responses.lazy.js");
 const { googleVertexApi } = await piAi("api/google-vertex.lazy.js");
+// The gaxios that google-auth-library requires (one CommonJS instance per file).
+const { Gaxios } = createRequire(path.join(NM, "index.js"))("gaxios");
+const GOOGLE_OAUTH = "https://oauth2.googleapis.com/";
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -674,15 +678,15 @@ async function runFixture(f, trace, problems) {
 		res.end();
 	};
 
-	// google-auth-library sends authorized_user refreshes to Google's fixed token URL.
-	const realFetch = globalThis.fetch;
-	globalThis.fetch = (input, init) => {
-		const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
-		if (typeof url === "string" && url.startsWith("https://oauth2.googleapis.com/")) {
-			const local = `http://127.0.0.1:${server.address().port}/${url.slice("https://oauth2.googleapis.com/".length)}`;
-			return realFetch(typeof input === "string" || input instanceof URL ? local : new Request(local, input), init);
+	// google-auth-library sends its token requests to Google's fixed token URL (through
+	// gaxios): they go to the scripted server instead.
+	const realAdapter = Gaxios.prototype._defaultAdapter;
+	Gaxios.prototype._defaultAdapter = function (config) {
+		const url = String(config.url);
+		if (url.startsWith(GOOGLE_OAUTH)) {
+			config = { ...config, url: new URL(`http://127.0.0.1:${server.address().port}/${url.slice(GOOGLE_OAUTH.length)}`) };
 		}
-		return realFetch(input, init);
+		return realAdapter.call(this, config);
 	};
 	const server = http.createServer((req, res) => {
 		const chunks = [];
@@ -751,7 +755,7 @@ async function runFixture(f, trace, problems) {
 			}
 		}
 	} finally {
-		globalThis.fetch = realFetch;
+		Gaxios.prototype._defaultAdapter = realAdapter;
 		rmSync(filesDir, { recursive: true, force: true });
 		for (const res of openResponses) res.socket?.destroy();
 		server.closeAllConnections?.();
