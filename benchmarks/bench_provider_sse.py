@@ -21,7 +21,9 @@ Usage::
     python -m benchmarks.bench_provider_sse openai-completions [--deltas N] [--runs R]
         [--write-size BYTES] [--json]
 
-The API is ``openai-completions``, ``anthropic-messages`` or ``openai-responses``.
+The API is one of ``EVENT_BUILDERS`` (``openai-completions``, ``anthropic-messages``,
+``openai-responses``, ``google-generative-ai``, ``azure-openai-responses``,
+``google-vertex``).
 Timings use the real clock; nothing here belongs in a test assertion.
 """
 
@@ -52,6 +54,8 @@ BASE_PATHS: Final = {
     "anthropic-messages": "",
     "openai-responses": "/v1",
     "google-generative-ai": "/v1beta",
+    "azure-openai-responses": "/openai/v1",
+    "google-vertex": "/v1",
 }
 
 
@@ -101,6 +105,9 @@ EVENT_BUILDERS: Final[dict[str, Callable[[int], list[tuple[str | None, dict[str,
     "anthropic-messages": _anthropic_events,
     "openai-responses": _responses_events,
     "google-generative-ai": google_events,
+    # the same wire formats as openai-responses and google-generative-ai
+    "azure-openai-responses": _responses_events,
+    "google-vertex": google_events,
 }
 
 

@@ -55,6 +55,8 @@ APIS: Final = (
     "anthropic-messages",
     "openai-responses",
     "google-generative-ai",
+    "azure-openai-responses",
+    "google-vertex",
 )
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
@@ -173,6 +175,8 @@ TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict
     "anthropic-messages": anthropic_tool_events,
     "openai-responses": responses_tool_events,
     "google-generative-ai": google_tool_events,
+    "azure-openai-responses": responses_tool_events,
+    "google-vertex": google_tool_events,
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping
@@ -22,7 +23,6 @@ import httpx
 import trio
 
 from .._events import AssistantMessageEvent
-from .._model import Context, Model, StreamOptions
 from .._signal import AbortSignal
 from .._stream import AssistantMessageEventStream
 from ..providers import stream_simple
@@ -109,6 +109,7 @@ async def play_fixture(
         http = client or httpx.AsyncClient(
             timeout=httpx.Timeout(None), trust_env=False, verify=False
         )
+        files_dir = _write_files(fixture, port)
         try:
             # pi-ai clamps max_tokens silently; pitrio warns (MaxTokensClampedWarning),
             # which is not part of the trace. The player runs one fixture at a time.
@@ -116,7 +117,7 @@ async def play_fixture(
                 warnings.simplefilter("ignore", MaxTokensClampedWarning)
                 await _consume(
                     fixture,
-                    port,
+                    (port, files_dir),
                     http,
                     signal,
                     abort_spec,
@@ -131,6 +132,7 @@ async def play_fixture(
                     "(trace so far printed)"
                 )
         finally:
+            shutil.rmtree(files_dir, ignore_errors=True)
             if own_client:
                 with trio.CancelScope(shield=True):
                     await http.aclose()
@@ -146,9 +148,18 @@ async def play_fixture(
     return PlayResult(records, problems)
 
 
+def _write_files(fixture: Mapping[str, Any], port: int) -> str:
+    """A fresh folder holding the fixture's ``files`` (placeholders filled)."""
+    files_dir = tempfile.mkdtemp(prefix="pitrio-fixture-")
+    for name, content in fixture.get("files", {}).items():
+        text = json.dumps(fill_placeholders(content, f"http://127.0.0.1:{port}", files_dir))
+        (Path(files_dir) / name).write_text(text, "utf-8")
+    return files_dir
+
+
 async def _consume(
     fixture: Mapping[str, Any],
-    port: int,
+    where: tuple[int, str],
     http: httpx.AsyncClient,
     signal: AbortSignal,
     abort_spec: Mapping[str, Any] | None,
@@ -157,42 +168,11 @@ async def _consume(
     fire_abort: Callable[[], None],
     stream_box: list[AssistantMessageEventStream],
 ) -> None:
+    port, files_dir = where  # the scripted server's port, the fixture's files
     model = build_model(fixture, port)
     context = build_context(fixture, model)
-    with tempfile.TemporaryDirectory(prefix="pitrio-fixture-") as files_dir:
-        base_url = f"http://127.0.0.1:{port}"
-        for name, content in fixture.get("files", {}).items():
-            text = json.dumps(fill_placeholders(content, base_url, files_dir))
-            (Path(files_dir) / name).write_text(text, "utf-8")
-        options = build_options(fixture, signal, base_url=base_url, files_dir=files_dir)
-        await _stream_options(
-            fixture,
-            http,
-            model,
-            context,
-            options,
-            abort_spec,
-            records,
-            problems,
-            fire_abort,
-            stream_box,
-        )
-
-
-async def _stream_options(
-    fixture: Mapping[str, Any],
-    http: httpx.AsyncClient,
-    model: Model,
-    context: Context,
-    options: StreamOptions,
-    abort_spec: Mapping[str, Any] | None,
-    records: list[dict[str, Any]],
-    problems: list[str],
-    fire_abort: Callable[[], None],
-    stream_box: list[AssistantMessageEventStream],
-) -> None:
-    signal = options.signal
-    assert signal is not None
+    base_url = f"http://127.0.0.1:{port}"
+    options = build_options(fixture, signal, base_url=base_url, files_dir=files_dir)
     stream = stream_simple(http, model, context, options)
     stream_box.append(stream)
     remove = signal.add_callback(stream.cancel)

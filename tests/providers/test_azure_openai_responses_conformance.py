@@ -15,8 +15,6 @@ every trace live.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +28,8 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
+from ._rerecord import assert_corpus, assert_rerecorded
 from .test_conformance_responses import _with_abort_text
-from .test_google_generative_ai_conformance import RUNNER, _pi_node_modules
 
 DATA = Path(__file__).parent / "data" / "azure"
 FIXTURES = fixture_paths("azure-", DATA)
@@ -58,14 +56,8 @@ def _load(path: Path) -> Any:
 
 
 def test_corpus_is_there() -> None:
-    """16 fixtures, each with pi-ai's expected trace: a request for every scripted
-    response, a result record last."""
-    assert len(FIXTURES) == 16
-    for path in FIXTURES:
-        expected = _load(expected_path(path, DATA))
-        requests = [r for r in expected if r["type"] == "request"]
-        assert len(requests) == len(_load(path)["responses"]), path.name
-        assert expected[-1]["type"] == "result", path.name
+    """16 fixtures, each with pi-ai's expected trace."""
+    assert_corpus(FIXTURES, DATA, 16)
 
 
 @pytest.mark.parametrize(
@@ -92,24 +84,4 @@ async def test_an_abort_after_the_headers_says_request_was_aborted() -> None:
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture (Node and the oracle's install needed) and compare
     with the committed traces."""
-    from _node import node_executable
-
-    node = node_executable()
-    node_modules = _pi_node_modules()
-    if node_modules is None:
-        reason = "re-recording needs the oracle's node_modules (@earendil-works/pi-ai 0.85.0)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    for path in FIXTURES:
-        done = subprocess.run(
-            [node, str(RUNNER), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
-            check=False,
-        )
-        assert done.returncode == 0, f"{path.name}: {done.stderr}"
-        problem = compare_traces(path, _load(expected_path(path, DATA)), json.loads(done.stdout))
-        assert problem is None, f"{path.name}: {problem}"
+    assert_rerecorded(FIXTURES, DATA, lambda trace: trace)

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +33,9 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
+from ._rerecord import assert_corpus, assert_rerecorded
+
 DATA = Path(__file__).parent / "data" / "google"
-RUNNER = Path(__file__).parent / "node" / "google_trace.mjs"
 FIXTURES = fixture_paths("google-", DATA)
 
 _API_CLIENT = re.compile(r"^(google-genai-sdk/\d+\.\d+\.\d+) gl-(node|python)/\S+$")
@@ -71,14 +70,8 @@ def _normalize(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_corpus_is_there() -> None:
-    """25 fixtures, each with pi-ai's expected trace: a request for every scripted
-    response, a result record last."""
-    assert len(FIXTURES) == 25
-    for path in FIXTURES:
-        expected = _load(expected_path(path, DATA))
-        requests = [r for r in expected if r["type"] == "request"]
-        assert len(requests) == len(_load(path)["responses"]), path.name
-        assert expected[-1]["type"] == "result", path.name
+    """25 fixtures, each with pi-ai's expected trace."""
+    assert_corpus(FIXTURES, DATA, 25)
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
@@ -107,46 +100,8 @@ async def test_a_call_without_id_gets_a_fresh_one() -> None:
     assert call["id"].startswith("read_")
 
 
-def _pi_node_modules() -> Path | None:
-    given = os.environ.get("PITRIO_PI_NODE_MODULES")
-    candidates = [Path(given)] if given else []
-    from cli._pi import oracle_path
-
-    found = oracle_path()  # ../shared/oracle/coding-agent/pi beside the repository
-    if found:
-        candidates.append(Path(found) / "node_modules")
-    # Where that script installs (a worktree is not beside ../shared).
-    candidates.append(Path.home() / ".cache" / "pitrio-oracle-coding-agent" / "node_modules")
-    for candidate in candidates:
-        if (candidate / "@earendil-works" / "pi-ai" / "dist" / "api").is_dir():
-            return candidate
-    return None
-
-
 @pytest.mark.timeout(600)
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture (Node and the oracle's install needed) and compare
     with the committed traces."""
-    from _node import node_executable
-
-    node = node_executable()
-    node_modules = _pi_node_modules()
-    if node_modules is None:
-        reason = "re-recording needs the oracle's node_modules (@earendil-works/pi-ai 0.85.0)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    for path in FIXTURES:
-        done = subprocess.run(
-            [node, str(RUNNER), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
-            check=False,
-        )
-        assert done.returncode == 0, f"{path.name}: {done.stderr}"
-        live = json.loads(done.stdout)
-        recorded = _load(expected_path(path, DATA))
-        problem = compare_traces(path, _normalize(recorded), _normalize(live))
-        assert problem is None, f"{path.name}: {problem}"
+    assert_rerecorded(FIXTURES, DATA, _normalize)

@@ -23,8 +23,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -41,11 +39,8 @@ from pitrio.testing.provider_conformance import (
     run_fixture,
 )
 
-from .test_google_generative_ai_conformance import (
-    RUNNER,
-    _normalize as _normalize_google,
-    _pi_node_modules,
-)
+from ._rerecord import assert_corpus, assert_rerecorded
+from .test_google_generative_ai_conformance import _normalize as _normalize_google
 
 DATA = Path(__file__).parent / "data" / "vertex"
 FIXTURES = fixture_paths("vertex-", DATA)
@@ -95,14 +90,8 @@ def _normalize(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_corpus_is_there() -> None:
-    """17 fixtures, each with pi-ai's expected trace: a request for every scripted
-    response, a result record last."""
-    assert len(FIXTURES) == 17
-    for path in FIXTURES:
-        expected = _load(expected_path(path, DATA))
-        requests = [r for r in expected if r["type"] == "request"]
-        assert len(requests) == len(_load(path)["responses"]), path.name
-        assert expected[-1]["type"] == "result", path.name
+    """17 fixtures, each with pi-ai's expected trace."""
+    assert_corpus(FIXTURES, DATA, 17)
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
@@ -145,25 +134,4 @@ async def test_the_service_account_assertion_is_signed_with_the_files_key() -> N
 def test_recorded_traces_are_what_pi_prints_now() -> None:
     """Re-run pi-ai on every fixture (Node and the oracle's install needed) and compare
     with the committed traces."""
-    from _node import node_executable
-
-    node = node_executable()
-    node_modules = _pi_node_modules()
-    if node_modules is None:
-        reason = "re-recording needs the oracle's node_modules (@earendil-works/pi-ai 0.85.0)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    for path in FIXTURES:
-        done = subprocess.run(
-            [node, str(RUNNER), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
-            check=False,
-        )
-        assert done.returncode == 0, f"{path.name}: {done.stderr}"
-        recorded = _normalize(_load(expected_path(path, DATA)))
-        problem = compare_traces(path, recorded, _normalize(json.loads(done.stdout)))
-        assert problem is None, f"{path.name}: {problem}"
+    assert_rerecorded(FIXTURES, DATA, _normalize)

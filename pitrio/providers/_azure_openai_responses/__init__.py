@@ -15,26 +15,18 @@ the behaviour; the deliberate differences are in ``docs/deviations.md``
 from __future__ import annotations
 
 from functools import partial
-from typing import Final, final
+from typing import final
 
 import httpx
 
-from ..._messages import JSONValue
 from ..._model import Context, Model, StreamOptions
 from ..._stream import AssistantMessageEventStream
-from .._openai_responses._background import apply_response_object
-from .._openai_responses._events import ResponsesEventProcessor, _dispatch
-from .._openai_responses._finish import check_done, format_error, template_message
-from .._output import PartialMessage
-from .._request import Exchange, HttpRequest, exchange_stream
-from .._sse import ServerSentEvent
+from .._openai_responses import _ResponsesExchange
+from .._openai_responses._finish import template_message
+from .._request import HttpRequest, exchange_stream
 from ._payload import build_request
 
 __all__ = ["stream_azure_openai_responses"]
-
-_LABEL: Final = "Azure OpenAI Responses"
-_ERROR_PREFIX: Final = "Azure OpenAI API error"
-
 
 def stream_azure_openai_responses(
     client: httpx.AsyncClient, model: Model, context: Context, options: StreamOptions
@@ -66,44 +58,13 @@ def stream_azure_openai_responses(
 
 
 @final
-class _AzureExchange(Exchange):
+class _AzureExchange(_ResponsesExchange):
     """One streamed Azure Responses request (``providers/_request.py`` runs it)."""
 
-    api_label = _LABEL
-
-    def __init__(
-        self,
-        stream: AssistantMessageEventStream,
-        output: PartialMessage,
-        model: Model,
-        options: StreamOptions,
-        *,
-        context: Context,
-    ) -> None:
-        super().__init__(stream, output, model, options)
-        self._context = context
-        self._processor = ResponsesEventProcessor(
-            output, stream.push, model, price_service_tier=False
-        )
+    api_label = "Azure OpenAI Responses"
+    error_prefix = "Azure OpenAI API error"
+    prices_service_tier = False
 
     def build_request(self) -> HttpRequest:
         request = build_request(self.model, self._context, self.options)
         return HttpRequest(url=request.url, headers=request.headers, body=request.body)
-
-    def handle_sse(self, sse: ServerSentEvent) -> bool:
-        return _dispatch(sse, self._processor)
-
-    def handle_complete(self, body: JSONValue) -> None:
-        if not isinstance(body, dict) or body.get("object") != "response":
-            super().handle_complete(body)
-        assert isinstance(body, dict)
-        apply_response_object(self._processor, self.output, body)
-
-    def end_of_events(self, terminal: bool) -> None:
-        self._processor.finish()
-
-    def check_end(self) -> None:
-        check_done(self.output, _LABEL)
-
-    def error_text(self, exc: Exception) -> str:
-        return format_error(exc, _ERROR_PREFIX)
