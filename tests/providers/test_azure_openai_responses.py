@@ -4,12 +4,14 @@ the cases the scripted fixtures cannot reach (real Azure hosts), and the registr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
+import attrs
 import httpx
 import pytest
 
-from pitrio import Context, Model, StreamOptions, UserMessage
+from pitrio import Context, Model, ModelCost, StreamOptions, UserMessage
 from pitrio.providers import get_api, stream_simple
 from pitrio.providers._azure_openai_responses._payload import (
     build_request,
@@ -130,3 +132,49 @@ async def test_a_configuration_error_ends_the_stream_as_data() -> None:
     assert result.stop_reason == "error"
     assert result.error_message is not None
     assert result.error_message.startswith("Azure OpenAI base URL is required.")
+
+
+async def test_a_json_answer_and_sampling_params() -> None:
+    """A server that answers the streaming request with a whole response object (read as
+    on openai-responses); ``sampling_params`` go last into the body; the service tier
+    the response names leaves the cost alone."""
+    sent: list[httpx.Request] = []
+    answer = {
+        "object": "response",
+        "id": "resp_1",
+        "status": "completed",
+        "service_tier": "priority",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Hi there", "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 10, "output_tokens": 1_000_000, "total_tokens": 1_000_010},
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json=answer)
+
+    model = attrs.evolve(
+        _model("https://r.openai.azure.com"), cost=ModelCost(input=0.0, output=2.0)
+    )
+    options = StreamOptions(api_key="k", sampling_params={"top_p": 0.5, "store": True})
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        stream = stream_simple(
+            client, model, Context(messages=(UserMessage(content="hi"),)), options
+        )
+        async with stream:
+            events = [event async for event in stream]
+            result = await stream.result()
+    assert events[-1].type == "done"
+    assert result.text == "Hi there"
+    assert result.usage.cost.output == 2.0  # no priority multiplier on Azure
+    body = json.loads(sent[0].content)
+    assert body["top_p"] == 0.5
+    assert body["store"] is True
+    assert str(sent[0].url) == "https://r.openai.azure.com/openai/v1/responses?api-version=v1"

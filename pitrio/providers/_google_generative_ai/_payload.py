@@ -203,9 +203,9 @@ def _budget(model: Model, level: str, custom: Mapping[str, int] | None) -> int:
     """``getGoogleBudget``: a custom budget, the model family's table, else -1 (dynamic)."""
     if custom and custom.get(level) is not None:
         return custom[level]
+    # pi-ai's Vertex API lacks the Flash-Lite row and gives Flash-Lite Flash's budgets,
+    # 128 for "minimal" under Flash-Lite's floor of 512: pitrio uses the row on both APIs.
     for fragment, table in _BUDGETS:
-        if fragment == "2.5-flash-lite" and model.api == "google-vertex":
-            continue  # pi-ai's Vertex API has no table of its own for Flash-Lite
         if fragment in model.id:
             return table[level]
     return -1

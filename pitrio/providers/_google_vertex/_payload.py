@@ -2,9 +2,8 @@
 
 The request side of pi-ai 0.85.0's ``api/google-vertex.js`` with what ``@google/genai``
 1.52.0 does for a Vertex client (``ApiClient``, ``tModel``): the body is Gemini's
-(:func:`pitrio.providers._google_generative_ai._payload.build_body`, which knows the two
-thinking differences of pi-ai's Vertex API: no Gemma 4 case, no Flash-Lite budget
-table), and the request goes to
+(:func:`pitrio.providers._google_generative_ai._payload.build_body`, which knows the
+thinking difference of pi-ai's Vertex API: no Gemma 4 case), and the request goes to
 
 - ``<model.base_url>[/v1]/publishers/google/models/<id>:streamGenerateContent?alt=sse``
   when the model names a base URL without ``{location}`` (``/v1`` unless a path segment
