@@ -5,6 +5,13 @@ does, naming the JSON path of the first problem; :func:`build_model`,
 :func:`build_context` and :func:`build_options` turn it into the
 :class:`~pitrio.Model`, :class:`~pitrio.Context` and :class:`~pitrio.StreamOptions`
 of the run (milliseconds on the wire, seconds in pitrio).
+
+Three additions to the oracle's format, shared with ``tests/providers/node/google_trace.mjs``
+(for the ``azure-openai-responses`` and ``google-vertex`` corpora): ``options.env`` (pi-ai's
+scoped environment, ``StreamOptions.extra["env"]`` here), ``files`` (``{name: JSON}``
+written to a fresh folder for the run, e.g. a credentials file), and the placeholders
+``{baseUrl}`` (the scripted server) and ``{files}`` (that folder) in the env values and
+the files' strings (:func:`fill_placeholders`).
 """
 
 from __future__ import annotations

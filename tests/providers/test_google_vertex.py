@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 
@@ -165,6 +166,20 @@ async def test_an_authorized_user_token_is_fetched_once_and_kept(tmp_path: Path)
     assert (
         request.content == b"refresh_token=r&client_id=c&client_secret=s&grant_type=refresh_token"
     )
+    assert request.extensions["timeout"]["read"] == 600.0  # StreamOptions.timeout's default
+
+
+async def test_the_token_request_takes_the_streams_timeout(tmp_path: Path) -> None:
+    server = _TokenServer(_token())
+    options = attrs.evolve(_write(tmp_path, USER), timeout=7.5)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as client:
+        await fetch_access_token(client, options)
+    assert server.requests[0].extensions["timeout"] == {
+        "connect": 7.5,
+        "read": 7.5,
+        "write": 7.5,
+        "pool": 7.5,
+    }
 
 
 async def test_a_token_about_to_expire_is_fetched_again(tmp_path: Path) -> None:

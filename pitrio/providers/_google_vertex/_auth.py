@@ -16,7 +16,8 @@ at Google's token endpoint, then send ``Authorization: Bearer <token>`` (and
   stream.
 
 Tokens are kept per credentials file (its path and contents) until five minutes before
-they expire. The token endpoint is the file's ``token_uri`` when it has one, else
+they expire. The token request is bounded by ``options.timeout`` (default 600 s). The
+token endpoint is the file's ``token_uri`` when it has one, else
 ``https://oauth2.googleapis.com/token``.
 """
 
@@ -46,6 +47,8 @@ TOKEN_URL: Final = "https://oauth2.googleapis.com/token"
 SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
 _JWT_GRANT: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 _EXPIRY_MARGIN: Final = 300.0
+_DEFAULT_TIMEOUT: Final = 600.0
+"""Seconds the token request may take (``StreamOptions.timeout`` when given)."""
 _NOT_FOUND: Final = (
     "Could not load the default credentials. Browse to "
     "https://cloud.google.com/docs/authentication/getting-started for more information."
@@ -130,7 +133,8 @@ async def fetch_access_token(client: httpx.AsyncClient, options: StreamOptions) 
         )
         raise ProviderFailure(msg)
     token_url = info.get("token_uri") if isinstance(info.get("token_uri"), str) else TOKEN_URL
-    token = await _token_request(client, token_url or TOKEN_URL, form, accept)
+    limit = options.timeout if options.timeout is not None else _DEFAULT_TIMEOUT
+    token = await _token_request(client, token_url or TOKEN_URL, form, accept, limit)
     quota = info.get("quota_project_id")
     token = attrs.evolve(token, quota_project=quota if isinstance(quota, str) else None)
     _cache[key] = token
@@ -181,7 +185,7 @@ def _segment(value: Mapping[str, Any]) -> str:
 
 
 async def _token_request(
-    client: httpx.AsyncClient, url: str, form: Mapping[str, str], accept: str
+    client: httpx.AsyncClient, url: str, form: Mapping[str, str], accept: str, limit: float
 ) -> AccessToken:
     headers = {
         "Accept": accept,
@@ -190,7 +194,9 @@ async def _token_request(
         "x-goog-api-client": f"gl-python/{platform.python_version()}",
     }
     try:
-        response = await client.post(url, content=urlencode(form).encode("ascii"), headers=headers)
+        response = await client.post(
+            url, content=urlencode(form).encode("ascii"), headers=headers, timeout=limit
+        )
         body_text = response.text
     except httpx.HTTPError as exc:
         msg = f"Request to the Google token endpoint failed: {exc}"
