@@ -4,7 +4,7 @@
 (``/work/shared/oracle/providers/PROVIDERS.md``): twelve of the ``google-*`` fixtures on
 Vertex with an API key, and Vertex's own (application default credentials from an
 ``authorized_user`` and a ``service_account`` file, traded for a token at the scripted
-server; a missing location; the thinking budgets where pi-ai's Vertex API differs from
+server, and a refused refresh; a missing location; the thinking budgets where pi-ai's Vertex API differs from
 its Gemini API), with the traces pi-ai 0.85.0 printed for them:
 ``tests/providers/node/google_trace.mjs`` ran pi-ai's own ``streamSimple`` (through
 ``@google/genai`` 1.52.0 and ``google-auth-library`` 10.9.1, whose token requests it
@@ -90,8 +90,8 @@ def _normalize(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_corpus_is_there() -> None:
-    """17 fixtures, each with pi-ai's expected trace."""
-    assert_corpus(FIXTURES, DATA, 17)
+    """18 fixtures, each with pi-ai's expected trace."""
+    assert_corpus(FIXTURES, DATA, 18)
 
 
 FLASH_LITE_FIX = "vertex-16-flash-lite-minimal-budget"

@@ -100,8 +100,11 @@ async def fetch_access_token(client: httpx.AsyncClient, options: StreamOptions) 
     path = adc_path(options)
     try:
         text = path.read_text("utf-8")
-    except OSError:
-        raise ProviderFailure(_NOT_FOUND) from None
+    except OSError as exc:
+        if not provider_env("GOOGLE_APPLICATION_CREDENTIALS", options):
+            raise ProviderFailure(_NOT_FOUND) from None  # no gcloud file either
+        msg = f"The credentials file {path} cannot be read: {exc.strerror or exc}"
+        raise ProviderFailure(msg) from None
     key = (str(path), text)
     cached = _cache.get(key)
     if cached is not None and cached.expires_at - _EXPIRY_MARGIN > time.time():
@@ -179,6 +182,18 @@ def _service_account_assertion(info: Mapping[str, Any], path: Path) -> str:
     return f"{signing_input}.{signature.decode('ascii')}"
 
 
+def _refusal_text(status: int, body: Any, body_text: str) -> str:
+    """gaxios's message for a refused token request: the OAuth ``error`` code
+    (``invalid_grant``) or a Google error's ``message``, as pi-ai reports it; other
+    bodies are named with their status."""
+    problem = body.get("error") if isinstance(body, dict) else None
+    if isinstance(problem, str) and problem:
+        return problem
+    if isinstance(problem, dict) and isinstance(problem.get("message"), str):
+        return str(problem["message"])
+    return f"Google token endpoint error ({status}): {body_text[:200]}"
+
+
 def _segment(value: Mapping[str, Any]) -> str:
     raw = json.dumps(value, separators=(",", ":")).encode("utf-8")
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
@@ -206,11 +221,7 @@ async def _token_request(
     except ValueError:
         body = None
     if response.status_code >= 400 or not isinstance(body, dict):
-        problem = body.get("error") if isinstance(body, dict) else None
-        detail = body.get("error_description") if isinstance(body, dict) else None
-        shown = ": ".join(str(p) for p in (problem, detail) if p) or body_text[:200]
-        msg = f"Google token endpoint error ({response.status_code}): {shown}"
-        raise ProviderFailure(msg)
+        raise ProviderFailure(_refusal_text(response.status_code, body, body_text))
     token = body.get("access_token")
     if not isinstance(token, str) or not token:
         msg = "Google token endpoint answered without an access_token"
