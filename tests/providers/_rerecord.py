@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,9 @@ def assert_rerecorded(
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    for path in fixtures:
-        done = subprocess.run(
+
+    def run(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [node, str(RUNNER), str(path)],
             capture_output=True,
             text=True,
@@ -75,6 +77,11 @@ def assert_rerecorded(
             env={"PATH": os.environ.get("PATH", ""), "PITRIO_PI_NODE_MODULES": str(node_modules)},
             check=False,
         )
+
+    # Two Node processes at a time (each mostly waits for its own start-up and timers).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(run, fixtures))
+    for path, done in zip(fixtures, runs, strict=True):
         assert done.returncode == 0, f"{path.name}: {done.stderr}"
         recorded = json.loads(expected_path(path, data).read_text("utf-8"))
         problem = compare_traces(path, normalize(recorded), normalize(json.loads(done.stdout)))

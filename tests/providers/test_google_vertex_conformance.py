@@ -4,8 +4,8 @@
 (``/work/shared/oracle/providers/PROVIDERS.md``): twelve of the ``google-*`` fixtures on
 Vertex with an API key, and Vertex's own (application default credentials from an
 ``authorized_user`` and a ``service_account`` file, traded for a token at the scripted
-server, and a refused refresh; a missing location; the thinking budgets where pi-ai's Vertex API differs from
-its Gemini API), with the traces pi-ai 0.85.0 printed for them:
+server, and a refused refresh; a missing location; the thinking budgets where pi-ai's
+Vertex API differs from its Gemini API), with the traces pi-ai 0.85.0 printed for them:
 ``tests/providers/node/google_trace.mjs`` ran pi-ai's own ``streamSimple`` (through
 ``@google/genai`` 1.52.0 and ``google-auth-library`` 10.9.1, whose token requests it
 sends to the scripted server) against the scripted HTTP responses.

@@ -14,8 +14,9 @@
 //
 // Exit codes: 0 ok; 2 bad fixture; 3 the fixture ran but misbehaved (trace so far printed).
 //
-// Also azure-openai-responses and google-vertex (tests/providers/test_azure_openai_responses_
-// conformance.py, test_google_vertex_conformance.py), with three additions to the fixture
+// Also azure-openai-responses and google-vertex (for
+// tests/providers/test_azure_openai_responses_conformance.py and
+// tests/providers/test_google_vertex_conformance.py), with three additions to the fixture
 // format: `options.env` (pi-ai's scoped environment: AZURE_OPENAI_BASE_URL,
 // GOOGLE_CLOUD_PROJECT, ...), `files` ({name: JSON} written to a temporary folder, e.g. an
 // ADC credentials file), and the placeholders `{baseUrl}` (the scripted server) and
