@@ -25,9 +25,10 @@ Usage::
         [--write-size BYTES] [--json]
 
 The API is one of ``EVENT_BUILDERS`` (``openai-completions``, ``anthropic-messages``,
-``openai-responses``, ``google-generative-ai``, ``mistral-conversations``, ``pi-messages``,
-``openai-codex-responses`` or ``bedrock-converse-stream``: its body is binary AWS event-stream
-messages, decoded by botocore's parser; ``--write-size 0`` is not for it).
+``openai-responses``, ``google-generative-ai``, ``azure-openai-responses``, ``google-vertex``,
+``mistral-conversations``, ``pi-messages``, ``openai-codex-responses`` or
+``bedrock-converse-stream``: its body is binary AWS event-stream messages, decoded by
+botocore's parser; ``--write-size 0`` is not for it).
 Timings use the real clock; nothing here belongs in a test assertion.
 """
 
@@ -62,6 +63,8 @@ BASE_PATHS: Final = {
     "pi-messages": "/v1",
     "bedrock-converse-stream": "",
     "openai-codex-responses": "/backend-api",
+    "azure-openai-responses": "/openai/v1",
+    "google-vertex": "/v1",
 }
 
 # A ChatGPT access token for openai-codex-responses (a JWT with an account id).
@@ -169,6 +172,9 @@ EVENT_BUILDERS: Final[dict[str, Callable[[int], list[tuple[str | None, dict[str,
     "pi-messages": pi_messages_events,
     "bedrock-converse-stream": bedrock_events,
     "openai-codex-responses": _responses_events,
+    # the same wire formats as openai-responses and google-generative-ai
+    "azure-openai-responses": _responses_events,
+    "google-vertex": google_events,
 }
 
 

@@ -64,6 +64,8 @@ APIS: Final = (
     "pi-messages",
     "bedrock-converse-stream",
     "openai-codex-responses",
+    "azure-openai-responses",
+    "google-vertex",
 )
 DELTA: Final = "word "
 ARG_DELTA: Final = 20  # characters of argument JSON per delta
@@ -215,6 +217,8 @@ TOOL_EVENT_BUILDERS: Final[dict[str, Callable[[str], list[tuple[str | None, dict
     "pi-messages": pi_messages_tool_events,
     "bedrock-converse-stream": bedrock_tool_events,
     "openai-codex-responses": responses_tool_events,
+    "azure-openai-responses": responses_tool_events,
+    "google-vertex": google_tool_events,
 }
 
 

@@ -43,7 +43,7 @@ from pitrio.providers._partial_json import PartialJSONParser, lazy_arguments
 from pitrio.providers._sse import SSEDecoder
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
-STREAMED_CALL_APIS = [api for api in APIS if api != "google-generative-ai"]
+STREAMED_CALL_APIS = [api for api in APIS if api not in ("google-generative-ai", "google-vertex")]
 """The APIs that stream a tool call's arguments in deltas, over server-sent events
 (Gemini sends each call whole, in the @google/genai SDK's own framing, not SSE: that
 framing is tested in tests/providers/test_google_generative_ai.py; its text deltas are in

@@ -87,12 +87,15 @@ _LAZY_APIS: dict[str, tuple[str, str]] = {
         "pitrio.providers._openai_codex_responses",
         "stream_openai_codex_responses",
     ),
+    "azure-openai-responses": (
+        "pitrio.providers._azure_openai_responses",
+        "stream_azure_openai_responses",
+    ),
+    "google-vertex": ("pitrio.providers._google_vertex", "stream_google_vertex"),
 }
 _APIS: dict[str, ApiStreamFn] = {}
 
 _NOT_IMPLEMENTED_APIS: Final[Mapping[str, str]] = {
-    "azure-openai-responses": "Azure OpenAI Responses",
-    "google-vertex": "Google Vertex AI",
 }
 """pi-ai's wire APIs that pitrio does not implement yet, with what they are: the
 catalog has their models (so they can be listed and named), but streaming one ends

@@ -31,7 +31,7 @@ from .._messages import (
     UserContent,
     UserMessage,
 )
-from .._model import Context, Model, ToolSpec
+from .._model import Context, Model, StreamOptions, ToolSpec
 from ._json import js_length, json_stringify
 from ._transform import tool_json
 
@@ -43,6 +43,7 @@ __all__ = [
     "clamp_max_tokens_to_context",
     "clamp_thinking_level",
     "estimate_context_tokens",
+    "provider_env",
     "resolve_cache_retention",
     "supported_thinking_levels",
     "thinking_budget_for_level",
@@ -219,3 +220,15 @@ def resolve_cache_retention(value: str | None) -> str:
     if os.environ.get("PI_CACHE_RETENTION") == "long":
         return "long"
     return "short"
+
+
+def provider_env(name: str, options: StreamOptions) -> str | None:
+    """pi-ai's ``getProviderEnvValue``: ``options.extra["env"][name]`` (the request's
+    scoped environment, pi-ai's ``options.env``), else ``os.environ[name]``; an empty
+    value counts as unset."""
+    scoped = options.extra.get("env")
+    if isinstance(scoped, Mapping):
+        value = scoped.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return os.environ.get(name) or None

@@ -170,6 +170,13 @@ class Exchange(ABC):
             body_fallback=self.body_fallback,
         )
 
+    async def authorize(self, client: httpx.AsyncClient, request: HttpRequest) -> HttpRequest:
+        """``request`` with its credentials, just before it is sent (after
+        ``on_payload``, as an SDK adds its auth headers): an API whose credentials need
+        a request of their own (an OAuth access token) gets them here. The default
+        sends ``request`` as it is."""
+        return request
+
     def replace_payload(self, replaced: JSONValue) -> JSONValue:
         """The body to send when ``on_payload`` returned ``replaced``."""
         return replaced
@@ -339,6 +346,7 @@ async def run_exchange(exchange: Exchange, client: httpx.AsyncClient) -> None:
             replaced = await maybe_await(options.on_payload(body, exchange.model))
             if replaced is not None:
                 body = exchange.replace_payload(replaced)
+        request = await exchange.authorize(client, request)
         try:
             response = await exchange.send(
                 client, request, None if body is None else exchange.encode(body)

@@ -5,6 +5,13 @@ does, naming the JSON path of the first problem; :func:`build_model`,
 :func:`build_context` and :func:`build_options` turn it into the
 :class:`~pitrio.Model`, :class:`~pitrio.Context` and :class:`~pitrio.StreamOptions`
 of the run (milliseconds on the wire, seconds in pitrio).
+
+Three additions to the oracle's format, shared with ``tests/providers/node/google_trace.mjs``
+(for the ``azure-openai-responses`` and ``google-vertex`` corpora): ``options.env`` (pi-ai's
+scoped environment, ``StreamOptions.extra["env"]`` here), ``files`` (``{name: JSON}``
+written to a fresh folder for the run, e.g. a credentials file), and the placeholders
+``{baseUrl}`` (the scripted server) and ``{files}`` (that folder) in the env values and
+the files' strings (:func:`fill_placeholders`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ __all__ = [
     "build_context",
     "build_model",
     "build_options",
+    "fill_placeholders",
     "validate_fixture",
 ]
 
@@ -41,6 +49,8 @@ APIS: Final[Mapping[str, str]] = {
     "pi-messages": "/v1",
     "bedrock-converse-stream": "",
     "openai-codex-responses": "/backend-api",
+    "azure-openai-responses": "/openai/v1",
+    "google-vertex": "/v1",
 }
 _THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 _EVENT_TYPES: Final = (
@@ -311,10 +321,15 @@ def validate_fixture(fixture: object) -> None:
             "abort",
             "timeoutMs",
             "errorMessagePattern",
+            "files",
         ),
         "fixture",
     )
     assert isinstance(fixture, dict)
+    _optional(fixture, "files", "object", "fixture")
+    for file_name in fixture.get("files", {}):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", file_name) or file_name.startswith("."):
+            _bad(f"fixture.files.{file_name}", "must be a plain file name")
     _optional(fixture, "name", "string", "fixture")
     _optional(fixture, "description", "string", "fixture")
     if fixture.get("api") not in APIS:
@@ -564,10 +579,25 @@ def build_context(fixture: Mapping[str, Any], model: Model) -> Context:
     return Context(system_prompt=spec.get("systemPrompt", ""), messages=messages, tools=tools)
 
 
-def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOptions:
-    """The fixture's ``streamSimple`` options plus ``signal`` and ``api_key``."""
+def build_options(
+    fixture: Mapping[str, Any],
+    signal: AbortSignal,
+    *,
+    base_url: str = "",
+    files_dir: str = "",
+) -> StreamOptions:
+    """The fixture's ``streamSimple`` options plus ``signal`` and ``api_key``.
+
+    ``options.env`` becomes ``extra["env"]`` (pi-ai's scoped ``options.env``); in its
+    values ``{baseUrl}`` is the scripted server (``base_url``) and ``{files}`` the
+    folder of the fixture's ``files`` (``files_dir``)."""
     spec = fixture.get("options", {})
     api_key = fixture.get("apiKey", "sk-test")
+    extra: dict[str, Any] = {}
+    if "env" in spec:
+        extra["env"] = fill_placeholders(spec["env"], base_url, files_dir)
+    if "transport" in spec:
+        extra["transport"] = spec["transport"]
     return StreamOptions(
         signal=signal,
         api_key=api_key,
@@ -583,8 +613,16 @@ def build_options(fixture: Mapping[str, Any], signal: AbortSignal) -> StreamOpti
         thinking_budgets=spec.get("thinkingBudgets"),
         cache_retention=spec.get("cacheRetention"),
         metadata=spec.get("metadata"),
-        extra={
-            **({"env": dict(spec["env"])} if "env" in spec else {}),
-            **({"transport": spec["transport"]} if "transport" in spec else {}),
-        },
+        extra=extra,
     )
+
+
+def fill_placeholders(value: Any, base_url: str, files_dir: str) -> Any:
+    """``value`` with ``{baseUrl}`` and ``{files}`` replaced in every string."""
+    if isinstance(value, str):
+        return value.replace("{baseUrl}", base_url).replace("{files}", files_dir)
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, base_url, files_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_placeholders(v, base_url, files_dir) for v in value]
+    return value

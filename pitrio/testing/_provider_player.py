@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, final
 
 import attrs
@@ -24,7 +27,13 @@ from .._signal import AbortSignal
 from .._stream import AssistantMessageEventStream
 from ..providers import stream_simple
 from ..providers._options import MaxTokensClampedWarning
-from ._provider_fixture import build_context, build_model, build_options, validate_fixture
+from ._provider_fixture import (
+    build_context,
+    build_model,
+    build_options,
+    fill_placeholders,
+    validate_fixture,
+)
 from ._provider_server import ScriptedServer
 from ._provider_trace import normalize_event, normalize_message
 
@@ -100,6 +109,7 @@ async def play_fixture(
         http = client or httpx.AsyncClient(
             timeout=httpx.Timeout(None), trust_env=False, verify=False
         )
+        files_dir = _write_files(fixture, port)
         try:
             # pi-ai clamps max_tokens silently; pitrio warns (MaxTokensClampedWarning),
             # which is not part of the trace. The player runs one fixture at a time.
@@ -107,7 +117,7 @@ async def play_fixture(
                 warnings.simplefilter("ignore", MaxTokensClampedWarning)
                 await _consume(
                     fixture,
-                    port,
+                    (port, files_dir),
                     http,
                     signal,
                     abort_spec,
@@ -122,6 +132,7 @@ async def play_fixture(
                     "(trace so far printed)"
                 )
         finally:
+            shutil.rmtree(files_dir, ignore_errors=True)
             if own_client:
                 with trio.CancelScope(shield=True):
                     await http.aclose()
@@ -137,9 +148,18 @@ async def play_fixture(
     return PlayResult(records, problems)
 
 
+def _write_files(fixture: Mapping[str, Any], port: int) -> str:
+    """A fresh folder holding the fixture's ``files`` (placeholders filled)."""
+    files_dir = tempfile.mkdtemp(prefix="pitrio-fixture-")
+    for name, content in fixture.get("files", {}).items():
+        text = json.dumps(fill_placeholders(content, f"http://127.0.0.1:{port}", files_dir))
+        (Path(files_dir) / name).write_text(text, "utf-8")
+    return files_dir
+
+
 async def _consume(
     fixture: Mapping[str, Any],
-    port: int,
+    where: tuple[int, str],
     http: httpx.AsyncClient,
     signal: AbortSignal,
     abort_spec: Mapping[str, Any] | None,
@@ -148,9 +168,11 @@ async def _consume(
     fire_abort: Callable[[], None],
     stream_box: list[AssistantMessageEventStream],
 ) -> None:
+    port, files_dir = where  # the scripted server's port, the fixture's files
     model = build_model(fixture, port)
     context = build_context(fixture, model)
-    options = build_options(fixture, signal)
+    base_url = f"http://127.0.0.1:{port}"
+    options = build_options(fixture, signal, base_url=base_url, files_dir=files_dir)
     stream = stream_simple(http, model, context, options)
     stream_box.append(stream)
     remove = signal.add_callback(stream.cancel)

@@ -96,3 +96,17 @@ async def collect(stream: AssistantMessageEventStream) -> list[AssistantMessageE
 @pytest.fixture
 def recorder_factory() -> type[Recorder]:
     return Recorder
+
+
+@pytest.fixture
+def lacking_api(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """``(provider, api)``: a catalog provider whose one API is made one pitrio lacks
+    (every API of pi-ai 0.85.0's catalog is implemented; a later catalog may name one
+    that is not, which is what this stands for)."""
+    import pitrio.providers as providers
+
+    provider, api = "google-vertex", "google-vertex"
+    monkeypatch.delitem(providers._LAZY_APIS, api)
+    monkeypatch.delitem(providers._APIS, api, raising=False)
+    monkeypatch.setitem(providers._NOT_IMPLEMENTED_APIS, api, "Google Vertex AI")
+    return provider, api

@@ -61,20 +61,10 @@ def test_list_models_of_one_provider_with_its_key(env: dict[str, str]) -> None:
     ]
 
 
-def _unimplemented() -> tuple[str, str]:
-    """A catalog provider whose models all speak one API pitrio lacks, and that API
-    (which APIs are still missing changes as they are added)."""
-    apis: dict[str, set[str]] = {}
-    for model in Models().list():
-        apis.setdefault(model.provider, set()).add(model.api)
-    for provider, used in apis.items():
-        if len(used) == 1 and not used & set(registered_apis()):
-            return provider, used.pop()
-    pytest.fail("every API of the catalog is implemented: these tests need another example")
-
-
-def test_list_models_marks_what_pitrio_cannot_use(env: dict[str, str]) -> None:
-    provider, api = _unimplemented()
+def test_list_models_marks_what_pitrio_cannot_use(
+    env: dict[str, str], lacking_api: tuple[str, str]
+) -> None:
+    provider, api = lacking_api
     rows = [line.split() for line in _list([provider], env)[1:]]
     assert rows
     assert all(r[7:] == [api, "(not", "implemented)"] for r in rows)
@@ -194,9 +184,9 @@ def test_model_ids_with_slashes(env: dict[str, str], argv: list[str], chosen: st
 
 
 def test_a_model_pitrio_cannot_use_is_a_usage_error(
-    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], lacking_api: tuple[str, str]
 ) -> None:
-    provider, api = _unimplemented()
+    provider, api = lacking_api
     model = Models().list(provider)[0]
     status = main(["--model", f"{provider}/{model.id}", "-p", "hi"], env=env)
     assert status == 2

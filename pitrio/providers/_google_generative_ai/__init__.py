@@ -29,7 +29,7 @@ Deliberate differences from pi-ai: ``docs/deviations.md`` ("google-generative-ai
 from __future__ import annotations
 
 from functools import partial
-from typing import final
+from typing import ClassVar
 
 import httpx
 
@@ -67,12 +67,13 @@ def _status_error_text(exc: APIError) -> str:
     return json_stringify(wrapped)
 
 
-@final
 class _GoogleExchange(Exchange):
-    """One ``streamGenerateContent`` request (``providers/_request.py`` runs it)."""
+    """One ``streamGenerateContent`` request (``providers/_request.py`` runs it; the
+    ``google-vertex`` API's exchange is this one with its own request)."""
 
     api_label = "Google"
     error_member = None
+    no_finish_text: ClassVar[str] = "Google stream ended without a finish reason"
 
     def __init__(
         self,
@@ -115,8 +116,7 @@ class _GoogleExchange(Exchange):
     def check_end(self) -> None:
         output = self.output
         if output.stop_reason == "pending":
-            msg = "Google stream ended without a finish reason"
-            raise ProviderFailure(msg)
+            raise ProviderFailure(self.no_finish_text)
         if output.stop_reason in ("aborted", "error"):
             raw = output.raw_stop_reason
             msg = f"Provider stopped with: {raw}" if raw else "An unknown error occurred"

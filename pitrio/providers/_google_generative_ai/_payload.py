@@ -98,11 +98,12 @@ def stream_url(model: Model) -> str:
 
 
 def build_headers(
-    model: Model, api_key: str, option_headers: Mapping[str, str | None] | None
+    model: Model, api_key: str | None, option_headers: Mapping[str, str | None] | None
 ) -> dict[str, str]:
     """The SDK's default headers patched with pi-ai's (``User-Agent``,
-    ``model.headers``, ``options.headers``), then ``x-goog-api-key`` unless a header
-    already authenticates. ``x-goog-api-client`` names Python where the SDK names Node."""
+    ``model.headers``, ``options.headers``), then ``x-goog-api-key`` (if ``api_key``)
+    unless a header already authenticates. ``x-goog-api-client`` names Python where the
+    SDK names Node."""
     label = f"{SDK_LABEL} gl-python/{platform.python_version()}"
     headers = merge_headers(
         {"User-Agent": label, "x-goog-api-client": label, "Content-Type": "application/json"},
@@ -110,7 +111,9 @@ def build_headers(
         model.headers,
         option_headers,
     )
-    if not any(name.lower() in ("authorization", "x-goog-api-key") for name in headers):
+    if api_key is not None and not any(
+        name.lower() in ("authorization", "x-goog-api-key") for name in headers
+    ):
         headers["x-goog-api-key"] = api_key
     return headers
 
@@ -141,7 +144,8 @@ def _supports_strict_tools(model_id: str) -> bool:
 
 
 def _is_gemma4(model: Model) -> bool:
-    return re.search(r"gemma-?4", model.id.lower()) is not None
+    # pi-ai's Vertex API has no Gemma 4 case: there Gemma 4 is an ordinary model.
+    return model.api != "google-vertex" and re.search(r"gemma-?4", model.id.lower()) is not None
 
 
 def _is_gemini3_pro(model: Model) -> bool:
@@ -199,6 +203,8 @@ def _budget(model: Model, level: str, custom: Mapping[str, int] | None) -> int:
     """``getGoogleBudget``: a custom budget, the model family's table, else -1 (dynamic)."""
     if custom and custom.get(level) is not None:
         return custom[level]
+    # pi-ai's Vertex API lacks the Flash-Lite row and gives Flash-Lite Flash's budgets,
+    # 128 for "minimal" under Flash-Lite's floor of 512: pitrio uses the row on both APIs.
     for fragment, table in _BUDGETS:
         if fragment in model.id:
             return table[level]

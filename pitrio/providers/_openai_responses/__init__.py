@@ -34,7 +34,7 @@ responses) builds and which never import it:
 from __future__ import annotations
 
 from functools import partial
-from typing import final
+from typing import ClassVar
 
 import httpx
 
@@ -46,7 +46,7 @@ from .._request import Exchange, HttpRequest, exchange_stream
 from .._sse import ServerSentEvent
 from ._background import apply_response_object, stream_background_response
 from ._events import ResponsesEventProcessor, _dispatch
-from ._finish import check_done, format_error, template_message
+from ._finish import ERROR_PREFIX, check_done, format_error, template_message
 from ._payload import build_request, service_tier_option
 
 __all__ = ["stream_openai_responses"]
@@ -85,11 +85,14 @@ def stream_openai_responses(
     )
 
 
-@final
 class _ResponsesExchange(Exchange):
-    """One streamed Responses request (``providers/_request.py`` runs its lifecycle)."""
+    """One streamed Responses request (``providers/_request.py`` runs its lifecycle; the
+    ``azure-openai-responses`` API's exchange is this one with its own request, texts
+    and no service-tier pricing)."""
 
     api_label = "OpenAI Responses"
+    error_prefix: ClassVar[str] = ERROR_PREFIX
+    prices_service_tier: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -103,7 +106,11 @@ class _ResponsesExchange(Exchange):
         super().__init__(stream, output, model, options)
         self._context = context
         self._processor = ResponsesEventProcessor(
-            output, stream.push, model, service_tier=service_tier_option(options)
+            output,
+            stream.push,
+            model,
+            service_tier=service_tier_option(options),
+            price_service_tier=self.prices_service_tier,
         )
 
     def build_request(self) -> HttpRequest:
@@ -123,7 +130,7 @@ class _ResponsesExchange(Exchange):
         self._processor.finish()
 
     def check_end(self) -> None:
-        check_done(self.output)
+        check_done(self.output, self.api_label)
 
     def error_text(self, exc: Exception) -> str:
-        return format_error(exc)
+        return format_error(exc, self.error_prefix)

@@ -76,6 +76,7 @@ class ResponsesEventProcessor:
         push: where the events go (``stream.push``).
         model: for pricing.
         service_tier: the requested tier; prices a response that names none.
+        price_service_tier: whether the tier scales the cost (pi-ai's Azure API does not).
     """
 
     __slots__ = (
@@ -83,6 +84,7 @@ class ResponsesEventProcessor:
         "_by_index",
         "_model",
         "_output",
+        "_price_service_tier",
         "_push",
         "_reasoning_by_id",
         "_service_tier",
@@ -96,8 +98,10 @@ class ResponsesEventProcessor:
         model: Model,
         *,
         service_tier: str | None = None,
+        price_service_tier: bool = True,
     ) -> None:
         self._output = output
+        self._price_service_tier = price_service_tier
         self._push = push
         self._model = model
         self._service_tier = service_tier
@@ -382,9 +386,11 @@ class ResponsesEventProcessor:
         tier = response.get("service_tier")
         if tier is None:
             tier = self._service_tier
-        output.usage = attrs.evolve(
-            output.usage, cost=apply_service_tier_pricing(output.usage.cost, tier, self._model)
-        )
+        if self._price_service_tier:
+            output.usage = attrs.evolve(
+                output.usage,
+                cost=apply_service_tier_pricing(output.usage.cost, tier, self._model),
+            )
         status = response.get("status")
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None

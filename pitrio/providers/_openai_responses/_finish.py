@@ -35,8 +35,9 @@ def template_message(model: Model) -> AssistantMessage:
     )
 
 
-def check_done(output: PartialMessage) -> None:
-    """pi-ai's checks once the events are over.
+def check_done(output: PartialMessage, api_label: str = "OpenAI Responses") -> None:
+    """pi-ai's checks once the events are over (``api_label`` names the API in the text
+    for a missing stop reason).
 
     Raises:
         ProviderFailure: no stop reason came, or the response ended in an error
@@ -44,7 +45,7 @@ def check_done(output: PartialMessage) -> None:
     """
     reason = output.stop_reason
     if reason == "pending":
-        msg = "OpenAI Responses stream ended without a stop reason"
+        msg = f"{api_label} stream ended without a stop reason"
         raise ProviderFailure(msg)
     if reason in ("aborted", "error"):
         raise ProviderFailure(output.error_message or "An unknown error occurred")
@@ -64,8 +65,9 @@ def push_done(
     stream.push(DoneEvent(reason=output.stop_reason, message=output.snapshot()))  # type: ignore[arg-type]  # stop, length, toolUse or deferred
 
 
-def format_error(exc: BaseException) -> str:
-    """An exception's ``errorMessage`` (pi-ai's ``formatOpenAIResponsesError``)."""
+def format_error(exc: BaseException, prefix: str = ERROR_PREFIX) -> str:
+    """An exception's ``errorMessage`` (pi-ai's ``formatOpenAIResponsesError``; ``prefix``
+    names the API: ``Azure OpenAI API error`` for pi-ai's ``formatAzureOpenAIError``)."""
     if isinstance(exc, ProviderFailure):
         return str(exc)
-    return format_provider_error(exc, ERROR_PREFIX) or type(exc).__name__
+    return format_provider_error(exc, prefix) or type(exc).__name__

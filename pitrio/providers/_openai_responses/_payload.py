@@ -13,6 +13,7 @@ SDK's header layers (:func:`build_headers`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final, TypeAlias, final
 
 import attrs
@@ -269,8 +270,16 @@ def convert_tools(tools: Iterable[Any], *, supports_strict_mode: bool = False) -
 # -- messages ---------------------------------------------------------------------------
 
 
-def convert_messages(model: Model, context: Context) -> list[JSONObject]:
-    """The request's ``input`` items (pi-ai's ``convertResponsesMessages``)."""
+def convert_messages(
+    model: Model,
+    context: Context,
+    *,
+    tool_call_providers: frozenset[str] = _OPENAI_TOOL_CALL_PROVIDERS,
+) -> list[JSONObject]:
+    """The request's ``input`` items (pi-ai's ``convertResponsesMessages``).
+
+    ``tool_call_providers`` are the providers whose foreign ``call|item`` tool-call ids
+    keep an ``fc_`` item id (pi-ai's ``allowedToolCallProviders``)."""
     items: list[JSONObject] = []
     if context.system_prompt:
         compat = model.compat or {}
@@ -278,7 +287,8 @@ def convert_messages(model: Model, context: Context) -> list[JSONObject]:
         role = "developer" if developer else "system"
         items.append({"role": role, "content": sanitize_surrogates(context.system_prompt)})
     msg_index = 0
-    for message in transform_messages(context.messages, model, _normalize_tool_call_id):
+    normalize = partial(_normalize_tool_call_id, providers=tool_call_providers)
+    for message in transform_messages(context.messages, model, normalize):
         if isinstance(message, UserMessage):
             content = _user_content(message.content)
             if not content:
@@ -405,9 +415,11 @@ def _tool_result_output(model: Model, content: tuple[UserContent, ...]) -> str |
     return out
 
 
-def _normalize_tool_call_id(tool_call_id: str, model: Model, source: AssistantMessage) -> str:
+def _normalize_tool_call_id(
+    tool_call_id: str, model: Model, source: AssistantMessage, *, providers: frozenset[str]
+) -> str:
     """A foreign tool call's id for the Responses API (``call|fc_item``)."""
-    if model.provider not in _OPENAI_TOOL_CALL_PROVIDERS or "|" not in tool_call_id:
+    if model.provider not in providers or "|" not in tool_call_id:
         return _normalize_id_part(tool_call_id)
     parts = tool_call_id.split("|")
     call_id = _normalize_id_part(parts[0])

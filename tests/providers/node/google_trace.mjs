@@ -24,10 +24,21 @@
 // AWS_REGION, AWS_ACCESS_KEY_ID, ...), and body parts `{"awsEvent": TYPE, "data": JSON}` /
 // `{"awsException": TYPE, "data": JSON}` that the server writes as one binary AWS
 // event-stream message (`:message-type` event or exception, JSON payload, CRC32s).
+// Also azure-openai-responses and google-vertex (for
+// tests/providers/test_azure_openai_responses_conformance.py and
+// tests/providers/test_google_vertex_conformance.py), with three additions to the fixture
+// format: `options.env` (pi-ai's scoped environment: AZURE_OPENAI_BASE_URL,
+// GOOGLE_CLOUD_PROJECT, ...), `files` ({name: JSON} written to a temporary folder, e.g. an
+// ADC credentials file), and the placeholders `{baseUrl}` (the scripted server) and
+// `{files}` (that folder) in env values and file contents. Google's OAuth token endpoint
+// (https://oauth2.googleapis.com/token, which google-auth-library fixes for both
+// authorized_user and service_account credentials) is answered by the scripted server too.
 
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import zlib from "node:zlib";
@@ -47,6 +58,11 @@ const { mistralConversationsApi } = await piAi("api/mistral-conversations.lazy.j
 const { piMessagesApi } = await piAi("api/pi-messages.lazy.js");
 const { bedrockConverseStreamApi } = await piAi("api/bedrock-converse-stream.lazy.js");
 const { openAICodexResponsesApi } = await piAi("api/openai-codex-responses.lazy.js");
+const { azureOpenAIResponsesApi } = await piAi("api/azure-openai-responses.lazy.js");
+const { googleVertexApi } = await piAi("api/google-vertex.lazy.js");
+// The gaxios that google-auth-library requires (one CommonJS instance per file).
+const { Gaxios } = createRequire(path.join(NM, "index.js"))("gaxios");
+const GOOGLE_OAUTH = "https://oauth2.googleapis.com/";
 
 // ---------------------------------------------------------------------------
 // Errors and small helpers
@@ -107,6 +123,8 @@ const APIS = {
 	"pi-messages": { impl: piMessagesApi, baseUrlPath: "/v1" },
 	"bedrock-converse-stream": { impl: bedrockConverseStreamApi, baseUrlPath: "" },
 	"openai-codex-responses": { impl: openAICodexResponsesApi, baseUrlPath: "/backend-api" },
+	"azure-openai-responses": { impl: azureOpenAIResponsesApi, baseUrlPath: "/openai/v1" },
+	"google-vertex": { impl: googleVertexApi, baseUrlPath: "/v1" },
 };
 const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES = [
@@ -285,9 +303,14 @@ function validateFixture(f) {
 			"abort",
 			"timeoutMs",
 			"errorMessagePattern",
+			"files",
 		],
 		"fixture",
 	);
+	optional(f, "files", "object", "fixture");
+	for (const name of Object.keys(f.files ?? {})) {
+		if (!/^[A-Za-z0-9_.-]+$/.test(name) || name.startsWith(".")) bad(`fixture.files.${name}`, "must be a plain file name");
+	}
 	optional(f, "name", "string", "fixture");
 	optional(f, "description", "string", "fixture");
 	if (!Object.hasOwn(APIS, f.api)) bad("fixture.api", `must be one of ${Object.keys(APIS).join(" | ")}`);
@@ -721,6 +744,16 @@ async function runFixture(f, trace, problems) {
 		res.end();
 	};
 
+	// google-auth-library sends its token requests to Google's fixed token URL (through
+	// gaxios): they go to the scripted server instead.
+	const realAdapter = Gaxios.prototype._defaultAdapter;
+	Gaxios.prototype._defaultAdapter = function (config) {
+		const url = String(config.url);
+		if (url.startsWith(GOOGLE_OAUTH)) {
+			config = { ...config, url: new URL(`http://127.0.0.1:${server.address().port}/${url.slice(GOOGLE_OAUTH.length)}`) };
+		}
+		return realAdapter.call(this, config);
+	};
 	const server = http.createServer((req, res) => {
 		const chunks = [];
 		req.on("data", (c) => chunks.push(c));
@@ -824,10 +857,23 @@ async function runFixture(f, trace, problems) {
 	await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
 	const port = server.address().port;
 
+	const filesDir = mkdtempSync(path.join(os.tmpdir(), "pi-fixture-"));
+	const fill = (v) =>
+		typeof v === "string"
+			? v.replaceAll("{baseUrl}", `http://127.0.0.1:${port}`).replaceAll("{files}", filesDir)
+			: Array.isArray(v)
+				? v.map(fill)
+				: isObj(v)
+					? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, fill(x)]))
+					: v;
+	for (const [name, content] of Object.entries(f.files ?? {})) {
+		writeFileSync(path.join(filesDir, name), JSON.stringify(fill(content)));
+	}
 	try {
 		const model = buildModel(f, port);
 		const context = buildContext(f, model);
 		const options = { ...clone(f.options ?? {}), signal: controller.signal };
+		if (options.env !== undefined) options.env = fill(options.env);
 		const apiKey = f.apiKey === undefined ? "sk-test" : f.apiKey;
 		if (apiKey !== null) options.apiKey = apiKey;
 
@@ -867,6 +913,8 @@ async function runFixture(f, trace, problems) {
 			}
 		}
 	} finally {
+		Gaxios.prototype._defaultAdapter = realAdapter;
+		rmSync(filesDir, { recursive: true, force: true });
 		for (const res of openResponses) res.socket?.destroy();
 		for (const socket of sockets) socket.destroy();
 		server.closeAllConnections?.();
