@@ -18,6 +18,9 @@ PitrioError
 │   │       └── APIConnectionTimeoutError     no response headers in time
 │   ├── ProviderProtocolError (ValueError)    a response pitrio cannot read
 │   │   └── SSEEventTooLargeError             an SSE event over ``max_event_size``
+│   ├── AuthError                             stored credentials unusable (a failed OAuth refresh)
+│   │   ├── CredentialStoreError              auth.json cannot be read, written or locked
+│   │   └── LoginError                        a subscription login did not complete
 │   ├── MissingApiKeyError                    no API key and no authorization header
 │   ├── RetryDelayTooLongError                the server asked to wait too long
 │   └── DeferredError                         fetching or cancelling a deferred response
@@ -57,8 +60,8 @@ working (``except ValueError`` still catches a :class:`UsageError`).
 Where they live: the classes defined here are exported from :mod:`pitrio`;
 ``ToolArgumentsError``, ``ToolSchemaError`` and ``ValidationAborted`` are defined in
 :mod:`pitrio._validation` (exported from :mod:`pitrio`); ``UnknownApiError`` is also
-exported from :mod:`pitrio.providers`; the concrete provider errors live in
-``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
+exported from :mod:`pitrio.providers`; the auth errors from :mod:`pitrio.providers.auth`;
+the concrete provider errors live in ``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
 they become an assistant message with ``stop_reason="error"``); the harness errors in
 :mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`; the MCP errors in
 :mod:`pitrio.mcp` (``McpConfigError`` is a :class:`UsageError` too); ``WorkerError`` in
