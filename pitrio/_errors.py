@@ -60,8 +60,8 @@ working (``except ValueError`` still catches a :class:`UsageError`).
 Where they live: the classes defined here are exported from :mod:`pitrio`;
 ``ToolArgumentsError``, ``ToolSchemaError`` and ``ValidationAborted`` are defined in
 :mod:`pitrio._validation` (exported from :mod:`pitrio`); ``UnknownApiError`` is also
-exported from :mod:`pitrio.providers`; the auth errors from :mod:`pitrio.providers.auth`;
-the concrete provider errors live in ``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
+exported from :mod:`pitrio.providers`; the concrete provider errors live in
+``pitrio.providers._http``, ``_sse`` and ``_deferred`` (a run never raises them:
 they become an assistant message with ``stop_reason="error"``); the harness errors in
 :mod:`pitrio.harness`; ``CodingToolError`` in :mod:`pitrio.coding`; the MCP errors in
 :mod:`pitrio.mcp` (``McpConfigError`` is a :class:`UsageError` too); ``WorkerError`` in
@@ -71,6 +71,8 @@ pitrio`` shows them as one line and exits with their ``exit_status``); the confo
 players' errors in ``pitrio/testing/_errors.py`` (exported from
 ``pitrio.testing.conformance`` and ``pitrio.testing.provider_conformance``). The test
 kit's helpers (``ScriptedModel``, ``check_trace``...) raise the usage errors above.
+The login and credential errors (``AuthError`` and below) are exported from
+:mod:`pitrio.providers.auth`.
 
 Failures *inside* a run are not exceptions: a provider failure ends as an assistant
 message with ``stop_reason="error"``, a tool failure as an error tool result, an abort

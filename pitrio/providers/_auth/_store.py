@@ -218,6 +218,20 @@ class AuthFile:
         value = data.get(provider)
         return None if value is None else credential_from_json(provider, value, self.path)
 
+    def snapshot(self) -> dict[str, Credential]:
+        """Every entry that is a credential, read now (blocking: for start-up code
+        outside Trio, such as a command line choosing its model). Entries this version
+        cannot read are left out; :meth:`read` names them.
+
+        Raises:
+            CredentialStoreError: the file is not a JSON object.
+        """
+        found: dict[str, Credential] = {}
+        for provider, value in self._load().items():
+            with contextlib.suppress(CredentialStoreError):
+                found[provider] = credential_from_json(provider, value, self.path)
+        return found
+
     async def list(self) -> dict[str, str]:
         """Provider id -> ``"api_key"``/``"oauth"`` for every entry. Checkpoints."""
         data = await trio.to_thread.run_sync(self._load)
