@@ -11,6 +11,7 @@ import stat
 import sys
 import textwrap
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -121,7 +122,11 @@ class _TokenServer(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
-        _TokenServer.bodies.append(json.loads(self.rfile.read(length)))
+        raw = self.rfile.read(length).decode()
+        if self.headers["Content-Type"] == "application/json":
+            _TokenServer.bodies.append(json.loads(raw))
+        else:
+            _TokenServer.bodies.append(dict(urllib.parse.parse_qsl(raw)))
         body = json.dumps(
             {"access_token": "sk-ant-oat-new", "refresh_token": "rt", "expires_in": 3600}
         )
@@ -213,3 +218,82 @@ def test_login_with_a_pasted_code_then_logout(
     finally:
         if child.isalive():
             child.terminate(force=True)
+
+
+# -- the commands, in-process -------------------------------------------------------
+
+
+class _Answers:
+    def __init__(self, *lines: str) -> None:
+        self.lines = list(lines)
+
+    async def __call__(self) -> str:
+        import trio
+
+        await trio.lowlevel.checkpoint()
+        return self.lines.pop(0)
+
+
+async def test_login_and_logout_commands(env: dict[str, str], token_server: str) -> None:
+    """``/login`` lists, runs a login with the typed answers (a select by number, a
+    pasted code), stores it; ``/logout`` lists and removes; unknown names are errors."""
+    from pitrio.cli._login import login_command, logout_command
+    from pitrio.cli._render import Renderer
+    from pitrio.providers._auth import set_oauth_flow
+    from pitrio.providers._auth._codex import CodexOAuth
+
+    out = io.StringIO()
+    renderer = Renderer(out)
+    stored: dict[str, Any] = {}
+    previous = set_oauth_flow(
+        "openai-codex",
+        CodexOAuth(auth_base_url=token_server.rsplit("/v1/", 1)[0], callback_port=0),
+    )
+    try:
+        assert await login_command(renderer, "", env, stored, _Answers()) is False
+        assert "openai-codex     OpenAI (ChatGPT Plus/Pro)" in out.getvalue()
+        assert await login_command(renderer, "nope", env, stored, _Answers()) is False
+        # "3" is not an option: asked again; "1" is the browser; the code is pasted
+        answers = _Answers("3", "1", "pasted")
+        assert (
+            await login_command(renderer, "OpenAI (ChatGPT Plus/Pro)", env, stored, answers)
+            is False
+        )
+    finally:
+        set_oauth_flow("openai-codex", previous)
+    text = out.getvalue()
+    assert "Please answer 1 to 2." in text
+    assert "Open this URL in your browser: " in text
+    # the fake token server's answer has no ChatGPT account id: pi-ai's failure text
+    assert "Failed to login to OpenAI (ChatGPT Plus/Pro): Failed to extract accountId" in text
+    assert stored == {}
+
+    from pitrio.cli._login import TerminalLogin
+    from pitrio.providers._auth._anthropic import AnthropicOAuth
+    from pitrio.providers.auth import AuthEvent
+
+    previous = set_oauth_flow("anthropic", AnthropicOAuth(token_url=token_server, callback_port=0))
+    try:
+        assert await login_command(renderer, "anthropic", env, stored, _Answers("pasted"))
+    finally:
+        set_oauth_flow("anthropic", previous)
+    assert stored["anthropic"].access == "sk-ant-oat-new"
+    assert "Logged in to Anthropic (Claude Pro/Max). Credentials saved to " in out.getvalue()
+    terminal = TerminalLogin(renderer, _Answers(""))
+    terminal.notify(AuthEvent(kind="device_code", url="https://g/d", user_code="AB\x1b[2J"))
+    terminal.notify(AuthEvent(kind="progress", message="Enabling models..."))
+    assert "Open https://g/d and enter the code: AB" in out.getvalue()
+    assert "\x1b[2J" not in out.getvalue()  # a server's text is shown, never obeyed
+
+    path = write_auth(env, {"anthropic": OAUTH, "groq": {"type": "api_key", "key": "k"}})
+    stored.update(stored_credentials(env))
+    await logout_command(renderer, "", env, stored)
+    assert "anthropic        Anthropic (Claude Pro/Max) (oauth)" in out.getvalue()
+    await logout_command(renderer, "mistral", env, stored)
+    assert "/logout: nothing stored for 'mistral'; stored: anthropic, groq" in out.getvalue()
+    await logout_command(renderer, "groq", env, stored)
+    assert "Removed stored API key for groq." in out.getvalue()
+    await logout_command(renderer, "Anthropic (Claude Pro/Max)", env, stored)
+    assert "Logged out of Anthropic (Claude Pro/Max)" in out.getvalue()
+    assert json.loads(path.read_text()) == {}
+    assert stored == {}

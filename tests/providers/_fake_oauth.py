@@ -3,6 +3,7 @@ Trio that records each request and answers it with the route's handler."""
 
 from __future__ import annotations
 
+import http
 import json
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
@@ -104,7 +105,8 @@ class FakeOAuthServer:
                     status, payload = answer if isinstance(answer, tuple) else await answer
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 await stream.send_all(
-                    f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                    f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+                    "Content-Type: application/json\r\n"
                     f"Content-Length: {len(data)}\r\n\r\n".encode()
                     + data
                 )

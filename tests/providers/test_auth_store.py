@@ -430,3 +430,47 @@ async def test_login_runs_the_flow_and_stores_its_credential(
             await login("nope", store, client, object())  # type: ignore[arg-type]
     finally:
         set_oauth_flow("xai", previous)
+
+
+async def test_snapshot_memory_store_and_unwritable_files(tmp_path: Path) -> None:
+    """``snapshot`` skips entries it cannot read; the memory store is a store; a path
+    that cannot be read or written is an error naming it."""
+    path = tmp_path / "auth.json"
+    path.write_text(json.dumps({"ok": {"type": "api_key"}, "bad": {"type": "oauth"}}))
+    store = AuthFile(path)
+    assert store.snapshot() == {"ok": ApiKeyCredential()}
+    assert repr(store) == f"AuthFile({str(path)!r})"
+    kept = await store.modify("ok", _keep)
+    assert kept == ApiKeyCredential()
+    assert json.loads(path.read_text())["ok"] == {"type": "api_key"}
+
+    memory = MemoryCredentialStore()
+    assert await memory.modify("p", _keep) is None
+    await memory.modify("p", _const(ApiKeyCredential(key="k")))
+    assert await memory.list() == {"p": "api_key"}
+    await memory.delete("p")
+    assert await memory.read("p") is None
+
+    folder = tmp_path / "is-a-dir"
+    folder.mkdir()
+    with pytest.raises(CredentialStoreError, match=r"^Failed to read auth.json"):
+        await AuthFile(folder).read("x")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(CredentialStoreError, match=r"^Cannot lock auth.json"):
+        await AuthFile(blocker / "auth.json").delete("x")
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    (locked / "auth.json").write_text("{}")
+    if os.geteuid() != 0:  # root writes anywhere
+        locked.chmod(0o500)
+        try:
+            with pytest.raises(CredentialStoreError):
+                await AuthFile(locked / "auth.json").modify("p", _const(ApiKeyCredential()))
+        finally:
+            locked.chmod(0o700)
+
+
+async def _keep(current: Credential | None) -> Credential | None:
+    await trio.lowlevel.checkpoint()
+    return None
