@@ -20,6 +20,7 @@ from pitrio.providers._auth._codex import CodexOAuth, account_id
 from pitrio.providers._auth._copilot import CopilotOAuth, copilot_base_url, parse_model_catalog
 from pitrio.providers._auth._device import KimiOAuth, XaiOAuth
 from pitrio.providers._auth._flow import parse_authorization_input
+from pitrio.providers._auth._openrouter import OpenRouterOAuth
 from pitrio.providers.auth import AuthEvent, AuthPrompt, LoginError, OAuthCredential
 
 from ._fake_oauth import FakeOAuthServer, Request, browser_get
@@ -542,3 +543,91 @@ def test_pasted_authorization_input_forms() -> None:
     assert parse_authorization_input("code=c&state=s") == ("c", "s")
     assert parse_authorization_input("bare") == ("bare", None)
     assert parse_authorization_input("  ") == (None, None)
+
+
+# -- OpenRouter -----------------------------------------------------------------------
+
+
+async def test_openrouter_callback_exchanges_the_code_for_a_key(
+    server: FakeOAuthServer, client: httpx.AsyncClient
+) -> None:
+    """The callback URL is an ephemeral loopback port with a random path; the callback
+    itself exchanges the code (with the verifier) and the key never expires."""
+    server.route("POST", "/api/v1/auth/keys", lambda r: (200, {"key": "sk-or-v1-minted"}))
+    flow = OpenRouterOAuth(
+        authorize_url=f"{server.url}/auth", token_url=f"{server.url}/api/v1/auth/keys"
+    )
+    person = Person([None])
+    result: list[OAuthCredential] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                result.append(await flow.login(client, person))
+
+            nursery.start_soon(run)
+            event = await person.next_event("auth_url")
+            params = query_of(event.url)
+            assert params["code_challenge_method"] == "S256"
+            callback = params["callback_url"]
+            assert callback.startswith("http://127.0.0.1:")
+            assert "/oauth/callback/" in callback
+            status, _ = await browser_get(callback.rsplit("/", 1)[0] + "/guess?code=c")
+            assert status == 404  # the path is the login's secret
+            status, page = await browser_get(f"{callback}?code=the-code")
+            assert status == 200
+            assert "Signed in to OpenRouter" in page
+    (credential,) = result
+    assert (credential.access, credential.refresh, credential.expires) == (
+        "sk-or-v1-minted",
+        "",
+        2**53 - 1,
+    )
+    body = server.requests[0].json()
+    assert body["code"] == "the-code"
+    assert body["code_challenge_method"] == "S256"
+    assert s256(body["code_verifier"]) == params["code_challenge"]
+    assert await flow.refresh(client, credential) is credential
+    assert person.events[0].message.startswith("Listening for OpenRouter OAuth callback on ")
+
+
+async def test_openrouter_denial_a_paste_and_a_failed_exchange(
+    server: FakeOAuthServer, client: httpx.AsyncClient
+) -> None:
+    """A denied authorization fails the login with its description; a pasted URL is
+    exchanged; a refused exchange names the status and OpenRouter's message."""
+    answers: list[tuple[int, object]] = [
+        (200, {"key": "k"}),
+        (403, {"error": {"message": "no credits"}}),
+        (200, {"nokey": 1}),
+    ]
+    server.route("POST", "/keys", lambda r: answers.pop(0))
+    flow = OpenRouterOAuth(authorize_url=f"{server.url}/auth", token_url=f"{server.url}/keys")
+    person = Person([None])
+    failures: list[str] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                try:
+                    await flow.login(client, person)
+                except LoginError as exc:
+                    failures.append(str(exc))
+
+            nursery.start_soon(run)
+            event = await person.next_event("auth_url")
+            callback = query_of(event.url)["callback_url"]
+            status, page = await browser_get(f"{callback}?error=access_denied&error_description=No")
+            assert status == 400
+            assert "OpenRouter authorization was denied." in page
+    assert failures == ["OpenRouter authorization failed: No"]
+    pasted = await flow.login(client, Person(["https://x/cb?code=pasted"]))
+    assert pasted.access == "k"
+    with pytest.raises(
+        LoginError, match=r"^OpenRouter OAuth key exchange failed \(HTTP 403\): no credits$"
+    ):
+        await flow.login(client, Person(["code=c2"]))
+    with pytest.raises(LoginError, match=r'^OpenRouter OAuth response carries no "key"$'):
+        await flow.login(client, Person(["c3"]))
+    with pytest.raises(LoginError, match=r"^Missing authorization code$"):
+        await flow.login(client, Person(["https://x/cb?nothing=1"]))

@@ -314,6 +314,13 @@ CallbackAnswer: TypeAlias = tuple[int, str, "Mapping[str, str] | None"]
 one the login waits for (``None``: keep waiting)."""
 
 
+CallbackCheck: TypeAlias = Callable[
+    [str, Mapping[str, str]], "CallbackAnswer | Awaitable[CallbackAnswer]"
+]
+"""``check(path, query)``: the answer to one request (OpenRouter's is async: it
+exchanges the code before it answers)."""
+
+
 def callback_host(env: Mapping[str, str] | None = None) -> str:
     """``$PI_OAUTH_CALLBACK_HOST``, default ``127.0.0.1``."""
     environ = os.environ if env is None else env
@@ -328,20 +335,14 @@ class CallbackServer:
 
     __slots__ = ("_check", "_listener", "_result", "port")
 
-    def __init__(
-        self,
-        listener: trio.SocketListener,
-        check: Callable[[str, Mapping[str, str]], CallbackAnswer],
-    ) -> None:
+    def __init__(self, listener: trio.SocketListener, check: CallbackCheck) -> None:
         self._listener = listener
         self._check = check
         self._result: Mapping[str, str] | None = None
         self.port: int = listener.socket.getsockname()[1]
 
     @classmethod
-    async def open(
-        cls, host: str, port: int, check: Callable[[str, Mapping[str, str]], CallbackAnswer]
-    ) -> CallbackServer:
+    async def open(cls, host: str, port: int, check: CallbackCheck) -> CallbackServer:
         """Listen on ``host:port`` (``0``: any free port). Raises ``OSError`` when the
         port is taken."""
         sock = trio.socket.socket(
@@ -360,7 +361,7 @@ class CallbackServer:
         """Answer requests until one carries the result; returns its query."""
         while self._result is None:
             stream = await self._listener.accept()
-            with trio.move_on_after(10):
+            with trio.move_on_after(60):  # a silent browser: on to the next request
                 await self._answer(stream)
             await stream.aclose()
         return self._result
@@ -382,7 +383,8 @@ class CallbackServer:
         if method != "GET":
             status, page, result = 404, error_html("Callback route not found."), None
         else:
-            status, page, result = self._check(url.path, query)
+            answer = self._check(url.path, query)
+            status, page, result = answer if isinstance(answer, tuple) else await answer
         body = page.encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
         await stream.send_all(

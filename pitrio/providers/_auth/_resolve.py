@@ -23,6 +23,7 @@ from ._copilot import CopilotOAuth
 from ._device import KimiOAuth, XaiOAuth
 from ._errors import AuthError, LoginError
 from ._flow import LoginInteraction, ModelAuth, OAuthFlow, now_ms
+from ._openrouter import OpenRouterOAuth
 from ._store import ApiKeyCredential, Credential, CredentialStore, OAuthCredential
 
 __all__ = ["ResolvedAuth", "login", "logout", "oauth_flow", "oauth_providers", "resolve_auth"]
@@ -32,6 +33,7 @@ _FLOWS: dict[str, OAuthFlow] = {
     "openai-codex": CodexOAuth(),
     "github-copilot": CopilotOAuth(),
     "xai": XaiOAuth(),
+    "openrouter": OpenRouterOAuth(),
     "kimi-coding": KimiOAuth(),
 }
 
