@@ -3,8 +3,7 @@
 pitrio's counterpart of pi-ai 0.85.0's ``auth/`` and the coding agent's ``AuthStorage``:
 the logins pi-ai implements (Anthropic Claude Pro/Max, ChatGPT Codex and OpenRouter by
 browser with a loopback callback, GitHub Copilot, xAI and Kimi Code by device code), their
-refresh,
-and the file ``pi`` keeps them in (``~/.pi/agent/auth.json``, or under
+refresh, and the file ``pi`` keeps them in (``~/.pi/agent/auth.json``, or under
 ``$PI_CODING_AGENT_DIR``), so ``pi`` and pitrio share logins::
 
     store = AuthFile()                       # ~/.pi/agent/auth.json
