@@ -121,3 +121,14 @@ async def browser_get(url: str) -> tuple[int, str]:
     async with httpx.AsyncClient(timeout=None) as client:
         response = await client.get(url)
     return response.status_code, response.text
+
+
+async def read_line(stream: trio.abc.ReceiveStream) -> str:
+    """One line a child process wrote (without the newline; ``""`` at its end)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode().strip()

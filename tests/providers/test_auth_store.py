@@ -38,7 +38,7 @@ from pitrio.providers.auth import (
     resolve_auth,
 )
 
-from ._fake_oauth import FakeOAuthServer, Request
+from ._fake_oauth import FakeOAuthServer, Request, read_line
 
 HOUR_MS = 3600 * 1000
 
@@ -325,13 +325,13 @@ async def test_two_processes_refresh_an_expired_token_once(
         try:
             for racer in racers:
                 assert racer.stdout is not None
-                assert await _line(racer.stdout) == "ready"
+                assert await read_line(racer.stdout) == "ready"
             for racer in racers:
                 assert racer.stdin is not None
                 await racer.stdin.send_all(b"go\n")
             for racer in racers:
                 assert racer.stdout is not None
-                outputs.append(await _line(racer.stdout))
+                outputs.append(await read_line(racer.stdout))
                 assert await racer.wait() == 0
         finally:
             for racer in racers:
@@ -343,16 +343,6 @@ async def test_two_processes_refresh_an_expired_token_once(
     stored = await AuthFile(path).read("anthropic")
     assert isinstance(stored, OAuthCredential)
     assert stored.refresh == "r-1"
-
-
-async def _line(stream: trio.abc.ReceiveStream) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = await stream.receive_some(1)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode().strip()
 
 
 # -- login and Models ---------------------------------------------------------------
