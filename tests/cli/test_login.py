@@ -169,8 +169,9 @@ _BOOT = textwrap.dedent(
 def test_login_with_a_pasted_code_then_logout(
     env: dict[str, str], token_server: str, tmp_path: Path
 ) -> None:
-    """``/login`` lists the logins; ``/login anthropic`` shows the URL, takes the pasted
-    code, stores the tokens 0600 and says Pi's text; ``/logout anthropic`` removes them."""
+    """``/login`` lists the logins; ``/login anthropic`` shows the URL (Ctrl-C cancels
+    it), takes the pasted code, stores the tokens 0600 and says Pi's text; ``/logout
+    anthropic`` removes them."""
     (tmp_path / "work").mkdir()
     child = pexpect.spawn(
         sys.executable,
@@ -187,6 +188,11 @@ def test_login_with_a_pasted_code_then_logout(
         child.send("/login\r")
         child.expect_exact("Subscription logins (/login PROVIDER):")
         child.expect_exact("github-copilot")
+        child.expect_exact("> ")
+        child.send("/login anthropic\r")
+        child.expect_exact("paste the authorization code / redirect URL here:")
+        child.sendintr()  # Ctrl-C cancels the login, not the session
+        child.expect_exact("[login cancelled]")
         child.expect_exact("> ")
         child.send("/login anthropic\r")
         child.expect_exact("Open this URL in your browser: https://claude.ai/oauth/authorize?")
