@@ -178,9 +178,9 @@ class AnthropicOAuth:
             msg = f"{type(exc).__name__}: {exc}"
             raise LoginError(msg, provider="anthropic") from None
         if response.is_error:
-            msg = (
-                f"HTTP request failed. status={response.status_code}; url={self.token_url}; "
-                f"body={response.text}"
+            msg = (  # pi-ai's formatErrorDetails: "Error: <message>" (its stack left out)
+                f"Error: HTTP request failed. status={response.status_code}; "
+                f"url={self.token_url}; body={response.text}"
             )
             raise LoginError(msg, provider="anthropic")
         return response.text
