@@ -1,10 +1,10 @@
-"""pitrio's OAuth flows send what pi-ai 0.85.0's send: the same scripted answers (and,
-for the browser logins, a pasted redirect URL) are
-given to pi-ai's own flows (Node, ``fetch`` replaced: ``node/auth_requests.mjs``) and to
-pitrio's (``httpx.MockTransport``), and the requests (method, URL, the headers the flow
-sets, the body), the device-code events and the resulting credential or error text are
-compared. pi-ai's record is committed (``data/auth/pi_ai.json``) and made again when its
-install is there."""
+"""pitrio's OAuth flows send what pi-ai 0.85.0's send: the same scripted answers (for
+the browser logins, a pasted redirect URL) are given to pi-ai's own flows (Node, ``fetch``
+replaced: ``node/auth_requests.mjs``) and to pitrio's (``httpx.MockTransport``), and the
+requests (method, URL, the headers the flow sets, the body), the events (the authorize
+URL, device codes, progress) and the resulting credential or error text are compared.
+pi-ai's record is committed (``data/auth/pi_ai.json``) and made again when its install is
+there."""
 
 from __future__ import annotations
 
