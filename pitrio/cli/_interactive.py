@@ -35,7 +35,12 @@ from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import needs_consent, parse_answer
 from ._flags import find_session
-from ._login import has_stored_key, login_command, logout_command
+from ._login import (
+    anthropic_subscription_warning,
+    has_stored_key,
+    login_command,
+    logout_command,
+)
 from ._render import Renderer, session_cost
 from ._sanitize import one_line
 
@@ -105,9 +110,7 @@ def _keyed_models(
     names = [f"{m.provider}/{m.id}" for p in keyed for m in models.list(p) if m.api in apis]
     if not names:
         return "no catalog provider has a key (pitrio --list-models lists all models)"
-    return f"models with a key ({len(names)}; pitrio --list-models lists all): " + ", ".join(
-        names
-    )
+    return f"models with a key ({len(names)}; pitrio --list-models lists all): " + ", ".join(names)
 
 
 def _history_path(env: Any) -> str:
@@ -230,6 +233,7 @@ class _Interactive:
         self._answer: trio.MemorySendChannel[str] | None = None
         self._nursery: trio.Nursery | None = None
         self._login_scope: trio.CancelScope | None = None
+        self._warned_subscription = False
         self._prompts: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         app.consent.ask = self.ask
 
@@ -266,6 +270,7 @@ class _Interactive:
         )
         if app.session is not None and app.harness.messages:
             _slash.show_history(app, self.renderer)  # as Pi redraws a resumed session
+        await self._warn_subscription()
         lines_send, lines_receive = trio.open_memory_channel[str | None](0)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -475,12 +480,29 @@ class _Interactive:
         settings = self.app.settings
         try:
             with scope:
-                await login_command(
+                if await login_command(
                     self.renderer, arg, settings.env, settings.stored_auth, self._line
-                )
+                ):
+                    await self._warn_subscription()
         finally:
             self._login_scope = None
             self._next_prompt_if_idle()
+
+    async def _warn_subscription(self) -> None:
+        """Pi's warning about Claude through a subscription, once a session."""
+        if self._warned_subscription:
+            return
+        app = self.app
+        text = await anthropic_subscription_warning(
+            app.model.provider,
+            app.settings.api_key,
+            app.settings.env,
+            app.settings.stored_auth,
+            app.cwd,
+        )
+        if text is not None:
+            self._warned_subscription = True
+            self.renderer.note(text, color="33")
 
     def _next_prompt_if_idle(self) -> None:
         if self._answer is None and not self.app.harness.is_busy:
@@ -561,6 +583,7 @@ class _Interactive:
             return
         await app.set_model(model)
         self._say(f"model: {model.provider}/{model.id}")
+        await self._warn_subscription()
 
     async def _thinking(self, arg: str) -> None:
         levels = ", ".join(model_thinking_levels(self.app.model))

@@ -37,6 +37,40 @@ __all__ = [
     "stored_key",
 ]
 
+ANTHROPIC_SUBSCRIPTION_WARNING: Final = (
+    "Anthropic subscription auth is active. Third-party harness usage draws from extra usage "
+    "and is billed per token, not your Claude plan limits. Manage extra usage at "
+    "https://claude.ai/settings/usage. Disable this warning with "
+    '"warnings": {"anthropicExtraUsage": false} in settings.json.'
+)
+"""Pi's warning when Claude is used through a subscription login (its last sentence names
+pitrio's way to turn it off: pitrio has no ``/settings``)."""
+
+
+async def anthropic_subscription_warning(
+    provider: str, api_key: str | None, env: Mapping[str, str], stored: Mapping[str, Any], cwd: str
+) -> str | None:
+    """Pi's ``maybeWarnAboutAnthropicSubscriptionAuth``: the warning, when ``provider`` is
+    ``anthropic`` and its key is a login's (stored tokens, or an ``sk-ant-oat`` key) and
+    Pi's settings do not turn it off. Checkpoints."""
+    from pitrio.providers.auth import OAuthCredential
+
+    from ._resources import read_settings
+
+    if provider != "anthropic":
+        await trio.lowlevel.checkpoint()
+        return None
+    oauth = isinstance(stored.get("anthropic"), OAuthCredential)
+    if not oauth and not (api_key or "").startswith("sk-ant-oat"):
+        await trio.lowlevel.checkpoint()
+        return None
+    settings = await trio.to_thread.run_sync(read_settings, cwd, env)
+    warnings = settings.get("warnings")
+    if isinstance(warnings, dict) and warnings.get("anthropicExtraUsage") is False:
+        return None
+    return ANTHROPIC_SUBSCRIPTION_WARNING
+
+
 LOGOUT_NOTHING: Final = (
     "No stored credentials to remove. /logout only removes credentials saved by /login; "
     "environment variables and models.json config are unchanged."

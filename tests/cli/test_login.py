@@ -303,3 +303,21 @@ async def test_login_and_logout_commands(env: dict[str, str], token_server: str)
     assert "Logged out of Anthropic (Claude Pro/Max)" in out.getvalue()
     assert json.loads(path.read_text()) == {}
     assert stored == {}
+
+
+async def test_the_anthropic_subscription_warning(env: dict[str, str], tmp_path: Path) -> None:
+    """Pi warns when Claude runs on a subscription login (stored tokens or an
+    ``sk-ant-oat`` key), unless its settings turn the warning off."""
+    from pitrio.cli._login import ANTHROPIC_SUBSCRIPTION_WARNING, anthropic_subscription_warning
+
+    write_auth(env, {"anthropic": OAUTH})
+    stored = stored_credentials(env)
+    cwd = str(tmp_path)
+    warn = anthropic_subscription_warning
+    assert await warn("anthropic", None, env, stored, cwd) == ANTHROPIC_SUBSCRIPTION_WARNING
+    assert await warn("anthropic", "sk-ant-oat01-x", env, {}, cwd) is not None
+    assert await warn("anthropic", "sk-ant-api03-x", env, {}, cwd) is None
+    assert await warn("openai", None, env, stored, cwd) is None
+    settings = Path(env["PI_CODING_AGENT_DIR"]) / "settings.json"
+    settings.write_text(json.dumps({"warnings": {"anthropicExtraUsage": False}}))
+    assert await warn("anthropic", None, env, stored, cwd) is None
