@@ -464,3 +464,27 @@ async def test_snapshot_memory_store_and_unwritable_files(tmp_path: Path) -> Non
 async def _keep(current: Credential | None) -> Credential | None:
     await trio.lowlevel.checkpoint()
     return None
+
+
+async def test_a_cancelled_modify_writes_nothing_and_frees_the_lock(tmp_path: Path) -> None:
+    """Cancelled while ``fn`` runs (a refresh cut off): the file is as it was, the lock
+    directory is gone, and the next write goes through."""
+    path = tmp_path / "auth.json"
+    store = AuthFile(path)
+    await store.modify("a", _const(ApiKeyCredential(key="before")))
+    started = trio.Event()
+
+    async def hang(current: Credential | None) -> Credential | None:
+        started.set()
+        await trio.sleep_forever()
+        raise AssertionError
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.modify, "a", hang)
+            await started.wait()
+            nursery.cancel_scope.cancel()
+        assert not (tmp_path / "auth.json.lock").exists()
+        assert await store.read("a") == ApiKeyCredential(key="before")
+        await store.modify("a", _const(ApiKeyCredential(key="after")))
+    assert await store.read("a") == ApiKeyCredential(key="after")
