@@ -213,6 +213,7 @@ def codex_tokens(request: Request) -> tuple[int, object]:
     return 200, {"access_token": CODEX_ACCESS, "refresh_token": "cr", "expires_in": 864000}
 
 
+@pytest.mark.timeout(20)
 async def test_codex_browser_login_refuses_a_forged_state(
     server: FakeOAuthServer, client: httpx.AsyncClient
 ) -> None:
@@ -240,6 +241,9 @@ async def test_codex_browser_login_refuses_a_forged_state(
             assert len(params["state"]) == 32
             local = params["redirect_uri"].replace("localhost", "127.0.0.1")
             assert local.endswith("/auth/callback")
+            # a connection that never sends (a browser's preconnect) holds nothing up
+            port = int(urllib.parse.urlsplit(local).port or 0)
+            silent = await trio.open_tcp_stream("127.0.0.1", port)
             status, page = await browser_get(f"{local}?code=x&state=forged")
             assert status == 400
             assert "State mismatch." in page
@@ -247,6 +251,7 @@ async def test_codex_browser_login_refuses_a_forged_state(
             assert status == 404
             status, _ = await browser_get(f"{local}?code=good&state={params['state']}")
             assert status == 200
+            await silent.aclose()
     (credential,) = result
     assert credential.extra == {"accountId": "acct-7"}
     form = server.requests[0].form()

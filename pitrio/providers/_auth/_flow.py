@@ -358,12 +358,22 @@ class CallbackServer:
         return cls(trio.SocketListener(sock), check)
 
     async def wait(self) -> Mapping[str, str]:
-        """Answer requests until one carries the result; returns its query."""
-        while self._result is None:
-            stream = await self._listener.accept()
-            with trio.move_on_after(60):  # a silent browser: on to the next request
-                await self._answer(stream)
-            await stream.aclose()
+        """Answer requests, each connection in a task of its own (a browser may open
+        one it never uses), until one carries the result; returns its query."""
+        async with trio.open_nursery() as nursery:
+
+            async def handle(stream: trio.SocketStream) -> None:
+                try:
+                    with trio.move_on_after(60):  # a connection that never sends a request
+                        await self._answer(stream)
+                finally:
+                    await trio.aclose_forcefully(stream)
+                if self._result is not None:
+                    nursery.cancel_scope.cancel()
+
+            while self._result is None:
+                nursery.start_soon(handle, await self._listener.accept())
+        assert self._result is not None
         return self._result
 
     async def _answer(self, stream: trio.SocketStream) -> None:

@@ -120,10 +120,14 @@ class OpenRouterOAuth:
         verifier, challenge = generate_pkce()
         path = f"/oauth/callback/{uuid.uuid4()}"
         outcome: list[OAuthCredential | LoginError] = []
+        claimed = False
 
         async def check(got: str, query: Mapping[str, str]) -> CallbackAnswer:
+            nonlocal claimed
             if got != path:
                 return 404, error_html("OAuth callback route not found."), None
+            if claimed or outcome:
+                return 409, error_html("This OAuth callback has already been used."), None
             error = query.get("error")
             if error:
                 description = query.get("error_description") or error
@@ -134,6 +138,7 @@ class OpenRouterOAuth:
             code = query.get("code")
             if not code:
                 return 400, error_html("OpenRouter returned no authorization code."), None
+            claimed = True  # this callback's exchange settles the login
             try:
                 outcome.append(await self.exchange(client, code, verifier))
             except LoginError as exc:
