@@ -18,6 +18,9 @@ PitrioError
 │   │       └── APIConnectionTimeoutError     no response headers in time
 │   ├── ProviderProtocolError (ValueError)    a response pitrio cannot read
 │   │   └── SSEEventTooLargeError             an SSE event over ``max_event_size``
+│   ├── AuthError                             stored credentials unusable (a failed OAuth refresh)
+│   │   ├── CredentialStoreError              auth.json cannot be read, written or locked
+│   │   └── LoginError                        a subscription login did not complete
 │   ├── MissingApiKeyError                    no API key and no authorization header
 │   ├── RetryDelayTooLongError                the server asked to wait too long
 │   └── DeferredError                         fetching or cancelling a deferred response
@@ -68,6 +71,8 @@ pitrio`` shows them as one line and exits with their ``exit_status``); the confo
 players' errors in ``pitrio/testing/_errors.py`` (exported from
 ``pitrio.testing.conformance`` and ``pitrio.testing.provider_conformance``). The test
 kit's helpers (``ScriptedModel``, ``check_trace``...) raise the usage errors above.
+The login and credential errors (``AuthError`` and below) are exported from
+:mod:`pitrio.providers.auth`.
 
 Failures *inside* a run are not exceptions: a provider failure ends as an assistant
 message with ``stop_reason="error"``, a tool failure as an error tool result, an abort

@@ -23,6 +23,7 @@ DOCS = ROOT / "docs"
 PUBLIC_PACKAGES = [
     "pitrio",
     "pitrio.providers",
+    "pitrio.providers.auth",
     "pitrio.harness",
     "pitrio.testing",
     "pitrio.coding",

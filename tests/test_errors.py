@@ -22,6 +22,7 @@ import pitrio.coding
 import pitrio.harness
 import pitrio.mcp
 import pitrio.providers
+import pitrio.providers.auth
 import pitrio.testing.conformance
 import pitrio.testing.provider_conformance
 import pitrio.worker
@@ -99,6 +100,7 @@ def _resolve(name: str) -> type[BaseException]:
     for namespace in (
         pitrio,
         pitrio.providers,
+        pitrio.providers.auth,
         pitrio.harness,
         pitrio.coding,
         pitrio.cli,

@@ -39,6 +39,7 @@ def test_every_module_imports_and_private_ones_start_with_underscore() -> None:
         "pitrio.coding",
         "pitrio.harness",
         "pitrio.providers",
+        "pitrio.providers.auth",
         "pitrio.ui",
         "pitrio.mcp",
         "pitrio.web",

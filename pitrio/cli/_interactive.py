@@ -35,6 +35,12 @@ from ._app import App, open_interrupts
 from ._args import EXIT_INTERRUPTED, EXIT_OK
 from ._consent import needs_consent, parse_answer
 from ._flags import find_session
+from ._login import (
+    anthropic_subscription_warning,
+    has_stored_key,
+    login_command,
+    logout_command,
+)
 from ._render import Renderer, session_cost
 from ._sanitize import one_line
 
@@ -64,6 +70,8 @@ COMMANDS: Final[dict[str, str]] = {
     "/compact [INSTRUCTIONS]": "summarise older messages to free context",
     "/clear": "start a new session",
     "/cost": "tokens and cost of this session",
+    "/login [PROVIDER]": "sign in with a subscription (Claude, ChatGPT, Copilot, ...)",
+    "/logout [PROVIDER]": "remove a login or key stored in auth.json",
     "/name [NAME]": "show or set the session's name",
     "/clone": "continue in a copy of the whole session",
     "/tree [ID]": "the session tree, or continue from entry ID",
@@ -85,19 +93,24 @@ def model_thinking_levels(model: Model) -> list[str]:
     return supported_thinking_levels(model)
 
 
-def _keyed_models(env: Mapping[str, str], config_keys: Mapping[str, str]) -> str:
-    """``/model``'s list: the usable catalog models of the providers that have a key."""
+def _keyed_models(
+    env: Mapping[str, str], config_keys: Mapping[str, str], stored: Mapping[str, Any] | None = None
+) -> str:
+    """``/model``'s list: the usable catalog models of the providers that have a key
+    (the environment, the config file, or ``auth.json``: a stored key or a login)."""
     from pitrio.providers import Models, env_api_key, registered_apis
 
     models = Models(env=env)
     apis = registered_apis()
-    keyed = [p for p in models.providers() if env_api_key(p, env) or config_keys.get(p)]
+    keyed = [
+        p
+        for p in models.providers()
+        if env_api_key(p, env) or config_keys.get(p) or has_stored_key(p, env, stored or {})
+    ]
     names = [f"{m.provider}/{m.id}" for p in keyed for m in models.list(p) if m.api in apis]
     if not names:
         return "no catalog provider has a key (pitrio --list-models lists all models)"
-    return f"models with a key ({len(names)}; pitrio --list-models lists all): " + ", ".join(
-        names
-    )
+    return f"models with a key ({len(names)}; pitrio --list-models lists all): " + ", ".join(names)
 
 
 def _history_path(env: Any) -> str:
@@ -218,6 +231,9 @@ class _Interactive:
         self.aborted = False
         self.quit = False
         self._answer: trio.MemorySendChannel[str] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._login_scope: trio.CancelScope | None = None
+        self._warned_subscription = False
         self._prompts: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         app.consent.ask = self.ask
 
@@ -254,8 +270,10 @@ class _Interactive:
         )
         if app.session is not None and app.harness.messages:
             _slash.show_history(app, self.renderer)  # as Pi redraws a resumed session
+        await self._warn_subscription()
         lines_send, lines_receive = trio.open_memory_channel[str | None](0)
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self._read_lines, lines_send)
             nursery.start_soon(self._watch_interrupts, nursery.cancel_scope)
             if app.settings.prompt:
@@ -304,7 +322,10 @@ class _Interactive:
         async with open_interrupts() as interrupts:
             async for _ in interrupts:
                 harness = self.app.harness
-                if harness.is_busy:
+                if self._login_scope is not None and not harness.is_busy:
+                    self._login_scope.cancel(reason="Ctrl-C during /login")
+                    self.renderer.note("[login cancelled]", color="33")
+                elif harness.is_busy:
                     agent = harness.agent
                     dropped = len(agent.queued_steering) + len(agent.queued_follow_up)
                     agent.clear_all_queues()
@@ -410,6 +431,8 @@ class _Interactive:
             "/clear": self._clear,
             "/new": self._clear,
             "/cost": self._cost,
+            "/login": self._login,
+            "/logout": self._logout,
             "/name": self._with_app(_slash.name),
             "/clone": self._idle(_slash.clone, "/clone"),
             "/tree": self._idle(_slash.tree, "/tree"),
@@ -436,6 +459,72 @@ class _Interactive:
                 await command(self.app, self.renderer, arg)
 
         return run
+
+    async def _login(self, arg: str) -> None:
+        """``/login``: list the subscription logins; ``/login PROVIDER`` runs one in the
+        background, its questions answered by the next lines typed (Ctrl-C cancels)."""
+        settings = self.app.settings
+        if not arg.strip():
+            await login_command(self.renderer, "", settings.env, settings.stored_auth, self._line)
+            return
+        if self._login_scope is not None:
+            self.renderer.error("/login: a login is already running (Ctrl-C cancels it)")
+            return
+        if await self._busy_guard("/login"):
+            return
+        assert self._nursery is not None
+        self._login_scope = trio.CancelScope()
+        self._nursery.start_soon(self._run_login, self._login_scope, arg)
+
+    async def _run_login(self, scope: trio.CancelScope, arg: str) -> None:
+        settings = self.app.settings
+        try:
+            with scope:
+                if await login_command(
+                    self.renderer, arg, settings.env, settings.stored_auth, self._line
+                ):
+                    await self._warn_subscription()
+        finally:
+            self._login_scope = None
+            self._next_prompt_if_idle()
+
+    async def _warn_subscription(self) -> None:
+        """Pi's warning about Claude through a subscription, once a session."""
+        if self._warned_subscription:
+            return
+        app = self.app
+        text = await anthropic_subscription_warning(
+            app.model.provider,
+            app.settings.api_key,
+            app.settings.env,
+            app.settings.stored_auth,
+            app.cwd,
+        )
+        if text is not None:
+            self._warned_subscription = True
+            self.renderer.note(text, color="33")
+
+    def _next_prompt_if_idle(self) -> None:
+        if self._answer is None and not self.app.harness.is_busy:
+            self.out.write(IDLE_PROMPT)
+            self.out.flush()
+
+    async def _line(self) -> str:
+        """The next line typed (a login's answer)."""
+        send, receive = trio.open_memory_channel[str](1)
+        self._answer = send
+        try:
+            async with receive:
+                return await receive.receive()
+        finally:
+            self._answer = None
+
+    async def _logout(self, arg: str) -> None:
+        """``/logout [PROVIDER]``: remove a stored credential."""
+        if await self._busy_guard("/logout"):
+            return
+        settings = self.app.settings
+        await logout_command(self.renderer, arg, settings.env, settings.stored_auth)
 
     async def _hotkeys(self, _: str) -> None:
         self._say(_slash.HOTKEYS)
@@ -466,7 +555,8 @@ class _Interactive:
         app = self.app
         if not arg:
             self._say(f"model: {app.model.provider}/{app.model.id}")
-            self._say(_keyed_models(app.settings.env, app.settings.config_keys))
+            settings = app.settings
+            self._say(_keyed_models(settings.env, settings.config_keys, settings.stored_auth))
             return
         if await self._busy_guard("/model"):
             return
@@ -493,6 +583,7 @@ class _Interactive:
             return
         await app.set_model(model)
         self._say(f"model: {model.provider}/{model.id}")
+        await self._warn_subscription()
 
     async def _thinking(self, arg: str) -> None:
         levels = ", ".join(model_thinking_levels(self.app.model))

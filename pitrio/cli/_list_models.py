@@ -1,8 +1,9 @@
 """``pitrio --list-models [SEARCH]``: the catalog as Pi's ``pi --list-models`` table.
 
 Pi's columns (provider, model, context, max-out, thinking, images; sorted by provider,
-then id; token counts as ``200K`` / ``1M``) and two of pitrio's: ``key`` (whether a key
-for the provider is in the environment or the config file) and ``api`` (the wire API,
+then id; token counts as ``200K`` / ``1M``) and two of pitrio's: ``key`` (whether the
+provider has a credential: a key in the environment or the config file, or one in Pi's
+``auth.json``, an API key or a ``/login``'s tokens) and ``api`` (the wire API,
 marked ``not implemented`` for the pi-ai APIs pitrio lacks). Pi lists only the models
 it has credentials for; pitrio lists all of them. ``SEARCH`` is a provider's name (its
 models only) or Pi's fuzzy search over ``provider id``.

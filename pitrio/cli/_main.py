@@ -184,6 +184,7 @@ def _list_models(out: IO[str], search: str, env: Mapping[str, str]) -> int:
 
     from ._errors import CliError
     from ._list_models import list_models_table
+    from ._login import has_stored_key, stored_credentials
     from ._setup import config_keys
 
     try:
@@ -191,7 +192,11 @@ def _list_models(out: IO[str], search: str, env: Mapping[str, str]) -> int:
     except CliError:
         keys = {}  # an unreadable config file: the keys in the environment still count
     models = Models(env=env)
-    has_key = {p: bool(env_api_key(p, env) or keys.get(p)) for p in models.providers()}
+    stored = stored_credentials(env)  # Pi's auth.json: API keys and /login's tokens
+    has_key = {
+        p: bool(env_api_key(p, env) or keys.get(p) or has_stored_key(p, env, stored))
+        for p in models.providers()
+    }
     lines = list_models_table(models.list(), search, has_key, registered_apis())
     try:
         for line in lines:

@@ -79,6 +79,7 @@ from ._json_mode import (
     pi_message,
     pi_messages,
 )
+from ._login import has_stored_key
 
 __all__ = ["model_to_pi", "run_rpc"]
 
@@ -774,6 +775,7 @@ class _RpcServer:
                 provider == app.model.provider
                 or env_api_key(provider, settings.env)
                 or (provider in settings.config_keys)
+                or has_stored_key(provider, settings.env, settings.stored_auth)
             ):
                 available.extend(models.list(provider))
         return available or [app.model]

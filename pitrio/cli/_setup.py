@@ -48,6 +48,7 @@ from ._flags import (
     resolve_prompt_input,
     split_thinking,
 )
+from ._login import auth_file, has_stored_key, stored_credentials, stored_key
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
 from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
 
@@ -109,6 +110,8 @@ class AppSettings:
     session: SessionChoice
     env: Mapping[str, str]
     config_keys: Mapping[str, str] = attrs.field(factory=dict)
+    # Pi's auth.json when the run started, kept current by /login and /logout
+    stored_auth: dict[str, Any] = attrs.field(factory=dict)  # pitrio.providers.auth.Credential
     local_port: int | None = None  # --local: the port of the llama.cpp server to start
     yes_reason: str = "--yes"  # why bash, write and edit run without asking (/tools says)
     # Pi's flags (pitrio.cli._flags):
@@ -231,6 +234,7 @@ def configure(
         print(warning, file=sys.stderr)
 
     pi_settings = read_settings(cwd or os.getcwd(), env)
+    stored = stored_credentials(env)
     api_key: str | None = None
     key_source: str | None = None
     base_url: str | None = None
@@ -275,9 +279,11 @@ def configure(
         model, api_key, key_source = custom
         base_url = model.base_url
     elif args.model or _settings_model(args, pi_settings):
-        model, api_key, key_source = _catalog_model(parser, args, env, keys, config_path)
+        model, api_key, key_source = _catalog_model(
+            parser, args, env, keys, config_path, stored
+        )
     else:
-        found = default_model(env, keys, config_path)
+        found = default_model(env, keys, config_path, stored)
         if found is None:
             model, offline = OFFLINE_MODEL, True
         else:
@@ -373,6 +379,7 @@ def configure(
         session=session,
         env=env,
         config_keys=keys,
+        stored_auth=stored,
         local_port=local_port,
         yes_reason="--yes" if args.yes else "offline replay",
         messages=tuple(messages),
@@ -588,7 +595,8 @@ def _catalog_model(
     env: Mapping[str, str],
     keys: Mapping[str, str],
     config_path: str,
-) -> tuple[Model, str, str]:
+    stored: Mapping[str, Any],
+) -> tuple[Model, str | None, str]:
     from pitrio.providers import Models, env_api_key, registered_apis
 
     spec: str = args.model
@@ -630,35 +638,55 @@ def _catalog_model(
             f"implement yet (it has {', '.join(registered_apis())}); pitrio --list-models "
             "marks such models"
         )
+    found = stored_key(provider, env, stored)  # Pi's order: auth.json before the environment
+    if found is not None:
+        return model, found[0], found[1]
     key = env_api_key(provider, env)
     if key:
         return model, key, f"the environment variable {_key_var(provider, env)}"
     if provider in keys:
         return model, keys[provider], f"[keys] {provider} in {config_path}"
+    login = " (or /login in the interactive mode)" if provider in _login_providers() else ""
     parser.error(
-        f"no API key for provider {provider!r}: set {_key_names(provider)}, or add "
+        f"no API key for provider {provider!r}: set {_key_names(provider)}{login}, or add "
         f'[keys] {provider} = "..." to {config_path}'
     )
 
 
+def _login_providers() -> dict[str, str]:
+    from pitrio.providers.auth import oauth_providers
+
+    return oauth_providers()
+
+
 def default_model(
-    env: Mapping[str, str], keys: Mapping[str, str], config_path: str
-) -> tuple[Model, str, str] | None:
-    """The first default model whose provider has a key (environment, then config)."""
+    env: Mapping[str, str],
+    keys: Mapping[str, str],
+    config_path: str,
+    stored: Mapping[str, Any] | None = None,
+) -> tuple[Model, str | None, str] | None:
+    """The first default model whose provider has a key (``auth.json``, the
+    environment, then the config file)."""
+    stored = stored or {}
     has_env_key = any(
         value and name.endswith(("_API_KEY", "_TOKEN")) and name != BASE_URL_KEY_ENV
         for name, value in env.items()
     )
-    if not has_env_key and not keys:
+    if not has_env_key and not keys and not stored:
         return None  # no key at all: skip loading the providers (and httpx)
     from pitrio.providers import Models, env_api_key
 
     for provider, model_id in DEFAULT_MODELS:
-        key = env_api_key(provider, env)
-        source = f"the environment variable {_key_var(provider, env)}"
-        if not key and provider in keys:
+        found = stored_key(provider, env, stored)
+        key: str | None = None
+        if found is not None:
+            key, source = found
+        else:
+            key = env_api_key(provider, env)
+            source = f"the environment variable {_key_var(provider, env)}"
+        if not key and found is None and provider in keys:
             key, source = keys[provider], f"[keys] {provider} in {config_path}"
-        if key:
+        if key or found is not None:
             model = Models(env=env).get(provider, model_id)
             if model is not None:
                 return model, key, source
@@ -884,7 +912,11 @@ async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack
     from pitrio.providers import Models
 
     models = await stack.enter_async_context(
-        Models(env=settings.env, get_api_key=api_key_lookup(settings))
+        Models(
+            env=settings.env,
+            get_api_key=api_key_lookup(settings),
+            credentials=auth_file(settings.env),
+        )
     )
     if settings.base_url is not None and settings.local_port is None:
         from ._loopback import RefusingStreamFn
@@ -895,14 +927,26 @@ async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack
 
 
 def api_key_lookup(settings: AppSettings) -> Callable[[str], str | None]:
-    """``provider -> key``: the configured key for the configured model's provider only.
+    """``provider -> key`` in Pi's order: ``--api-key`` (for the configured model's
+    provider only), then ``auth.json`` as ``/login`` and ``/logout`` leave it (a stored
+    key; for a login's tokens ``None``, so that the request reads and refreshes them),
+    then the key the run started with, then the config file.
 
-    Another provider (a ``/model`` switch) gets its own key from the config file, else
-    ``None`` so the environment answers: a key is never sent to a provider it is not for.
+    ``None`` lets the environment answer: a key is never sent to a provider it is not for.
     """
     provider, key, config = settings.model.provider, settings.api_key, settings.config_keys
+    stored, env = settings.stored_auth, settings.env
+    resolved: dict[str, tuple[object, str | None]] = {}  # a `!command` runs once, as Pi's
 
     def lookup(asked: str) -> str | None:
+        if asked == provider and key and settings.key_source == "--api-key":
+            return key
+        credential = stored.get(asked)
+        if credential is not None and has_stored_key(asked, env, stored):
+            if asked not in resolved or resolved[asked][0] is not credential:
+                found = stored_key(asked, env, stored)
+                resolved[asked] = (credential, found[0] if found is not None else None)
+            return resolved[asked][1]
         if asked == provider and key:
             return key
         return config.get(asked)

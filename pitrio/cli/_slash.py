@@ -59,9 +59,6 @@ __all__ = [
 ]
 
 NOT_SUPPORTED: Final[dict[str, str]] = {
-    "/login": "pitrio reads API keys from the environment, --api-key or its config file "
-    "(pitrio --help); it has no OAuth login",
-    "/logout": "pitrio keeps no login to end",
     "/share": "pitrio does not upload sessions; /export writes an HTML file to share",
     "/settings": "pitrio has no settings screen; it reads Pi's settings.json",
     "/import": "open a session file with pitrio --session FILE",

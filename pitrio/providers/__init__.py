@@ -33,7 +33,7 @@ import importlib
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Final, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Final, TypeAlias, cast, final
 
 import httpx
 
@@ -44,6 +44,9 @@ from .._model import Context, Model, ModelCost, StreamFn, StreamOptions
 from .._stream import AssistantMessageEventStream
 from ._options import MaxTokensClampedWarning as MaxTokensClampedWarning
 from ._output import setup_error_message
+
+if TYPE_CHECKING:
+    from ._auth import CredentialStore
 
 __all__ = [
     "ApiStreamFn",
@@ -377,9 +380,15 @@ class Models:
             ``options.api_key``; the environment (:func:`env_api_key`) comes after it.
         builtin: start with the built-in catalog of pi-ai's models (see :meth:`get`).
         env: the environment to read keys from (default ``os.environ``).
+        credentials: stored credentials (:class:`pitrio.providers.auth.AuthFile`, Pi's
+            ``auth.json``): asked after ``get_api_key`` and before the environment, as
+            pi-ai does; OAuth tokens are refreshed (once, under the store's lock) when
+            they expire within five minutes, and may set headers or the base URL
+            (GitHub Copilot). A failed refresh ends the request with an error naming
+            ``/login``.
     """
 
-    __slots__ = ("_client", "_env", "_get_api_key", "_models", "_owns_client")
+    __slots__ = ("_client", "_credentials", "_env", "_get_api_key", "_models", "_owns_client")
 
     def __init__(
         self,
@@ -388,11 +397,13 @@ class Models:
         get_api_key: Callable[[str], str | None] | None = None,
         builtin: bool = True,
         env: Mapping[str, str] | None = None,
+        credentials: CredentialStore | None = None,
     ) -> None:
         self._client = client
         self._owns_client = client is None
         self._get_api_key = get_api_key
         self._env = env
+        self._credentials = credentials
         self._models: dict[tuple[str, str], Model] = {}
         if builtin:
             from ._catalog import builtin_models
@@ -486,11 +497,55 @@ class Models:
         """Stream one response; returns at once (the work happens when the stream is
         opened with ``async with``). Fills ``options.api_key`` when it is not given."""
         options = options if options is not None else StreamOptions()
+        if not options.api_key and self._credentials is not None:
+            override = self._get_api_key(model.provider) if self._get_api_key else None
+            if not override:
+                return self._stored_auth_stream(model, context, options)
+            options = _with_api_key(options, override)
         if not options.api_key:
             key = self.api_key_for(model.provider)
             if key:
                 options = _with_api_key(options, key)
         return stream_simple(self.client, model, context, options)
+
+    def _stored_auth_stream(
+        self, model: Model, context: Context, options: StreamOptions
+    ) -> AssistantMessageEventStream:
+        # The stored credential is read (and refreshed) when the stream is opened.
+        from ._auth import AuthError, resolve_auth
+
+        store, client, env = self._credentials, self.client, self._env
+
+        def env_key(provider: str) -> tuple[str, str] | None:
+            key = env_api_key(provider, env)
+            return (key, _env_key_name(provider, env) or "environment") if key else None
+
+        async def producer(stream: AssistantMessageEventStream) -> None:
+            try:
+                resolved = await resolve_auth(
+                    model.provider, store=store, client=client, env_key=env_key
+                )
+            except AuthError as exc:
+                stream.push(ErrorEvent(reason="error", error=setup_error_message(model, str(exc))))
+                return
+            keyed, request = model, options
+            if resolved is not None:
+                import attrs
+
+                auth = resolved.auth
+                if auth.base_url:
+                    keyed = attrs.evolve(model, base_url=auth.base_url)
+                if auth.api_key:
+                    request = _with_api_key(request, auth.api_key)
+                if auth.headers:
+                    headers = {**auth.headers, **(request.headers or {})}
+                    request = attrs.evolve(request, headers=headers)
+            inner = stream_simple(client, keyed, context, request)
+            async with inner:
+                async for event in inner:
+                    stream.push(event)
+
+        return AssistantMessageEventStream(producer)
 
     @property
     def stream_fn(self) -> StreamFn:

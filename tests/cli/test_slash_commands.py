@@ -229,7 +229,7 @@ def test_reload_skills_hotkeys_and_unsupported_commands(
     child.expect_exact("!!CMD")
     child.expect_exact("Ctrl-D")
     ready(child)
-    for command in ("/login", "/share", "/settings"):
+    for command in ("/import", "/share", "/settings"):
         child.send(f"{command}\r")
         child.expect_exact(f"{command} is not supported yet in pitrio")
         ready(child)
