@@ -350,6 +350,9 @@ class _Recorder:
             "pi.tool.replay": "never",
             "pi.tool.recovery": False,
         }
+        method = _mcp_method(event.tool_name)
+        if method is not None:
+            attributes["pi.mcp.method"] = method
         if self._content:
             attributes["pi.tool.arguments"] = _json(event.args)
         self._tools[event.tool_call_id] = _open(self._parent(), "pi.harness.tool", attributes)
@@ -359,7 +362,13 @@ class _Recorder:
         if opened is None:
             return
         span = opened[1]
-        span.set_attributes({"pi.tool.is_error": event.is_error})
+        ended: dict[str, Any] = {"pi.tool.is_error": event.is_error}
+        details = event.result.details
+        if isinstance(details, dict) and isinstance(details.get("mcp"), dict):
+            for key, value in details["mcp"].items():
+                if key in _MCP_KEYS and isinstance(value, str):
+                    ended[f"pi.mcp.{key}"] = value
+        span.set_attributes(ended)
         if self._content:
             span.set_attributes(
                 {"pi.tool.result": _json([_part_json(c) for c in event.result.content])}
@@ -448,6 +457,19 @@ class _Recorder:
 
 
 # -- content (OpenTelemetry GenAI's message JSON) ----------------------------------------
+
+
+_MCP_KEYS = frozenset(("server", "tool", "method", "transport", "protocol_version", "session_id"))
+
+
+def _mcp_method(tool_name: str) -> str | None:
+    """The MCP method a call of ``tool_name`` makes, by pitrio.mcp's names
+    (``mcp__SERVER__TOOL``: ``tools/call``; ``mcp__read_resource``: ``resources/read``)."""
+    if not tool_name.startswith("mcp__"):
+        return None
+    if tool_name == "mcp__read_resource":
+        return "resources/read"
+    return "tools/call" if "__" in tool_name[5:] else None
 
 
 def _json(value: object) -> str:

@@ -43,10 +43,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     from .._errors import UsageError
 
-    msg = (
-        "pitrio.telemetry.OpenTelemetryContext needs OpenTelemetry: "
-        "pip install 'pitrio[otel]'"
-    )
+    msg = "pitrio.telemetry.OpenTelemetryContext needs OpenTelemetry: pip install 'pitrio[otel]'"
     raise UsageError(msg) from exc
 
 if TYPE_CHECKING:
@@ -77,7 +74,12 @@ _RENAMED = {
     "pi.tool.name": "gen_ai.tool.name",
     "pi.tool.call_id": "gen_ai.tool.call.id",
     "pi.session.id": "gen_ai.conversation.id",
+    "pi.mcp.method": "mcp.method.name",
+    "pi.mcp.session_id": "mcp.session.id",
+    "pi.mcp.protocol_version": "mcp.protocol.version",
 }
+# MCP's transports as OpenTelemetry's network.transport values (stdio is a pipe).
+_MCP_TRANSPORTS = {"stdio": "pipe", "streamable-http": "tcp"}
 # Content: never kept under its pi.* name (the one copy is the GenAI one).
 _CONTENT_LATEST = {
     "pi.ai.input.messages": "gen_ai.input.messages",
@@ -272,6 +274,11 @@ class _Span:
                     events.append((event, {attribute: value}))
                 continue
             renamed = _RENAMED.get(key)
+            if key == "pi.mcp.transport":
+                out["network.transport"] = _MCP_TRANSPORTS.get(str(value), str(value))
+                if value == "streamable-http":
+                    out["network.protocol.name"] = "http"
+                continue
             if renamed is None:
                 out[key] = value
                 if key == "pi.ai.response.stop_reason":
