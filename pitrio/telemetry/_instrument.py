@@ -44,7 +44,14 @@ from .. import (
     UserMessage,
 )
 from ..harness import AutoRetryEnd, AutoRetryStart, CompactionEnd, CompactionStart, Settled
-from ._context import SpanAttributes, SpanScope, SpanStatus, TelemetryContext, TelemetrySpan
+from ._context import (
+    NOOP_TELEMETRY_CONTEXT,
+    SpanAttributes,
+    SpanScope,
+    SpanStatus,
+    TelemetryContext,
+    TelemetrySpan,
+)
 
 if TYPE_CHECKING:
     from ..harness import Harness, HarnessEvent
@@ -77,11 +84,20 @@ def instrument(
             and ``pi.tool.result``). ``None``: on when the environment variable
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true`` (or one of
             OpenTelemetry's ``span_only``, ``event_only``, ``span_and_event``).
+
+    With :data:`NOOP_TELEMETRY_CONTEXT` (telemetry switched off) nothing is subscribed:
+    an application can always call ``instrument`` and pay nothing while it is off.
     """
+    if telemetry is NOOP_TELEMETRY_CONTEXT:
+        return _nothing
     if capture_content is None:
         capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CONTENT_ON
     recorder = _Recorder(harness, telemetry, capture_content)
     return harness.subscribe(recorder)
+
+
+def _nothing() -> None:
+    """What stops an instrumentation that recorded nothing."""
 
 
 _Open = tuple[SpanScope, TelemetrySpan]
