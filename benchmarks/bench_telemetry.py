@@ -348,6 +348,50 @@ async def _measure(
     }
 
 
+async def _runs(subject: str, runs: int, turns: int, calls: int, workload: str) -> None:
+    """``runs`` runs of ``subject`` in this process (what ``--instructions`` counts)."""
+    if workload == "http":
+        _HTTP.append(_HttpWorkload(turns, calls))
+        try:
+            async with _HTTP[0].models:
+                for _ in range(runs):
+                    await run_once(subject, turns, calls)
+        finally:
+            _HTTP.pop().close()
+        return
+    for _ in range(runs):
+        await run_once(subject, turns, calls)
+
+
+def instructions(*, turns: int, calls: int, workload: str) -> dict[str, Any]:
+    """Instructions per turn of each subject (cachegrind: an 11-run process minus a 1-run
+    process, divided by 10 and by T+1; the http workload's server is another process,
+    not counted), and each subject's overhead over ``off``. Needs valgrind."""
+    from benchmarks.bench_harness import count_instructions
+
+    def cmd(subject: str, runs: int) -> list[str]:
+        return [
+            sys.executable, "-m", "benchmarks.bench_telemetry", "--one", subject,
+            "--runs", str(runs), "--turns", str(turns), "--calls", str(calls),
+            "--workload", workload,
+        ]  # fmt: skip
+
+    per_turn: dict[str, float] = {}
+    for subject in SUBJECTS:
+        one = count_instructions(cmd(subject, 1))
+        eleven = count_instructions(cmd(subject, 11))
+        per_turn[subject] = (eleven - one) / 10 / (turns + 1)
+    base = per_turn["off"]
+    return {
+        "metric": "telemetry-instructions",
+        "workload": workload,
+        "turns": turns,
+        "calls": calls,
+        "instructions_per_turn": {s: round(v) for s, v in per_turn.items()},
+        "overhead_pct": {s: round((per_turn[s] / base - 1) * 100, 1) for s in SUBJECTS[1:]},
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print (a table, or one JSON line with ``--json``)."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_telemetry")
@@ -357,10 +401,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     p.add_argument("--workload", choices=WORKLOADS, default="scripted")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--one", choices=SUBJECTS, help=argparse.SUPPRESS)
+    p.add_argument("--runs", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--instructions", action="store_true", help="count instructions (valgrind) instead"
+    )
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     if a.serve:
         trio.run(serve, a.turns, a.calls)
+        return 0
+    if a.one is not None:
+        trio.run(_runs, a.one, a.runs, a.turns, a.calls, a.workload)
+        return 0
+    if a.instructions:
+        counted = instructions(turns=a.turns, calls=a.calls, workload=a.workload)
+        if a.json:
+            print(json.dumps(counted), flush=True)
+            return 0
+        print(f"{a.workload}: T={a.turns} turns of K={a.calls} calls, instructions per turn")
+        for subject in SUBJECTS:
+            overhead = counted["overhead_pct"].get(subject)
+            extra = f"  ({overhead:+} %)" if overhead is not None else ""
+            print(f"  {subject:<8} {counted['instructions_per_turn'][subject]:>12,}{extra}")
         return 0
     result = trio.run(
         lambda: measure(

@@ -36,3 +36,17 @@ async def test_the_http_workload_runs_against_its_server_process() -> None:
     assert result["workload"] == "http"
     assert set(result["us_per_turn"]) == {"off", "noop", "listener", "memory", "otel"}
     assert not bench_telemetry._HTTP
+
+
+def test_one_subject_runs_in_its_own_process() -> None:
+    """``--one SUBJECT --runs N`` (what ``--instructions`` counts under valgrind) runs and
+    checks N runs of the subject, the http workload's server included."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_telemetry", "--one", "otel", "--runs", "2",
+         "--turns", "1", "--calls", "2", "--workload", "http"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
