@@ -1,11 +1,13 @@
 """Telemetry overhead: a harness's turn with no telemetry, Pi's contract, the OTel SDK.
 
-One workload, three ways, interleaved so that a noisy machine slows each alike:
+One workload, several ways, interleaved so that a noisy machine slows each alike:
 
 ========== ==================================================================== ============
 subject    what records the spans                                                reported
 ========== ==================================================================== ============
 off        nothing (the harness alone)                                          µs per turn
+noop       ``instrument(harness, NOOP_TELEMETRY_CONTEXT)``: telemetry switched  µs per turn
+           off where an application wires it in
 listener   a listener that does nothing (what any subscriber costs)             µs per turn
 memory     ``instrument(harness, InMemoryTelemetryContext())``                  µs per turn
 otel       ``instrument(harness, OpenTelemetryContext(...))`` on the SDK:        µs per turn
@@ -13,9 +15,14 @@ otel       ``instrument(harness, OpenTelemetryContext(...))`` on the SDK:       
            histograms into an ``InMemoryMetricReader``
 ========== ==================================================================== ============
 
-The run: ``Harness`` on a ``ScriptedModel``, T=20 turns of K=4 parallel calls of a trivial
-tool, then a final text turn (the loop benchmark's shape, through the harness); per turn
-that is one run, one turn, one request and four tool spans. Reported: the median wall time
+Two workloads. ``scripted`` (the default): ``Harness`` on a ``ScriptedModel``, T=20 turns
+of K=4 parallel calls of a trivial tool, then a final text turn (the loop benchmark's
+shape, through the harness); per turn that is one run, one turn, one request and four tool
+spans, and a turn costs a few hundred µs, so this is the worst case. ``http``: the same
+harness on pitrio's openai-completions provider against a chat-completions server in a
+child process on 127.0.0.1 (each answer streams 20 text deltas and then K tool calls; each
+tool reads a small file), so a turn does what a real agent's turn does short of waiting for
+a model. Reported: the median wall time
 over ``--reps`` runs divided by T+1, and each subject's overhead over ``off``; then the
 recording alone: one run's events replayed into ``instrument``'s listener, CPU µs per turn
 (steadier on a busy machine). The targets (issue 20): at most 5 % for Pi's contract, 15 %
@@ -24,7 +31,8 @@ with the SDK.
 Usage::
 
     python -m benchmarks.bench_telemetry [--reps N] [--turns T] [--calls K]
-                                         [--clock wall|cpu] [--json]
+                                         [--clock wall|cpu] [--workload scripted|http]
+                                         [--json]
 
 Timings use the real clock (``time.perf_counter``), or with ``--clock cpu`` the process's
 CPU time, which a busy machine disturbs less; nothing here belongs in a test.
@@ -44,10 +52,17 @@ import trio
 
 from pitrio import Model, Tool, ToolResult, text_result
 from pitrio.harness import Harness
-from pitrio.telemetry import InMemoryTelemetryContext, TelemetryContext, instrument
+from pitrio.providers import Models
+from pitrio.telemetry import (
+    NOOP_TELEMETRY_CONTEXT,
+    InMemoryTelemetryContext,
+    TelemetryContext,
+    instrument,
+)
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
-SUBJECTS: Final = ("off", "listener", "memory", "otel")
+SUBJECTS: Final = ("off", "noop", "listener", "memory", "otel")
+WORKLOADS: Final = ("scripted", "http")
 MODEL: Final = Model(id="m", api="scripted", provider="scripted", context_window=10_000_000)
 
 
@@ -92,14 +107,142 @@ def _otel_context() -> tuple[TelemetryContext, Callable[[], int]]:
 
 CLOCKS: Final = {"wall": time.perf_counter, "cpu": time.process_time}
 
+# -- the http workload: a chat-completions server in a child process ------------------
+
+HTTP_DELTAS: Final = 20
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    data = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _answer(body: dict[str, Any], turns: int, calls: int) -> bytes:
+    """Text deltas, then ``calls`` tool calls, unless ``turns`` answers were given."""
+    done = sum(1 for m in body.get("messages", ()) if m.get("role") == "assistant")
+    parts = [_chunk({"role": "assistant", "content": ""})]
+    parts.extend(_chunk({"content": "word "}) for _ in range(HTTP_DELTAS))
+    if done >= turns:
+        parts.append(_chunk({}, "stop"))
+    else:
+        for k in range(calls):
+            function = {"name": "read_note", "arguments": json.dumps({"i": k})}
+            call = {"index": k, "id": f"c{done}-{k}", "type": "function", "function": function}
+            parts.append(_chunk({"tool_calls": [call]}))
+        parts.append(_chunk({}, "tool_calls"))
+    counts = {"prompt_tokens": 100, "completion_tokens": 30, "total_tokens": 130}
+    usage = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [],
+             "usage": counts}  # fmt: skip
+    parts.append(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+    return b"".join(parts)
+
+
+async def _serve_one(stream: trio.SocketStream, turns: int, calls: int) -> None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        received = await stream.receive_some(65536)
+        if not received:
+            return
+        data += received
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        rest += await stream.receive_some(65536)
+    body = _answer(json.loads(rest), turns, calls)
+    await stream.send_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+    await stream.aclose()
+
+
+async def serve(turns: int, calls: int) -> None:
+    """The http workload's server: prints its port, serves until killed."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    print(listeners[0].socket.getsockname()[1], flush=True)
+
+    async def handle(stream: trio.SocketStream) -> None:
+        await _serve_one(stream, turns, calls)
+
+    await trio.serve_listeners(handle, listeners)
+
+
+def _note_tool(directory: str) -> Tool:
+    async def read_note(call_id: str, params: Any, signal: Any, on_update: Any) -> ToolResult:
+        text = await trio.Path(directory, f"note{params['i'] % 4}.txt").read_text()
+        return text_result(text)
+
+    return Tool(
+        name="read_note",
+        description="Read note i.",
+        parameters={"type": "object", "properties": {"i": {"type": "integer"}}},
+        execute=read_note,
+    )
+
+
+class _HttpWorkload:
+    """A server child process and what a harness needs to use it."""
+
+    def __init__(self, turns: int, calls: int) -> None:
+        import subprocess
+        import tempfile
+
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.bench_telemetry", "--serve",
+             "--turns", str(turns), "--calls", str(calls)],
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        port = int(self.process.stdout.readline())
+        self.model = Model(
+            id="m", api="openai-completions", provider="bench",
+            base_url=f"http://127.0.0.1:{port}/v1", context_window=10_000_000,
+        )  # fmt: skip
+        self.directory = tempfile.mkdtemp(prefix="pitrio-bench-telemetry-")
+        for i in range(4):
+            with open(f"{self.directory}/note{i}.txt", "w") as f:
+                f.write(f"note {i}: " + "the quick brown fox " * 20)
+        self.tool = _note_tool(self.directory)
+
+        self.models = Models(get_api_key=lambda provider: "k", builtin=False)
+
+    def harness(self) -> Harness:
+        return Harness(model=self.model, stream_fn=self.models.stream_fn, tools=[self.tool])
+
+    def close(self) -> None:
+        import shutil
+
+        self.process.kill()
+        self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_HTTP: list[_HttpWorkload] = []
+
 
 async def run_once(
     subject: str, turns: int, calls: int, clock: Callable[[], float] = time.perf_counter
 ) -> float:
-    """One run; returns its wall time in seconds (checks the answer and the span count)."""
-    harness = Harness(model=MODEL, stream_fn=ScriptedModel(_script(turns, calls)), tools=[NOOP])
+    """One run; returns its wall time in seconds (checks the answer and the span count).
+
+    On the http workload when :data:`_HTTP` holds its server."""
+    if _HTTP:
+        harness = _HTTP[0].harness()
+        answer = "word " * HTTP_DELTAS
+    else:
+        harness = Harness(model=MODEL, stream_fn=ScriptedModel(_script(turns, calls)), tools=[NOOP])
+        answer = "done"
     count: Callable[[], int] = lambda: 0  # noqa: E731
-    if subject == "listener":
+    if subject == "noop":
+        instrument(harness, NOOP_TELEMETRY_CONTEXT)
+    elif subject == "listener":
         harness.subscribe(lambda event: None)
     elif subject == "memory":
         memory = InMemoryTelemetryContext()
@@ -111,10 +254,11 @@ async def run_once(
     start = clock()
     await harness.prompt("go")
     elapsed = clock() - start
-    if harness.messages[-1].text != "done":
-        msg = f"the run did not finish with 'done': {harness.messages[-1]!r}"
+    if harness.messages[-1].text != answer:
+        msg = f"the run did not finish with {answer!r}: {harness.messages[-1]!r}"
         raise RuntimeError(msg)
-    expected = 0 if subject in ("off", "listener") else 1 + (turns + 1) * 2 + turns * calls
+    recorded = subject in ("memory", "otel")
+    expected = 1 + (turns + 1) * 2 + turns * calls if recorded else 0
     if count() != expected:
         msg = f"{subject}: {count()} spans, expected {expected}"
         raise RuntimeError(msg)
@@ -145,7 +289,7 @@ async def measure_recording(*, reps: int, turns: int, calls: int) -> dict[str, f
     harness.subscribe(events.append)
     await harness.prompt("go")
     result: dict[str, float] = {}
-    for subject in SUBJECTS[2:]:
+    for subject in ("memory", "otel"):
         samples = []
         for _ in range(reps):
             contexts = [
@@ -165,9 +309,23 @@ async def measure_recording(*, reps: int, turns: int, calls: int) -> dict[str, f
 
 
 async def measure(
-    *, reps: int, turns: int, calls: int, clock: str = "wall"
+    *, reps: int, turns: int, calls: int, clock: str = "wall", workload: str = "scripted"
 ) -> dict[str, Any]:
     """Interleaved reps of every subject; µs per turn and overhead over ``off``."""
+    if workload == "http":
+        _HTTP.append(_HttpWorkload(turns, calls))
+        try:
+            async with _HTTP[0].models:
+                return await _measure(reps=reps, turns=turns, calls=calls, clock=clock,
+                                      workload=workload)  # fmt: skip
+        finally:
+            _HTTP.pop().close()
+    return await _measure(reps=reps, turns=turns, calls=calls, clock=clock, workload=workload)
+
+
+async def _measure(
+    *, reps: int, turns: int, calls: int, clock: str, workload: str
+) -> dict[str, Any]:
     times: dict[str, list[float]] = {s: [] for s in SUBJECTS}
     for _ in range(3):  # warm-up
         for subject in SUBJECTS:
@@ -179,6 +337,7 @@ async def measure(
     base = per_turn["off"]
     return {
         "metric": "telemetry",
+        "workload": workload,
         "turns": turns,
         "calls": calls,
         "reps": reps,
@@ -189,6 +348,50 @@ async def measure(
     }
 
 
+async def _runs(subject: str, runs: int, turns: int, calls: int, workload: str) -> None:
+    """``runs`` runs of ``subject`` in this process (what ``--instructions`` counts)."""
+    if workload == "http":
+        _HTTP.append(_HttpWorkload(turns, calls))
+        try:
+            async with _HTTP[0].models:
+                for _ in range(runs):
+                    await run_once(subject, turns, calls)
+        finally:
+            _HTTP.pop().close()
+        return
+    for _ in range(runs):
+        await run_once(subject, turns, calls)
+
+
+def instructions(*, turns: int, calls: int, workload: str) -> dict[str, Any]:
+    """Instructions per turn of each subject (cachegrind: an 11-run process minus a 1-run
+    process, divided by 10 and by T+1; the http workload's server is another process,
+    not counted), and each subject's overhead over ``off``. Needs valgrind."""
+    from benchmarks.bench_harness import count_instructions
+
+    def cmd(subject: str, runs: int) -> list[str]:
+        return [
+            sys.executable, "-m", "benchmarks.bench_telemetry", "--one", subject,
+            "--runs", str(runs), "--turns", str(turns), "--calls", str(calls),
+            "--workload", workload,
+        ]  # fmt: skip
+
+    per_turn: dict[str, float] = {}
+    for subject in SUBJECTS:
+        one = count_instructions(cmd(subject, 1))
+        eleven = count_instructions(cmd(subject, 11))
+        per_turn[subject] = (eleven - one) / 10 / (turns + 1)
+    base = per_turn["off"]
+    return {
+        "metric": "telemetry-instructions",
+        "workload": workload,
+        "turns": turns,
+        "calls": calls,
+        "instructions_per_turn": {s: round(v) for s, v in per_turn.items()},
+        "overhead_pct": {s: round((per_turn[s] / base - 1) * 100, 1) for s in SUBJECTS[1:]},
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print (a table, or one JSON line with ``--json``)."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_telemetry")
@@ -196,15 +399,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=20)
     p.add_argument("--calls", type=int, default=4)
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    p.add_argument("--workload", choices=WORKLOADS, default="scripted")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--one", choices=SUBJECTS, help=argparse.SUPPRESS)
+    p.add_argument("--runs", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--instructions", action="store_true", help="count instructions (valgrind) instead"
+    )
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
+    if a.serve:
+        trio.run(serve, a.turns, a.calls)
+        return 0
+    if a.one is not None:
+        trio.run(_runs, a.one, a.runs, a.turns, a.calls, a.workload)
+        return 0
+    if a.instructions:
+        counted = instructions(turns=a.turns, calls=a.calls, workload=a.workload)
+        if a.json:
+            print(json.dumps(counted), flush=True)
+            return 0
+        print(f"{a.workload}: T={a.turns} turns of K={a.calls} calls, instructions per turn")
+        for subject in SUBJECTS:
+            overhead = counted["overhead_pct"].get(subject)
+            extra = f"  ({overhead:+} %)" if overhead is not None else ""
+            print(f"  {subject:<8} {counted['instructions_per_turn'][subject]:>12,}{extra}")
+        return 0
     result = trio.run(
-        lambda: measure(reps=a.reps, turns=a.turns, calls=a.calls, clock=a.clock)
+        lambda: measure(
+            reps=a.reps, turns=a.turns, calls=a.calls, clock=a.clock, workload=a.workload
+        )
     )
     if a.json:
         print(json.dumps(result), flush=True)
         return 0
-    print(f"T={a.turns} turns of K={a.calls} tool calls, median of {a.reps} runs ({a.clock})")
+    print(
+        f"{a.workload}: T={a.turns} turns of K={a.calls} tool calls, "
+        f"median of {a.reps} runs ({a.clock})"
+    )
     for subject in SUBJECTS:
         overhead = result["overhead_pct"].get(subject)
         extra = f"  (+{overhead} %)" if overhead is not None else ""

@@ -103,6 +103,8 @@ _EXTERNAL = {
     "2025-11-25/schema#tool",
     "mcp_types._types.CallToolResult": "https://modelcontextprotocol.io/specification/"
     "2025-11-25/schema#calltoolresult",
+    "mcp_types._types.Resource": "https://modelcontextprotocol.io/specification/"
+    "2025-11-25/schema#resource",
     # OpenTelemetry's API (pitrio.telemetry.OpenTelemetryContext takes its providers; the
     # signature names them bare, as they are imported for type checking only)
     **{

@@ -92,7 +92,7 @@ def _devnull() -> TextIO:
 
 
 def describe_mcp(toolset: McpToolset | None) -> str:
-    """What ``/mcp`` shows: each server, how it is reached, and its tools."""
+    """What ``/mcp`` shows: each server, how it is reached, its tools and resources."""
     if toolset is None:
         return (
             "no MCP servers: add them to ~/.pi/agent/mcp.json or the project's .pi/mcp.json "
@@ -114,6 +114,9 @@ def describe_mcp(toolset: McpToolset | None) -> str:
             for tool, listed in zip(server.tools, server.mcp_tools, strict=True):
                 first = (listed.description or "").strip().split("\n")[0][:80]
                 lines.append(f"    {one_line(tool.name)}  {one_line(first)}")
+            for resource in server.resources:
+                about = (resource.description or resource.name or "").strip().split("\n")[0]
+                lines.append(f"    resource {one_line(str(resource.uri))}  {one_line(about[:80])}")
     for name, why in toolset.failures.items():
         lines.append(f"  {one_line(name)}  failed: {one_line(why)}")
     return "\n".join(lines)

@@ -63,14 +63,22 @@ def _block(block: object) -> TextContent | ImageContent:
     if isinstance(block, mcp.types.ResourceLink):
         return TextContent(text=f"[resource link: {block.uri} ({block.name})]")
     if isinstance(block, mcp.types.EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, mcp.types.TextResourceContents):
-            return TextContent(text=f"[resource: {resource.uri}]\n{resource.text}")
-        mime = resource.mime_type or "application/octet-stream"
-        if mime.startswith("image/"):
-            return ImageContent(data=resource.blob, mime_type=mime)
-        return TextContent(text=f"[resource: {resource.uri} ({mime}, binary), not shown]")
+        return _contents(block.resource, labelled=True)
     return TextContent(text=f"[{type(block).__name__} content, not shown]")
+
+
+def _contents(
+    resource: mcp.types.TextResourceContents | mcp.types.BlobResourceContents, *, labelled: bool
+) -> TextContent | ImageContent:
+    """A resource's contents as a block: text (after a ``[resource: URI]`` line when
+    ``labelled``), an image, or a line saying what binary data was left out."""
+    if isinstance(resource, mcp.types.TextResourceContents):
+        label = f"[resource: {resource.uri}]\n" if labelled else ""
+        return TextContent(text=label + resource.text)
+    mime = resource.mime_type or "application/octet-stream"
+    if mime.startswith("image/"):
+        return ImageContent(data=resource.blob, mime_type=mime)
+    return TextContent(text=f"[resource: {resource.uri} ({mime}, binary), not shown]")
 
 
 def convert_result(result: mcp.types.CallToolResult) -> tuple[ToolResult, bool]:
@@ -114,6 +122,9 @@ class McpServer:
             the server says its list changed.
         prompt_templates: its prompts that fit a prompt template (see
             :func:`connect`), named ``SERVER:PROMPT``.
+        resources: its resources (``mcp.types.Resource``: ``uri``, ``name``,
+            ``description``, ``mime_type``); :meth:`read_resource` reads one, and an
+            :class:`~pitrio.mcp.McpToolset` offers the model two tools for them.
         revision: a number that grows each time ``tools`` is replaced.
     """
 
@@ -121,12 +132,14 @@ class McpServer:
         "_client",
         "_closed",
         "_lock",
+        "_session_id",
         "_stale",
         "_wake",
         "config",
         "instructions",
         "mcp_tools",
         "prompt_templates",
+        "resources",
         "revision",
         "tools",
     )
@@ -137,10 +150,12 @@ class McpServer:
         self.mcp_tools: tuple[mcp.types.Tool, ...] = ()
         """The tools as the server lists them."""
         self.prompt_templates: tuple[PromptTemplate, ...] = ()
+        self.resources: tuple[mcp.types.Resource, ...] = ()
         self.instructions: str | None = None
         """What the server says about using it (``instructions``), if anything."""
         self.revision = 0
         self._client: mcp.Client | None = None
+        self._session_id: Callable[[], str | None] | None = None
         self._closed = False
         self._stale = False
         self._wake = trio.Event()
@@ -156,6 +171,46 @@ class McpServer:
         """Whether the connection has ended (its ``async with`` exited, or the server
         went away in the middle of a call)."""
         return self._closed
+
+    @property
+    def transport(self) -> str:
+        """``"stdio"`` or ``"streamable-http"``."""
+        return "stdio" if isinstance(self.config, StdioServer) else "streamable-http"
+
+    def call_info(self, tool: str | None, *, method: str = "tools/call") -> dict[str, str]:
+        """Where a request went, as a tool result's ``details["mcp"]`` says: ``server``,
+        ``method`` (MCP's, ``tools/call``), ``tool``, ``transport``, and the protocol
+        version and session id when the server gave them."""
+        info = {"server": self.name, "method": method, "transport": self.transport}
+        if tool is not None:
+            info["tool"] = tool
+        client = self._client
+        if client is not None and not self._closed:
+            with contextlib.suppress(Exception):  # not connected (yet, any more)
+                info["protocol_version"] = str(client.protocol_version)
+        session_id = self._session_id() if self._session_id is not None else None
+        if session_id:
+            info["session_id"] = session_id
+        return info
+
+    async def read_resource(self, uri: str) -> tuple[TextContent | ImageContent, ...]:
+        """The contents of the server's resource ``uri`` as content blocks (text as
+        text, images as images, other binary data as a line saying what it was).
+
+        Raises:
+            McpError: the server refused or went away.
+        """
+        client = self._live()
+        try:
+            result = await client.read_resource(uri)
+        except MCPError as exc:
+            msg = f"MCP server {self.name!r} could not read {uri!r}: {exc.message}"
+            raise McpError(msg) from exc
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._closed = True
+            msg = f"MCP server {self.name!r} went away while reading {uri!r}"
+            raise McpError(msg) from exc
+        return tuple(_contents(c, labelled=False) for c in result.contents)
 
     def _live(self) -> mcp.Client:
         client = self._client
@@ -186,13 +241,27 @@ class McpServer:
                 if cursor is None:
                     break
             templates = await self._templates(client)
+            resources = await self._resources(client)
         except (MCPError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             msg = f"the MCP server {self.name!r} did not list its tools: {_error_text(exc)}"
             raise McpError(msg) from exc
         self.mcp_tools = tuple(tools)
         self.tools = tuple(self._tool(t) for t in tools)
         self.prompt_templates = templates
+        self.resources = resources
         self.revision += 1
+
+    async def _resources(self, client: mcp.Client) -> tuple[mcp.types.Resource, ...]:
+        if client.server_capabilities.resources is None:
+            return ()
+        found: list[mcp.types.Resource] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_resources(cursor=cursor, cache_mode="refresh")
+            found.extend(page.resources)
+            cursor = page.next_cursor
+            if cursor is None:
+                return tuple(found)
 
     async def _templates(self, client: mcp.Client) -> tuple[PromptTemplate, ...]:
         """The prompts whose text is a template: fetched once with ``$1``, ``$2``... for
@@ -238,7 +307,9 @@ class McpServer:
             result, is_error = await self.call_tool(mcp_name, params, on_update=on_update)
             if is_error:
                 raise McpError(_result_text(result))
-            return result
+            details = dict(result.details) if isinstance(result.details, dict) else {}
+            details["mcp"] = self.call_info(mcp_name)
+            return ToolResult(content=result.content, details=details)
 
         description = listed.description or listed.title or mcp_name
         return Tool(
@@ -277,9 +348,7 @@ class McpServer:
                 on_update(ToolResult(content=(TextContent(text=text),)))
 
         try:
-            result = await client.call_tool(
-                name, dict(arguments or {}), progress_callback=progress
-            )
+            result = await client.call_tool(name, dict(arguments or {}), progress_callback=progress)
         except MCPError as exc:
             if exc.code == mcp.types.CONNECTION_CLOSED:
                 self._closed = True
@@ -332,7 +401,7 @@ def _file_of(stream: TextIO) -> TextIO:
     return stream
 
 
-def _transport(config: McpServerConfig, errlog: TextIO) -> Any:
+def _transport(config: McpServerConfig, errlog: TextIO, server: McpServer) -> Any:
     if isinstance(config, StdioServer):
         parameters = mcp.StdioServerParameters(
             command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd
@@ -341,8 +410,18 @@ def _transport(config: McpServerConfig, errlog: TextIO) -> Any:
     assert isinstance(config, HttpServer)
     import httpx2
 
+    seen: list[str] = []
+
+    async def session_header(response: Any) -> None:
+        value = response.headers.get("mcp-session-id")
+        if value and (not seen or seen[-1] != value):
+            seen.append(value)
+
+    server._session_id = lambda: seen[-1] if seen else None
     client = httpx2.AsyncClient(
-        headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+        headers=dict(config.headers),
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        event_hooks={"response": [session_header]},
     )
     return _http(config.url, client)
 
@@ -379,7 +458,7 @@ async def connect(
         McpError: the server did not start or did not answer the handshake.
     """
     server = McpServer(config)
-    target = _transport(config, _file_of(errlog or sys.stderr))
+    target = _transport(config, _file_of(errlog or sys.stderr), server)
     async with contextlib.AsyncExitStack() as stack:
         try:
             client = await stack.enter_async_context(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TextIO, final
+from typing import TYPE_CHECKING, Any, Final, TextIO, final
 
 import trio
 
-from pitrio import InvalidStateError
+from pitrio import InvalidStateError, TextContent, Tool, ToolResult
 from pitrio.harness import PromptTemplate, ToolContext
 
 from ._client import McpServer, connect, server_tools
@@ -18,9 +18,12 @@ from ._config import McpError, McpServerConfig
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from pitrio import AgentTool
+    from pitrio import AbortSignal, AgentTool
 
-__all__ = ["McpToolset"]
+__all__ = ["LIST_RESOURCES", "READ_RESOURCE", "McpToolset", "resource_tools"]
+
+LIST_RESOURCES: Final = "mcp__list_resources"
+READ_RESOURCE: Final = "mcp__read_resource"
 
 
 @final
@@ -68,7 +71,10 @@ class McpToolset:
         return tuple(s.revision if not s.closed else -1 for s in self.servers)
 
     def __call__(self, context: ToolContext) -> list[AgentTool]:
-        return list(server_tools(self.servers))
+        tools: list[AgentTool] = list(server_tools(self.servers))
+        if any(s.resources for s in self.servers if not s.closed):
+            tools.extend(resource_tools(self))
+        return tools
 
     @property
     def prompt_templates(self) -> tuple[PromptTemplate, ...]:
@@ -144,3 +150,89 @@ class McpToolset:
         assert nursery is not None
         nursery.cancel_scope.cancel(reason="the MCP toolset is closing")
         return bool(await stack.__aexit__(exc_type, exc, tb))
+
+
+def _resource_line(server: McpServer, resource: Any) -> str:
+    line = f"{server.name}: {resource.uri}"
+    if resource.name and resource.name != str(resource.uri):
+        line += f" ({resource.name})"
+    if resource.mime_type:
+        line += f" [{resource.mime_type}]"
+    if resource.description:
+        line += f" - {resource.description}"
+    return line
+
+
+def resource_tools(toolset: McpToolset) -> tuple[Tool, Tool]:
+    """The two tools that let a model use the servers' resources: one lists them (all
+    servers', or one server's), one reads a resource by server and URI.
+
+    :class:`McpToolset` offers them while a connected server has resources.
+    """
+
+    def find(name: object) -> McpServer:
+        for server in toolset.servers:
+            if server.name == name and not server.closed:
+                return server
+        names = ", ".join(repr(s.name) for s in toolset.servers if not s.closed) or "none"
+        msg = f"no connected MCP server is named {name!r} (connected: {names})"
+        raise McpError(msg)
+
+    async def list_resources(
+        call_id: str, params: Any, signal: AbortSignal, on_update: Any
+    ) -> ToolResult:
+        wanted = params.get("server")
+        servers = [find(wanted)] if wanted else [s for s in toolset.servers if not s.closed]
+        lines = [_resource_line(s, r) for s in servers for r in s.resources]
+        await trio.lowlevel.checkpoint()
+        text = "\n".join(lines) if lines else "No resources."
+        details = [
+            {"server": s.name, "uri": str(r.uri), "name": r.name}
+            for s in servers
+            for r in s.resources
+        ]
+        return ToolResult(content=(TextContent(text=text),), details={"resources": details})
+
+    async def read_resource(
+        call_id: str, params: Any, signal: AbortSignal, on_update: Any
+    ) -> ToolResult:
+        server = find(params["server"])
+        uri = str(params["uri"])
+        blocks = await server.read_resource(uri)
+        return ToolResult(
+            content=blocks or (TextContent(text="(empty)"),),
+            details={"mcp": {**server.call_info(None, method="resources/read"), "uri": uri}},
+        )
+
+    listing = Tool(
+        name=LIST_RESOURCES,
+        label="MCP: list resources",
+        description=(
+            "List the resources (files, documents, data) the connected MCP servers offer, "
+            "as 'server: uri (name) [mime type] - description' lines."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "server": {"type": "string", "description": "Only this server's resources."}
+            },
+        },
+        execute=list_resources,
+        replay="safe",
+    )
+    reading = Tool(
+        name=READ_RESOURCE,
+        label="MCP: read a resource",
+        description="Read one resource of a connected MCP server by its server name and URI.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "server": {"type": "string", "description": "The server's name."},
+                "uri": {"type": "string", "description": "The resource's URI."},
+            },
+            "required": ["server", "uri"],
+        },
+        execute=read_resource,
+        replay="safe",
+    )
+    return listing, reading

@@ -44,7 +44,14 @@ from .. import (
     UserMessage,
 )
 from ..harness import AutoRetryEnd, AutoRetryStart, CompactionEnd, CompactionStart, Settled
-from ._context import SpanAttributes, SpanScope, SpanStatus, TelemetryContext, TelemetrySpan
+from ._context import (
+    NOOP_TELEMETRY_CONTEXT,
+    SpanAttributes,
+    SpanScope,
+    SpanStatus,
+    TelemetryContext,
+    TelemetrySpan,
+)
 
 if TYPE_CHECKING:
     from ..harness import Harness, HarnessEvent
@@ -77,11 +84,20 @@ def instrument(
             and ``pi.tool.result``). ``None``: on when the environment variable
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true`` (or one of
             OpenTelemetry's ``span_only``, ``event_only``, ``span_and_event``).
+
+    With :data:`NOOP_TELEMETRY_CONTEXT` (telemetry switched off) nothing is subscribed:
+    an application can always call ``instrument`` and pay nothing while it is off.
     """
+    if telemetry is NOOP_TELEMETRY_CONTEXT:
+        return _nothing
     if capture_content is None:
         capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CONTENT_ON
     recorder = _Recorder(harness, telemetry, capture_content)
     return harness.subscribe(recorder)
+
+
+def _nothing() -> None:
+    """What stops an instrumentation that recorded nothing."""
 
 
 _Open = tuple[SpanScope, TelemetrySpan]
@@ -350,6 +366,9 @@ class _Recorder:
             "pi.tool.replay": "never",
             "pi.tool.recovery": False,
         }
+        method = _mcp_method(event.tool_name)
+        if method is not None:
+            attributes["pi.mcp.method"] = method
         if self._content:
             attributes["pi.tool.arguments"] = _json(event.args)
         self._tools[event.tool_call_id] = _open(self._parent(), "pi.harness.tool", attributes)
@@ -359,7 +378,13 @@ class _Recorder:
         if opened is None:
             return
         span = opened[1]
-        span.set_attributes({"pi.tool.is_error": event.is_error})
+        ended: dict[str, Any] = {"pi.tool.is_error": event.is_error}
+        details = event.result.details
+        if isinstance(details, dict) and isinstance(details.get("mcp"), dict):
+            for key, value in details["mcp"].items():
+                if key in _MCP_KEYS and isinstance(value, str):
+                    ended[f"pi.mcp.{key}"] = value
+        span.set_attributes(ended)
         if self._content:
             span.set_attributes(
                 {"pi.tool.result": _json([_part_json(c) for c in event.result.content])}
@@ -448,6 +473,19 @@ class _Recorder:
 
 
 # -- content (OpenTelemetry GenAI's message JSON) ----------------------------------------
+
+
+_MCP_KEYS = frozenset(("server", "tool", "method", "transport", "protocol_version", "session_id"))
+
+
+def _mcp_method(tool_name: str) -> str | None:
+    """The MCP method a call of ``tool_name`` makes, by pitrio.mcp's names
+    (``mcp__SERVER__TOOL``: ``tools/call``; ``mcp__read_resource``: ``resources/read``)."""
+    if not tool_name.startswith("mcp__"):
+        return None
+    if tool_name == "mcp__read_resource":
+        return "resources/read"
+    return "tools/call" if "__" in tool_name[5:] else None
 
 
 def _json(value: object) -> str:

@@ -12,8 +12,9 @@ adapter do ("adapters may translate them to backend conventions")::
 Other spans keep their ``pi.*`` names. A ``pi.*`` attribute with a GenAI name is
 renamed (``pi.ai.model`` -> ``gen_ai.request.model``, ``pi.tool.call_id`` ->
 ``gen_ai.tool.call.id``, ``pi.ai.error.type`` -> ``error.type`` ...); the constant ones
-(``pi.lane.name``, ``pi.operation.kind``, ``pi.tool.replay`` ...) are left out; the others
-keep theirs.
+(``pi.lane.name``, ``pi.operation.kind``, ``pi.tool.replay`` ...) and the ids the tree
+already says (``pi.operation.id`` below the root span, ``pi.turn.id`` below the turn's) are
+left out; the others keep theirs.
 Each ``chat`` span also records the two GenAI metrics,
 ``gen_ai.client.operation.duration`` (seconds) and ``gen_ai.client.token.usage``.
 
@@ -43,10 +44,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     from .._errors import UsageError
 
-    msg = (
-        "pitrio.telemetry.OpenTelemetryContext needs OpenTelemetry: "
-        "pip install 'pitrio[otel]'"
-    )
+    msg = "pitrio.telemetry.OpenTelemetryContext needs OpenTelemetry: pip install 'pitrio[otel]'"
     raise UsageError(msg) from exc
 
 if TYPE_CHECKING:
@@ -77,7 +75,12 @@ _RENAMED = {
     "pi.tool.name": "gen_ai.tool.name",
     "pi.tool.call_id": "gen_ai.tool.call.id",
     "pi.session.id": "gen_ai.conversation.id",
+    "pi.mcp.method": "mcp.method.name",
+    "pi.mcp.session_id": "mcp.session.id",
+    "pi.mcp.protocol_version": "mcp.protocol.version",
 }
+# MCP's transports as OpenTelemetry's network.transport values (stdio is a pipe).
+_MCP_TRANSPORTS = {"stdio": "pipe", "streamable-http": "tcp"}
 # Content: never kept under its pi.* name (the one copy is the GenAI one).
 _CONTENT_LATEST = {
     "pi.ai.input.messages": "gen_ai.input.messages",
@@ -96,6 +99,7 @@ _FINISH_REASONS = {"tool_use": "tool_call"}
 _IMPLIED = frozenset(
     (
         "pi.ai.operation",
+        "pi.ai.provider",  # gen_ai.provider.name (or gen_ai.system) says it
         "pi.ai.streaming",
         "pi.lane.name",
         "pi.operation.kind",
@@ -104,6 +108,11 @@ _IMPLIED = frozenset(
         "pi.tool.recovery",
     )
 )
+# Ids the span tree already carries: the operation's on its root span, the turn's on its
+# turn span; the spans below them say them by being their children.
+_IDS = frozenset(("pi.operation.id", "pi.turn.id"))
+_ROOT_IDS = frozenset(("pi.turn.id",))
+_TURN_IDS = frozenset(("pi.operation.id",))
 _METRIC_KEYS = frozenset(
     ("gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
 )
@@ -194,6 +203,7 @@ class _Span:
 
     __slots__ = (
         "_adapter",
+        "_drop",
         "_error_type",
         "_explicit",
         "_metric",
@@ -214,6 +224,9 @@ class _Span:
         self._settled = False
         self._error_type: str | None = None
         self._metric: dict[str, AttributeValue] | None = None
+        self._drop = (
+            _ROOT_IDS if parent is None else _TURN_IDS if name == "pi.harness.turn" else _IDS
+        )
         provider_key = "gen_ai.provider.name" if adapter._latest else "gen_ai.system"
         kind = SpanKind.INTERNAL
         extra: dict[str, AttributeValue] = {}
@@ -262,7 +275,7 @@ class _Span:
         latest = self._adapter._latest
         out: dict[str, AttributeValue] = {}
         for key, value in attributes.items():
-            if key in _IMPLIED:
+            if key in _IMPLIED or key in self._drop:
                 continue
             if key in _CONTENT_LATEST:
                 if latest:
@@ -272,6 +285,11 @@ class _Span:
                     events.append((event, {attribute: value}))
                 continue
             renamed = _RENAMED.get(key)
+            if key == "pi.mcp.transport":
+                out["network.transport"] = _MCP_TRANSPORTS.get(str(value), str(value))
+                if value == "streamable-http":
+                    out["network.protocol.name"] = "http"
+                continue
             if renamed is None:
                 out[key] = value
                 if key == "pi.ai.response.stop_reason":

@@ -107,6 +107,19 @@ def tools_server() -> MCPServer:
         BACKGROUND[0].start_soon(later)
         return "soon"
 
+    @server.resource(
+        "notes://readme",
+        name="readme",
+        description="The project's notes.",
+        mime_type="text/markdown",
+    )
+    def readme() -> str:
+        return "# Notes\nRemember the milk."
+
+    @server.resource("pics://dot", name="dot", mime_type="image/png")
+    def dot() -> bytes:
+        return PNG
+
     @server.prompt(description="Review a file.")
     def review(path: str, focus: str = "bugs") -> str:
         return f"Review {path}, looking for {focus}."

@@ -155,6 +155,15 @@ async def test_slash_mcp_lists_servers_and_tools() -> None:
     assert describe_mcp(None).startswith("no MCP servers")
 
 
+async def test_slash_mcp_lists_resources() -> None:
+    """A server's resources are listed under it (a URI from the server is data: one line)."""
+    with trio.fail_after(60):
+        async with McpToolset([stdio("tools")]) as toolset:
+            text = describe_mcp(toolset)
+    assert "    resource notes://readme  The project's notes." in text
+    assert "    resource pics://dot  dot" in text
+
+
 class _Typed(io.StringIO):
     """Lines typed at the interactive prompt (a terminal, as far as pitrio can tell)."""
 

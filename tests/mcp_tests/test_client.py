@@ -90,7 +90,16 @@ async def test_calls_go_through_the_harness(tools_config: Any) -> None:
             added = await _call(server, "add", {"a": 2, "b": 40})
             assert not added.is_error
             assert _text(added) == "42"
+            transport = "stdio" if isinstance(tools_config, StdioServer) else "streamable-http"
+            mcp_info = added.details.pop("mcp")
             assert added.details == {"structuredContent": {"result": 42}}
+            assert mcp_info["server"] == server.name
+            assert mcp_info["tool"] == "add"
+            assert mcp_info["method"] == "tools/call"
+            assert mcp_info["transport"] == transport
+            assert mcp_info["protocol_version"]
+            # Over HTTP the server's session id (its mcp-session-id header) is kept.
+            assert ("session_id" in mcp_info) == (transport == "streamable-http")
             echoed = await _call(server, "echo", {"text": "héllo wörld ✓ 🐍"})
             assert _text(echoed) == "echo: héllo wörld ✓ 🐍"
 
@@ -118,7 +127,7 @@ async def test_images_resources_and_structured_content() -> None:
             resource = await _call(server, "resource", {})
             assert _text(resource) == "[resource: file:///notes.txt]\nthe notes"
             point = await _call(server, "point", {"x": 3, "y": 4})
-            assert point.details == {"structuredContent": {"x": 3, "y": 4}}
+            assert point.details["structuredContent"] == {"x": 3, "y": 4}
 
 
 async def test_a_tool_that_raises_is_an_error_result(tools_config: Any) -> None:
@@ -344,3 +353,54 @@ async def test_a_change_announced_outside_a_call_is_picked_up() -> None:
                     break
                 await trio.sleep(0.05)
             assert later in {t.name for t in server.tools}
+
+
+async def test_resources_are_listed_and_read_through_two_tools(tools_config: Any) -> None:
+    """A server with resources gives a toolset mcp__list_resources and
+    mcp__read_resource; text comes back as text, an image as an image, an unknown server
+    or URI as an error result naming it."""
+    with trio.fail_after(LIMIT):
+        async with McpToolset([tools_config]) as toolset:
+            (server,) = toolset.servers
+            assert {str(r.uri) for r in server.resources} == {"notes://readme", "pics://dot"}
+            scripted = ScriptedModel(
+                [
+                    ScriptedResponse.tool_calls(("c1", "mcp__list_resources", {})),
+                    ScriptedResponse.tool_calls(
+                        (
+                            "c2",
+                            "mcp__read_resource",
+                            {"server": server.name, "uri": "notes://readme"},
+                        ),
+                        ("c3", "mcp__read_resource", {"server": server.name, "uri": "pics://dot"}),
+                        ("c4", "mcp__read_resource", {"server": "nope", "uri": "notes://readme"}),
+                        ("c5", "mcp__read_resource", {"server": server.name, "uri": "notes://x"}),
+                    ),
+                    ScriptedResponse.text("done"),
+                ]
+            )
+            harness = Harness(model=MODEL, stream_fn=scripted, tools=[toolset])
+            await harness.prompt("go")
+            listed, text, image, unknown, missing = _results(harness)
+            assert not listed.is_error
+            assert (
+                f"{server.name}: notes://readme (readme) [text/markdown] - The project's notes."
+                in _text(listed)
+            )
+            assert f"{server.name}: pics://dot (dot) [image/png]" in _text(listed)
+            assert _text(text) == "# Notes\nRemember the milk."
+            assert text.details["mcp"]["method"] == "resources/read"
+            assert isinstance(image.content[0], ImageContent)
+            assert image.content[0].mime_type == "image/png"
+            assert unknown.is_error
+            assert "no connected MCP server is named 'nope'" in _text(unknown)
+            assert missing.is_error
+            assert "could not read 'notes://x'" in _text(missing)
+
+
+async def test_a_toolset_without_resources_offers_no_resource_tools() -> None:
+    """The two resource tools appear only while a server has resources."""
+    with trio.fail_after(LIMIT):
+        async with McpToolset([stdio("errors")]) as toolset:
+            names = {t.name for t in toolset(None)}  # type: ignore[arg-type]
+            assert names == {tool_name("errors", "refuse")}

@@ -294,3 +294,31 @@ async def test_a_failing_adapter_does_not_change_the_run(
         "assistant",
     ]
     assert harness.messages[-1].stop_reason == "stop"
+
+
+async def test_the_noop_context_subscribes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """instrument() with telemetry off adds no listener (it costs the run nothing)."""
+    from pitrio.harness import Harness
+    from pitrio.telemetry import NOOP_TELEMETRY_CONTEXT, instrument
+    from pitrio.testing import ScriptedModel, ScriptedResponse
+
+    from ._scenarios import ROOMY
+
+    harness = Harness(model=ROOMY, stream_fn=ScriptedModel([ScriptedResponse.text("a")]))
+    subscribed: list[object] = []
+    real = harness.subscribe
+
+    def counting(listener: Any) -> Any:
+        subscribed.append(listener)
+        return real(listener)
+
+    harness.subscribe = counting  # type: ignore[method-assign]
+    stop = instrument(harness, NOOP_TELEMETRY_CONTEXT)
+    assert subscribed == []
+    stop()
+    instrument(harness, InMemoryTelemetryContext())
+    assert len(subscribed) == 1
+    await harness.prompt("one")
+    assert harness.messages[-1].text == "a"
