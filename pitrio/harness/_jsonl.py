@@ -23,9 +23,7 @@ naming the file and line.
 
 Concurrency: an open session holds an exclusive ``flock`` on its file; a second store
 or process opening it gets :class:`SessionLockedError` instead of interleaving writes.
-Appends of up to :data:`INLINE_WRITE_LIMIT` bytes are written on the event loop's thread
-(a write to the page cache, as Pi's ``appendFileSync``); larger ones, syncs and all other
-file I/O run in worker threads (:func:`trio.to_thread.run_sync`).
+All file I/O runs in worker threads (:func:`trio.to_thread.run_sync`).
 
 Privacy: a session holds the conversation, tool output and file contents, so the files
 the store creates are ``0600`` and the directories it creates ``0700`` (the umask may
@@ -44,7 +42,7 @@ import sys
 import urllib.parse
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, final
+from typing import Any, final
 
 import attrs
 import trio
@@ -666,12 +664,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-INLINE_WRITE_LIMIT: Final = 64 * 1024
-"""Appends of at most this many bytes are written on the event loop's thread (a write to
-the page cache, as Pi's ``appendFileSync``): a worker-thread hop costs more than the
-write. Larger appends, syncs and file opening run in worker threads."""
-
-
 class _Appender:
     """Appends bytes to one locked file, synced by a store's ``fsync`` policy.
 
@@ -690,34 +682,20 @@ class _Appender:
         self._unsynced = unsynced
 
     async def _append(self, data: bytes) -> None:
-        if len(data) <= INLINE_WRITE_LIMIT and self._fsync != "always":
-            self._append_sync(data)
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.to_thread.run_sync(self._append_sync, data)
+        await trio.to_thread.run_sync(self._append_sync, data)
 
     async def _append_and_sync(self, data: bytes) -> OSError | None:
-        """Append, then sync by the ``flush`` policy (a save point): one worker-thread hop
-        at most. A failed sync is returned: what it was to sync is written."""
-        if self._fsync != "flush":
-            await self._append(data)
-            return None
-        if len(data) <= INLINE_WRITE_LIMIT:
-            self._append_sync(data)  # raises if nothing was written
-        else:
-            return await trio.to_thread.run_sync(self._append_and_sync_sync, data)
-        try:
-            await trio.to_thread.run_sync(self._sync_sync)
-        except OSError as exc:
-            return exc  # written, not synced: the caller must not write it again
-        return None
+        """Append, then sync by the ``flush`` policy (a save point), in one worker-thread
+        hop. A failed sync is returned: what it was to sync is written."""
+        return await trio.to_thread.run_sync(self._append_and_sync_sync, data)
 
     def _append_and_sync_sync(self, data: bytes) -> OSError | None:
         self._append_sync(data)  # raises if nothing was written
-        try:
-            self._sync_sync()
-        except OSError as exc:
-            return exc
+        if self._fsync == "flush":
+            try:
+                self._sync_sync()
+            except OSError as exc:
+                return exc  # written, not synced: the caller must not write it again
         return None
 
     def _append_sync(self, data: bytes) -> None:
@@ -782,8 +760,8 @@ class _JsonlWriter(_Appender):
     async def write_and_sync(
         self, session: Session, transactions: Sequence[Sequence[Write]]
     ) -> OSError | None:
-        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop at most
-        (a save point's). A failed sync is returned: what it was to sync is written."""
+        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop (a save
+        point's). A failed sync is returned: what it was to sync is written."""
         if self._legacy is not None:
             await self.write(session, transactions)
             await self.sync()

@@ -322,8 +322,8 @@ class _PiWriter(_Appender):
     async def write_and_sync(
         self, session: Session, transactions: Sequence[Sequence[Write]]
     ) -> OSError | None:
-        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop at most
-        (a save point's). A failed sync is returned: what it was to sync is written."""
+        """:meth:`write`, then the sync of :meth:`sync`, in one worker-thread hop (a save
+        point's). A failed sync is returned: what it was to sync is written."""
         return await self._append_and_sync(self._data(session, transactions))
 
 

@@ -309,12 +309,12 @@ async def test_a_failed_write_leaves_no_half_line_and_is_retried(
 
 
 @pytest.mark.parametrize("store_kind", ["jsonl", "pi"])
-async def test_small_appends_are_written_inline_large_ones_and_syncs_in_a_thread(
+async def test_appends_and_a_save_point_each_take_one_worker_thread_hop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_kind: str
 ) -> None:
-    """An append up to INLINE_WRITE_LIMIT bytes takes no worker-thread hop (as Pi's
-    appendFileSync); a larger one, and a save point's fsync, do. Both are on disk at once."""
-    from pitrio.harness import PiSessionStore, _jsonl
+    """Blocking file calls run in worker threads: an append is one hop, a save point's
+    write and sync together one more; what each wrote is on disk when it returns."""
+    from pitrio.harness import PiSessionStore
 
     hops: list[str] = []
     real = trio.to_thread.run_sync
@@ -331,13 +331,11 @@ async def test_small_appends_are_written_inline_large_ones_and_syncs_in_a_thread
     session = await store.create()
     monkeypatch.setattr(trio.to_thread, "run_sync", counting)
     await session.append_message(user("small"))
-    assert hops == []
-    on_disk = await trio.Path(session.path or "").read_text()
-    assert "small" in on_disk
-    await session.append_message(user("x" * (_jsonl.INLINE_WRITE_LIMIT + 1)))
     assert hops == ["_append_sync"]
-    await session.flush()  # the save point's sync
-    assert hops == ["_append_sync", "_sync_sync"]
+    assert "small" in await trio.Path(session.path or "").read_text()
+    await session.append_message(user("at the save point"), write=False)
+    await session.flush()  # the save point: its write and sync in one hop
+    assert hops == ["_append_sync", "_append_and_sync_sync"]
     monkeypatch.setattr(trio.to_thread, "run_sync", real)
     await session.close()
     again = await store.open(session.id)
