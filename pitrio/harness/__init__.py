@@ -70,6 +70,10 @@ from ._hooks import (
     ToolResultEvent as ToolResultEvent,
     ToolResultPatch as ToolResultPatch,
 )
+from ._invocation import (
+    ToolInvocation as ToolInvocation,
+    current_invocation as current_invocation,
+)
 from ._jsonl import (
     JsonlSessionStore as JsonlSessionStore,
     SessionRecoveredWarning as SessionRecoveredWarning,
@@ -222,6 +226,7 @@ __all__: list[str] = [
     "ToolCallResult",
     "ToolContext",
     "ToolFactory",
+    "ToolInvocation",
     "ToolResultEvent",
     "ToolResultPatch",
     "TurnState",
@@ -230,6 +235,7 @@ __all__: list[str] = [
     "collect_entries_for_branch_summary",
     "compact",
     "convert_to_llm",
+    "current_invocation",
     "default_pi_sessions_root",
     "default_sessions_root",
     "estimate_context_tokens",

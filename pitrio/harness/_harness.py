@@ -82,6 +82,7 @@ from ._events import (
 )
 from ._hook_bridge import HookBridge
 from ._hooks import Hooks
+from ._invocation import InvokedTool
 from ._listeners import EventBus, HarnessListener
 from ._messages import convert_to_llm as harness_convert_to_llm
 from ._operations import Operation, OperationRecorder, restore_lane, settings_json
@@ -211,9 +212,10 @@ class Harness:
         if session is not None:
             self._agent.state.messages = list(session.build_context().messages)
             if not session.read_only:
-                self._ops = OperationRecorder(
+                ops = self._ops = OperationRecorder(
                     session, settings_json(compaction or CompactionSettings(), tool_execution)
                 )
+                self._config.wrap = lambda tool: InvokedTool(tool, ops, session)
                 self._agent.stream_fn = self._recorded_stream
                 self._interrupted = _interrupted(session)
         self._agent.subscribe(self._on_agent_event)

@@ -46,10 +46,10 @@ def _env(node_modules: Path) -> dict[str, str]:
 
 
 async def _pi_killed_mid_tool(
-    node_modules: Path, root: Path, session_id: str, replay: str = "never"
+    node_modules: Path, root: Path, session_id: str, replay: str = "never", *, memo: bool = False
 ) -> Path:
-    """Pi's harness runs until its tool (with that replay policy) starts; then it is
-    SIGKILLed. Its file."""
+    """Pi's harness runs until its tool (with that replay policy) starts (with ``memo``:
+    and has set a memo and a checkpoint); then it is SIGKILLed. Its file."""
     started = root / "started"
     _mkdir(root)
     with trio.fail_after(60):
@@ -57,7 +57,7 @@ async def _pi_killed_mid_tool(
             [
                 "node",
                 str(NODE_DIR / "pi_run_and_hang.mjs"),
-                *(str(root), session_id, str(started), replay),
+                *(str(root), session_id, str(started), replay, "memo" if memo else "-"),
             ],
             env=_env(node_modules),
             stdout=subprocess.DEVNULL,
