@@ -276,11 +276,14 @@ class OperationRecorder:
         return [_set(LANE_CONFIG, self._lane, config)]
 
     def begin_writes(
-        self, prompt_entry_id: str, model: Model, tool_names: Sequence[str]
+        self, prompt_entry_id: str, model: Model, tool_names: Sequence[str], *, prompt: bool = True
     ) -> list[Write]:
         """The writes that start a run, committed with its prompt's entry (Pi's first
-        transaction: the prompt, the tip, ``op.meta``, ``op.state: starting``, the lane)."""
+        transaction: the prompt, the tip, ``op.meta``, ``op.state: starting``, the lane).
+        ``prompt=False``: a queued message the run takes, not one of its prompt's."""
         if self._op_id is not None:
+            if not prompt:
+                return []
             # A later message of the same prompt joins the intent.
             self._meta["intent"]["promptEntryIds"].append(prompt_entry_id)
             return [_set(OP_META, self._op_id, self._meta)]
@@ -290,7 +293,7 @@ class OperationRecorder:
             "lane": self._lane,
             "sourceTipId": self._session.leaf_id,
             "startedAt": now_ms(),
-            "intent": {"kind": "run", "promptEntryIds": [prompt_entry_id]},
+            "intent": {"kind": "run", "promptEntryIds": [prompt_entry_id] if prompt else []},
         }
         self._state = {}
         starting = {**self._scope(), "at": "starting", "latestAssistantEntryId": None}

@@ -289,6 +289,9 @@ class Session:
                 out = dict(write)
                 out["seq"] = seq
                 out["timestamp"] = ts
+            elif write["kind"] == "usage":  # Pi's {kind, ...row, seq}
+                out = dict(write)
+                out["seq"] = seq
             else:  # Pi's key order: kind, op, seq, namespace, key, value
                 out = {"kind": write["kind"], "op": write["op"], "seq": seq}
                 out.update(write)

@@ -84,8 +84,10 @@ def _only_jsonl(root: Path) -> Path:
 
 
 async def _pi(node_modules: Path, command: str, *args: str) -> Any:
-    """``pi_session.mjs COMMAND ARGS``, or ``pi_resume.mjs ARGS`` for ``resume``."""
-    script = ["pi_resume.mjs"] if command == "resume" else ["pi_session.mjs", command]
+    """``pi_session.mjs COMMAND ARGS``, or ``pi_resume.mjs ARGS`` for ``resume``,
+    ``pi_prompt.mjs ARGS`` for ``prompt``."""
+    own = {"resume": "pi_resume.mjs", "prompt": "pi_prompt.mjs"}
+    script = [own[command]] if command in own else ["pi_session.mjs", command]
     with trio.fail_after(60):
         result = await trio.run_process(
             ["node", str(NODE_DIR / script[0]), *script[1:], *args],
