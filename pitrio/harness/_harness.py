@@ -191,6 +191,28 @@ class Harness:
     ) -> None:
         _check_model(model)
         self._session = session
+        # What another lane's harness is made with (lane()).
+        self._options: dict[str, Any] = {
+            "model": model,
+            "stream_fn": stream_fn,
+            "tools": tools,
+            "active_tools": active_tools,
+            "system_prompt": system_prompt,
+            "thinking_level": thinking_level,
+            "cwd": cwd,
+            "data_dir": data_dir,
+            "resources": resources,
+            "retry": retry,
+            "compaction": compaction,
+            "stream_options": stream_options,
+            "get_api_key": get_api_key,
+            "convert_to_llm": convert_to_llm,
+            "tool_execution": tool_execution,
+            "steering_mode": steering_mode,
+            "follow_up_mode": follow_up_mode,
+            "random": random,
+        }
+        self._lanes: dict[str, Harness] = {}
         self._config = TurnConfig(
             model=model,
             thinking_level=thinking_level,
@@ -356,6 +378,55 @@ class Harness:
     ) -> None:
         """Rebind the tools from the next request on."""
         self._config.rebind(cwd=cwd, data_dir=data_dir)
+
+    @property
+    def lane_name(self) -> str:
+        """The session lane this harness runs on (``"main"``, or :meth:`lane`'s)."""
+        return self._session.lane_name if self._session is not None else "main"
+
+    async def lane(self, name: str, *, create_at: str | None = None) -> Harness:
+        """A harness on the session's lane ``name`` (Pi's ``harness.lane(name)``): the
+        same settings, hooks and session storage, with that lane's own branch, queue and
+        operations, so its runs go on beside this one's. A lane the session lacks is
+        created with its tip at ``create_at`` (an entry id; ``None``: an empty branch);
+        an existing one, with a run its process left unfinished, has it as
+        :attr:`interrupted`. The same name gives the same harness.
+
+        Raises:
+            UsageError: no session; an invalid name; a store with one lane.
+            SessionNotFoundError: ``create_at`` names no entry.
+        """
+        session = self._session
+        if session is None or session.read_only:
+            msg = "lane() needs a session: pass session= to Harness (not read-only)"
+            raise UsageError(msg)
+        if name == self.lane_name:
+            await trio.lowlevel.checkpoint()
+            return self
+        lanes = self._lanes
+        if name in lanes:
+            await trio.lowlevel.checkpoint()
+            return lanes[name]
+        view = await session.lane(name, create_at=create_at)
+        if view.model is None:
+            await view.append_model_change(self.model.provider, self.model.id)
+        config = self._config
+        current = {
+            "model": config.model,
+            "thinking_level": config.thinking_level,
+            "tools": config.tool_sources,
+            "active_tools": config.active_tools,
+            "system_prompt": config.system_prompt,
+            "resources": config.resources,
+            "cwd": config.tool_context.cwd,
+            "data_dir": config.tool_context.data_dir,
+        }
+        other = Harness(**{**self._options, **current, "session": view})
+        other.hooks = self.hooks
+        other._lanes = lanes
+        lanes[self.lane_name] = self
+        lanes[name] = other
+        return other
 
     # -- listeners and queues -------------------------------------------------------------
 
@@ -591,7 +662,7 @@ class Harness:
         ops = self._ops
         if ops is not None and ops.active and self._session is not None:
             try:
-                return restore_lane(self._session).operation
+                return restore_lane(self._session, self._session.lane_name).operation
             except PitrioError:
                 return None
         return self._interrupted
@@ -832,15 +903,15 @@ class Harness:
                 finally:
                     self._release()
             raise
-        messages = list(session.build_context().messages)
-        if isinstance(last := messages[-1] if messages else None, AssistantMessage) and (
-            last.stop_reason in _ERROR_STOPS
-        ):
-            # The settled interrupted request, in a context that keeps failed answers
-            # (Pi's coding-agent sessions): asked again, as a retry is (see _continue).
-            messages.pop()
-        self._agent.state.messages = messages
+        self._agent.state.messages = list(session.build_context().messages)
+        self._drop_trailing_failure()
         await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=go_on))
+        if go_on and self._threshold_reached(self._agent.state.messages):
+            # The killed run would have compacted before this request (the check a
+            # run's later requests get in prepare_next_turn; Pi's drive compacts at a
+            # checkpoint).
+            await self._compact("threshold")
+            self._drop_trailing_failure()
         if not go_on:
             with trio.CancelScope(shield=True):
                 try:
@@ -852,6 +923,19 @@ class Harness:
             await self._bus.emit(Settled(message=self._last_assistant))
             return
         await self._drive(None, task_status, recovered=True)
+
+    def _drop_trailing_failure(self) -> None:
+        """The settled interrupted request (or a failed answer waiting for its retry), in
+        a context that keeps failed answers (Pi's coding-agent sessions), leaves the
+        Agent's context: it is asked again, as a retry is (see _continue)."""
+        messages = self._agent.state.messages
+        end = len(messages)
+        while end and isinstance(last := messages[end - 1], AssistantMessage) and (
+            last.stop_reason in _ERROR_STOPS
+        ):
+            end -= 1  # (a failed answer waiting for its retry, then the interrupted one)
+        if end < len(messages):
+            self._agent.state.messages = messages[:end]
 
     def _aborting(self) -> bool:
         """Whether abort() was called (a method: it changes while the prompt runs)."""
@@ -1189,9 +1273,9 @@ class Harness:
 
 
 def _interrupted(session: Session) -> Operation | None:
-    """The run operation the session's main lane was in, if its records are whole."""
+    """The run operation the session's lane was in, if its records are whole."""
     try:
-        operation = restore_lane(session).operation
+        operation = restore_lane(session, session.lane_name).operation
     except PitrioError:
         return None
     return operation if operation is not None and operation.intent == "run" else None

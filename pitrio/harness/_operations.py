@@ -208,7 +208,7 @@ class OperationRecorder:
 
     def __init__(self, session: Session, settings: Mapping[str, Any]) -> None:
         self._session = session
-        self._lane = MAIN_BRANCH
+        self._lane = session._lane
         self._settings = dict(settings)
         self._op_id: str | None = None
         self._meta: dict[str, Any] = {}

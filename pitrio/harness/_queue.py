@@ -23,7 +23,7 @@ from pitrio import AgentMessage, wire
 from ._entries import Write
 from ._operations import PENDING_ENTRY, _delete, _set
 from ._session import Session
-from ._session_state import IDLE_LANE, LANE_STATE, MAIN_BRANCH
+from ._session_state import IDLE_LANE, LANE_STATE
 
 __all__ = ["QueueKind", "QueuedMessage"]
 
@@ -60,7 +60,7 @@ class QueuedMessage:
 
 
 def inbox(session: Session) -> list[dict[str, Any]]:
-    state = session.get_value(LANE_STATE, MAIN_BRANCH)
+    state = session.get_value(LANE_STATE, session._lane)
     items = state.get("inbox") if isinstance(state, Mapping) else None
     return [dict(item) for item in items or () if isinstance(item, Mapping)]
 
@@ -80,10 +80,10 @@ def queued(session: Session) -> tuple[QueuedMessage, ...]:
 
 def lane_state(session: Session, items: Sequence[Mapping[str, Any]]) -> Write:
     """The lane state with ``items`` as its inbox."""
-    stored = session.get_value(LANE_STATE, MAIN_BRANCH)
+    stored = session.get_value(LANE_STATE, session._lane)
     value: dict[str, Any] = {**IDLE_LANE, **(stored if isinstance(stored, Mapping) else {})}
     value["inbox"] = [dict(item) for item in items]
-    return _set(LANE_STATE, MAIN_BRANCH, value)
+    return _set(LANE_STATE, session._lane, value)
 
 
 def enqueue_writes(

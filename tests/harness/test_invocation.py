@@ -51,9 +51,7 @@ OUTPUT = "pi.pending.tool_output"
 
 
 def _script(*calls: tuple[str, str, dict[str, Any]]) -> ScriptedModel:
-    return ScriptedModel(
-        [ScriptedResponse.tool_calls(*calls), ScriptedResponse.text("finished")]
-    )
+    return ScriptedModel([ScriptedResponse.tool_calls(*calls), ScriptedResponse.text("finished")])
 
 
 def _invocation() -> ToolInvocation:

@@ -167,9 +167,7 @@ async def test_queued_messages_survive_an_abort() -> None:
     # follow-up, which no turn took, stays queued, in the session, not in the Agent.
     texts = [t for _, t in _texts(session)]
     assert texts[2:4] == ["Operation aborted", "steered"]
-    assert [q.message.content for q in harness.queued] == [
-        (TextContent(text="do not lose me"),)
-    ]
+    assert [q.message.content for q in harness.queued] == [(TextContent(text="do not lose me"),)]
     assert harness.agent.queued_follow_up == ()
     await harness.prompt("again")
     assert [t for _, t in _texts(session)][3:6] == ["steered", "do not lose me", "again"]

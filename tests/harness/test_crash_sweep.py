@@ -1,0 +1,117 @@
+"""The crash sweep: a scripted run killed at every one of its wait points, on each store.
+
+``_crash_driver.py`` runs two prompts (a warm-up; then a run whose model asks for the
+unsafe ``write`` and the safe ``read``, fails once with a retryable error and backs off,
+compacts at the threshold, asks for ``write`` again and answers) and counts its points:
+before and after each session write, each streamed update, the back-off, each
+compaction's start, each tool before and after its effect (88 points). For each point a
+forked child is SIGKILLed there and a fresh one restores and finishes the session. Every
+case must: finish (the run's ``pi.result`` completed, the lane idle, no operation records
+left); never repeat an unsafe effect (``write n`` at most once); leave the transcript of
+the uninterrupted run, apart from repeated requests (failed answers) and an unsafe call
+killed between its intent and its outcome, which ends as Pi's interrupted result; compact
+as often as the uninterrupted run.
+
+By default every point of JSONL (sequential tools), every 2nd of SQLite, every 4th of
+Pi's coding-agent files and of JSONL with parallel tools: 176 kills. With
+``PITRIO_CRASH_SWEEP=full`` every point of each of the four: 352 kills.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+DRIVER = Path(__file__).parent / "_crash_driver.py"
+FULL = os.environ.get("PITRIO_CRASH_SWEEP") == "full"
+# (store, tool execution, every how many points)
+SWEEPS = [
+    ("jsonl", "sequential", 1),
+    ("sqlite", "sequential", 1 if FULL else 2),
+    ("pi", "sequential", 1 if FULL else 4),
+    ("jsonl", "parallel", 1 if FULL else 4),
+]
+WRITES = ("c1", "c3")  # the unsafe calls
+
+
+def _transcript(rows: list[Any]) -> list[Any]:
+    """The transcript without repeated requests (a failed answer is asked again)."""
+    return [row for row in rows if row[0] != "failed assistant"]
+
+
+def _problems(case: dict[str, Any], whole: dict[str, Any]) -> list[str]:
+    if not case["killed"]:
+        return ["the child was not killed there"]
+    if case["restore_status"] != 0:
+        return [f"restoring failed (wait status {case['restore_status']})"]
+    out = []
+    if case["result"] != "completed" or case["current"] is not None:
+        out.append(f"the run did not finish: {case['result']}, lane {case['current']}")
+    if case["leftovers"]:
+        out.append(f"operation records left: {case['leftovers']}")
+    writes = [line for line in case["effects"] if line.startswith("write")]
+    if len(writes) != len(set(writes)):
+        out.append(f"an unsafe effect repeated: {writes}")
+    if case["effects"][: len(case["effects_before"])] != case["effects_before"]:
+        out.append("the effects before the kill changed")
+    got, want = _transcript(case["rows"]), _transcript(whole["rows"])
+    if len(got) != len(want):
+        out.append(f"transcript {got} != {want}")
+    else:
+        for row, expected in zip(got, want, strict=True):
+            interrupted = (
+                row[0] == "toolResult"
+                and row[1] in WRITES
+                and "[Tool execution was interrupted." in row[2]
+                # after the checkpoint the write took before its effect, if it was in
+                and row[2].startswith(("[Tool", "about to write"))
+            )
+            if row != expected and not interrupted:
+                out.append(f"transcript row {row} != {expected}")
+    if case["compactions"] != whole["compactions"]:
+        out.append(f"{case['compactions']} compactions, not {whole['compactions']}")
+    return out
+
+
+@pytest.mark.parametrize(("kind", "tools", "step"), SWEEPS)
+async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
+    kind: str, tools: str, step: int, tmp_path: Path
+) -> None:
+    with trio.fail_after(600):
+        done = await trio.run_process(
+            [sys.executable, str(DRIVER), kind, tools, str(tmp_path), str(step)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    out = json.loads(done.stdout)
+    whole, cases = out["whole"], out["cases"]
+    # The uninterrupted run: what the sweep kills.
+    assert _transcript(whole["rows"])[-1] == ["assistant", None, "finished"]
+    assert whole["compactions"] >= 1
+    assert [r for r in whole["rows"] if r[0] == "failed assistant"]  # the retried error
+    assert whole["effects"] == ["write 1", "read", "error served", "write 2"]
+    points = set(out["points"])
+    for name in ("mid-stream", "in the back-off", "mid-compaction", "tool c1 after its effect"):
+        assert name in points
+    assert len(out["points"]) >= 80
+    assert len(cases) == len(range(1, len(out["points"]) + 1, step))
+    failures = {
+        f"{case['k']} ({case['point']})": problems
+        for case in cases
+        if (problems := _problems(case, whole))
+    }
+    assert failures == {}
+    # Some kills interrupted an unsafe call; most found an operation to resume.
+    if step == 1:
+        assert any(
+            "[Tool execution was interrupted." in row[2] for case in cases for row in case["rows"]
+        )
+    assert sum(case["interrupted"] is not None for case in cases) > len(cases) // 2
