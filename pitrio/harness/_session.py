@@ -460,7 +460,8 @@ class Session:
 
     def _write_config(self, config: dict[str, Any]) -> None:
         writes = [self._value(LANE_CONFIG, self._lane, config)]
-        if (BRANCH_TIP, self._lane) not in self._state.values:
+        one_lane = getattr(self._store, "single_lane", False)
+        if (BRANCH_TIP, self._lane) not in self._state.values and not one_lane:
             # Pi's lane has a tip from its start, null before the first entry (its restore
             # needs the value).
             tip: Write = {"kind": "value", "op": "set", "namespace": BRANCH_TIP}
@@ -612,7 +613,7 @@ class Session:
             reason = "must not be empty" if not name else "must not contain \\u0000"
             msg = f"Invalid lane {name!r}: lane name {reason}"
             raise UsageError(msg)
-        if getattr(self._store, "keeps_failed_answers", False):
+        if getattr(self._store, "single_lane", False):
             msg = (
                 "named lanes need a JSONL, SQLite or in-memory store "
                 "(a Pi coding-agent session file has one lane)"
