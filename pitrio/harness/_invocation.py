@@ -251,7 +251,8 @@ class InvokedTool:
         return getattr(self.tool, "execution_mode", None)
 
     def prepare_arguments(self, arguments: JSONValue) -> JSONValue:
-        return self.tool.prepare_arguments(arguments)
+        prepare = getattr(self.tool, "prepare_arguments", None)  # (optional, as the loop's)
+        return arguments if prepare is None else prepare(arguments)
 
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: ToolUpdateCallback

@@ -162,6 +162,51 @@ async def test_no_invocation_outside_a_call_or_without_a_session() -> None:
     assert seen == [None]
 
 
+class _BareTool:
+    """A tool with only what the loop needs (no ``prepare_arguments``, no ``replay``)."""
+
+    name = "bare"
+    description = "a bare tool"
+    parameters: dict[str, Any] = {"type": "object"}  # noqa: RUF012
+    label = "Bare"
+
+    def __init__(self) -> None:
+        self.seen: list[ToolInvocation | None] = []
+
+    async def execute(self, call_id: str, params: Any, signal: Any, on_update: Any) -> ToolResult:
+        self.seen.append(current_invocation())
+        return text_result("bare")
+
+
+async def test_any_tool_object_gets_its_invocation() -> None:
+    session = await InMemorySessionStore().create(cwd="/w", session_id="s")
+    tool = _BareTool()
+    harness = Harness(
+        model=MODEL,
+        stream_fn=_script(("c1", "bare", {"a": 1})),
+        session=session,
+        tools=[tool],  # type: ignore[list-item]
+    )
+    await harness.prompt("go")
+    (invocation,) = tool.seen
+    assert invocation is not None
+    # The Agent runs the harness's wrapper, which is the tool in all else.
+    (given,) = harness.agent.state.tools
+    assert not isinstance(given, _BareTool)
+    assert (given.name, given.description, given.parameters) == (
+        "bare",
+        "a bare tool",
+        {"type": "object"},
+    )
+    assert getattr(given, "label", None) == "Bare"
+    assert given.execution_mode is None
+    assert given.prepare_arguments({"a": 1}) == {"a": 1}
+    assert repr(given) == f"InvokedTool({tool!r})"
+    # The same wrapper for the next turn's unchanged tools.
+    await harness.prompt("again")
+    assert harness.agent.state.tools[0] is given
+
+
 async def test_parallel_calls_each_see_their_own_invocation() -> None:
     session = await InMemorySessionStore().create(cwd="/w", session_id="s")
     seen: dict[str, str] = {}
