@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -317,6 +318,12 @@ def main() -> None:
 
         kill_status = _fork(killed)
         before = (case / "effects").read_text().splitlines() if (case / "effects").exists() else []
+        if kind == "jsonl" and (case / "store").exists():
+            shutil.copytree(case / "store", case / "killed")  # for Pi's restore
+        files = {
+            name: next((str(p) for p in (case / name).rglob("*.jsonl")), None)
+            for name in ("killed", "store")
+        }
         restore_status = _fork(lambda case=case: restored(case))
         result: dict[str, Any] = {
             "k": k,
@@ -324,6 +331,8 @@ def main() -> None:
             "killed": os.WIFSIGNALED(kill_status) and os.WTERMSIG(kill_status) == signal.SIGKILL,
             "restore_status": restore_status,
             "effects_before": before,
+            "killed_file": files["killed"],
+            "final_file": files["store"] if kind == "jsonl" else None,
             "effects": (case / "effects").read_text().splitlines()
             if (case / "effects").exists()
             else [],

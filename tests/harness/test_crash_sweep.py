@@ -10,7 +10,8 @@ case must: finish (the run's ``pi.result`` completed, the lane idle, no operatio
 left); never repeat an unsafe effect (``write n`` at most once); leave the transcript of
 the uninterrupted run, apart from repeated requests (failed answers) and an unsafe call
 killed between its intent and its outcome, which ends as Pi's interrupted result; compact
-as often as the uninterrupted run.
+as often as the uninterrupted run. Pi's ``restoreSession`` reads each JSONL session as the
+kill left it and as the restore finished it (``node/pi_session.mjs lanes-many``).
 
 By default every point of JSONL (sequential tools), every 2nd of SQLite, every 4th of
 Pi's coding-agent files and of JSONL with parallel tools: 176 kills, 20 s on the 2-core
@@ -29,6 +30,7 @@ import pytest
 import trio
 
 DRIVER = Path(__file__).parent / "_crash_driver.py"
+NODE_DIR = Path(__file__).parent / "node"
 FULL = os.environ.get("PITRIO_CRASH_SWEEP") == "full"
 # (store, tool execution, every how many points)
 SWEEPS = [
@@ -79,19 +81,30 @@ def _problems(case: dict[str, Any], whole: dict[str, Any]) -> list[str]:
     return out
 
 
+_SWEPT: dict[tuple[str, str, int], Any] = {}
+
+
+async def _sweep(kind: str, tools: str, step: int, where: Path) -> Any:
+    """The driver's output (kept for the Pi check below)."""
+    key = (kind, tools, step)
+    if key not in _SWEPT:
+        with trio.fail_after(600):
+            done = await trio.run_process(
+                [sys.executable, str(DRIVER), kind, tools, str(where), str(step)],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        _SWEPT[key] = json.loads(done.stdout)
+    return _SWEPT[key]
+
+
 @pytest.mark.parametrize(("kind", "tools", "step"), SWEEPS)
 async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
-    kind: str, tools: str, step: int, tmp_path: Path
+    kind: str, tools: str, step: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    with trio.fail_after(600):
-        done = await trio.run_process(
-            [sys.executable, str(DRIVER), kind, tools, str(tmp_path), str(step)],
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    out = json.loads(done.stdout)
+    out = await _sweep(kind, tools, step, tmp_path_factory.mktemp(f"sweep-{kind}-{tools}"))
     whole, cases = out["whole"], out["cases"]
     # The uninterrupted run: what the sweep kills.
     assert _transcript(whole["rows"])[-1] == ["assistant", None, "finished"]
@@ -115,3 +128,41 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
             "[Tool execution was interrupted." in row[2] for case in cases for row in case["rows"]
         )
     assert sum(case["interrupted"] is not None for case in cases) > len(cases) // 2
+
+
+async def test_pi_restores_each_killed_and_each_finished_session(
+    tmp_path_factory: pytest.TempPathFactory, pi_node_modules: Path
+) -> None:
+    """Pi's ``restoreSession`` reads the JSONL session as each kill left it (finding the
+    operation pitrio finds) and as the restore finished it (every lane idle, the tip
+    pitrio's)."""
+    out = await _sweep("jsonl", "sequential", 1, tmp_path_factory.mktemp("sweep-jsonl-pi"))
+    cases = [c for c in out["cases"] if c["killed_file"] is not None]
+    assert len(cases) > 80
+    files = [c["killed_file"] for c in cases] + [c["final_file"] for c in cases]
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            ["node", str(NODE_DIR / "pi_session.mjs"), "lanes-many", *files],
+            capture_stdout=True,
+            capture_stderr=True,
+            env={**os.environ, "PITRIO_PI_NODE_MODULES": str(pi_node_modules)},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    restored = json.loads(done.stdout)["files"]
+    killed, final = restored[: len(cases)], restored[len(cases) :]
+    problems = {}
+    for case, at_kill, at_end in zip(cases, killed, final, strict=True):
+        name = f"{case['k']} ({case['point']})"
+        if "error" in at_kill:
+            problems[name] = f"Pi cannot restore the killed session: {at_kill['error']}"
+            continue
+        main = at_kill["lanes"].get("main")
+        pis = None if main is None or main["operation"] is None else main["operation"]["at"]
+        if pis != case["interrupted"]:
+            problems[name] = f"Pi finds the run at {pis}, pitrio at {case['interrupted']}"
+        if "error" in at_end or any(
+            lane["operation"] is not None for lane in at_end["lanes"].values()
+        ):
+            problems[name] = f"Pi restores the finished session as {at_end}"
+    assert problems == {}
