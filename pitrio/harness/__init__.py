@@ -48,12 +48,17 @@ from ._events import (
     CompactionReason as CompactionReason,
     CompactionStart as CompactionStart,
     HarnessEvent as HarnessEvent,
+    QueueUpdate as QueueUpdate,
     RecoveryEnd as RecoveryEnd,
     RecoveryStart as RecoveryStart,
     SavePoint as SavePoint,
     Settled as Settled,
 )
-from ._harness import Harness as Harness
+from ._harness import (
+    Harness as Harness,
+    Watcher as Watcher,
+    WatchSnapshot as WatchSnapshot,
+)
 from ._hooks import (
     BeforeAgentStartEvent as BeforeAgentStartEvent,
     BeforeAgentStartResult as BeforeAgentStartResult,
@@ -69,6 +74,10 @@ from ._hooks import (
     ToolCallResult as ToolCallResult,
     ToolResultEvent as ToolResultEvent,
     ToolResultPatch as ToolResultPatch,
+)
+from ._invocation import (
+    ToolInvocation as ToolInvocation,
+    current_invocation as current_invocation,
 )
 from ._jsonl import (
     JsonlSessionStore as JsonlSessionStore,
@@ -96,6 +105,7 @@ from ._pi_sessions import (
     default_pi_sessions_root as default_pi_sessions_root,
 )
 from ._postgres import PostgresSessionStore as PostgresSessionStore
+from ._queue import QueuedMessage as QueuedMessage, QueueKind as QueueKind
 from ._replay import (
     RecordingStreamFn as RecordingStreamFn,
     ReplayedRaiseError as ReplayedRaiseError,
@@ -173,6 +183,9 @@ __all__: list[str] = [
     "HarnessEvent",
     "LaneState",
     "Operation",
+    "QueueKind",
+    "QueueUpdate",
+    "QueuedMessage",
     "RecoveryEnd",
     "RecoveryStart",
     "ReplayPolicy",
@@ -222,14 +235,18 @@ __all__: list[str] = [
     "ToolCallResult",
     "ToolContext",
     "ToolFactory",
+    "ToolInvocation",
     "ToolResultEvent",
     "ToolResultPatch",
     "TurnState",
+    "WatchSnapshot",
+    "Watcher",
     "bash_execution_to_text",
     "build_session_context",
     "collect_entries_for_branch_summary",
     "compact",
     "convert_to_llm",
+    "current_invocation",
     "default_pi_sessions_root",
     "default_sessions_root",
     "estimate_context_tokens",

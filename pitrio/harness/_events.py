@@ -11,6 +11,8 @@ order, and these events in between:
 * :class:`RecoveryStart` / :class:`RecoveryEnd` around the recovery of a run the
   session's process left unfinished (the events between are those Pi marks
   ``recovery: true``: the settled interrupted request, the recovered tool calls);
+* :class:`QueueUpdate` when the durable queue changes (:meth:`Harness.enqueue`,
+  :meth:`Harness.cancel_queued`, a run taking queued messages);
 * :class:`Settled` last, after the final ``agent_end`` of a :meth:`Harness.prompt`
   (retries and recoveries included), once the session is flushed and the harness is
   idle again.
@@ -31,6 +33,7 @@ __all__ = [
     "CompactionReason",
     "CompactionStart",
     "HarnessEvent",
+    "QueueUpdate",
     "RecoveryEnd",
     "RecoveryStart",
     "SavePoint",
@@ -171,6 +174,19 @@ class RecoveryEnd:
     resumed: bool
 
 
+@final
+@attrs.frozen(kw_only=True)
+class QueueUpdate:
+    """The durable queue changed (Pi's ``queue_update``).
+
+    Attributes:
+        queued: the queue now (:class:`QueuedMessage` items, in order).
+    """
+
+    type: ClassVar[Literal["queue_update"]] = "queue_update"
+    queued: tuple[Any, ...]
+
+
 HarnessEvent: TypeAlias = (
     AgentEvent
     | SavePoint
@@ -181,5 +197,6 @@ HarnessEvent: TypeAlias = (
     | AutoRetryEnd
     | CompactionStart
     | CompactionEnd
+    | QueueUpdate
 )
 """Everything a harness listener may receive."""

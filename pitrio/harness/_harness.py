@@ -31,11 +31,14 @@ retry policy in ``_retry``.
 
 from __future__ import annotations
 
+import math
 import os
 import random as _random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, final
 
+import attrs
 import trio
 
 from pitrio import (
@@ -57,8 +60,10 @@ from pitrio import (
     ThinkingLevel,
     ToolResultMessage,
     TurnContext,
+    Usage,
     UsageError,
     UserMessage,
+    wire,
 )
 
 from . import _recovery
@@ -75,6 +80,7 @@ from ._events import (
     CompactionEnd,
     CompactionReason,
     CompactionStart,
+    QueueUpdate,
     RecoveryEnd,
     RecoveryStart,
     SavePoint,
@@ -82,11 +88,28 @@ from ._events import (
 )
 from ._hook_bridge import HookBridge
 from ._hooks import Hooks
+from ._invocation import InvokedTool
 from ._listeners import EventBus, HarnessListener
 from ._messages import convert_to_llm as harness_convert_to_llm
-from ._operations import Operation, OperationRecorder, restore_lane, settings_json
+from ._operations import (
+    Operation,
+    OperationRecorder,
+    restore_lane,
+    settings_json,
+)
+from ._queue import (
+    PI_KINDS,
+    QueuedMessage,
+    QueueKind,
+    enqueue_writes,
+    inbox,
+    queued,
+    select,
+    take_writes as _take_writes,
+)
 from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
 from ._session import Session
+from ._session_state import LANE_STATE
 from ._summary import CompactionResult, compact
 from ._turn import (
     Resources,
@@ -168,6 +191,28 @@ class Harness:
     ) -> None:
         _check_model(model)
         self._session = session
+        # What another lane's harness is made with (lane()).
+        self._options: dict[str, Any] = {
+            "model": model,
+            "stream_fn": stream_fn,
+            "tools": tools,
+            "active_tools": active_tools,
+            "system_prompt": system_prompt,
+            "thinking_level": thinking_level,
+            "cwd": cwd,
+            "data_dir": data_dir,
+            "resources": resources,
+            "retry": retry,
+            "compaction": compaction,
+            "stream_options": stream_options,
+            "get_api_key": get_api_key,
+            "convert_to_llm": convert_to_llm,
+            "tool_execution": tool_execution,
+            "steering_mode": steering_mode,
+            "follow_up_mode": follow_up_mode,
+            "random": random,
+        }
+        self._lanes: dict[str, Harness] = {}
         self._config = TurnConfig(
             model=model,
             thinking_level=thinking_level,
@@ -211,9 +256,10 @@ class Harness:
         if session is not None:
             self._agent.state.messages = list(session.build_context().messages)
             if not session.read_only:
-                self._ops = OperationRecorder(
+                ops = self._ops = OperationRecorder(
                     session, settings_json(compaction or CompactionSettings(), tool_execution)
                 )
+                self._config.wrap = lambda tool: InvokedTool(tool, ops, session)
                 self._agent.stream_fn = self._recorded_stream
                 self._interrupted = _interrupted(session)
         self._agent.subscribe(self._on_agent_event)
@@ -228,6 +274,9 @@ class Harness:
         self._last_assistant: AssistantMessage | None = None
         self._context_tokens = ContextTokenCounter()  # the threshold check, incremental
         self._retry_attempt = 0
+        # Queued messages handed to the Agent (its queues, or the prompt), with the entry
+        # ids reserved for them.
+        self._delivering: list[tuple[AgentMessage, str]] = []
 
     # -- state --------------------------------------------------------------------------
 
@@ -330,6 +379,55 @@ class Harness:
         """Rebind the tools from the next request on."""
         self._config.rebind(cwd=cwd, data_dir=data_dir)
 
+    @property
+    def lane_name(self) -> str:
+        """The session lane this harness runs on (``"main"``, or :meth:`lane`'s)."""
+        return self._session.lane_name if self._session is not None else "main"
+
+    async def lane(self, name: str, *, create_at: str | None = None) -> Harness:
+        """A harness on the session's lane ``name`` (Pi's ``harness.lane(name)``): the
+        same settings, hooks and session storage, with that lane's own branch, queue and
+        operations, so its runs go on beside this one's. A lane the session lacks is
+        created with its tip at ``create_at`` (an entry id; ``None``: an empty branch);
+        an existing one, with a run its process left unfinished, has it as
+        :attr:`interrupted`. The same name gives the same harness.
+
+        Raises:
+            UsageError: no session; an invalid name; a store with one lane.
+            SessionNotFoundError: ``create_at`` names no entry.
+        """
+        session = self._session
+        if session is None or session.read_only:
+            msg = "lane() needs a session: pass session= to Harness (not read-only)"
+            raise UsageError(msg)
+        if name == self.lane_name:
+            await trio.lowlevel.checkpoint()
+            return self
+        lanes = self._lanes
+        if name in lanes:
+            await trio.lowlevel.checkpoint()
+            return lanes[name]
+        view = await session.lane(name, create_at=create_at)
+        if view.model is None:
+            await view.append_model_change(self.model.provider, self.model.id)
+        config = self._config
+        current = {
+            "model": config.model,
+            "thinking_level": config.thinking_level,
+            "tools": config.tool_sources,
+            "active_tools": config.active_tools,
+            "system_prompt": config.system_prompt,
+            "resources": config.resources,
+            "cwd": config.tool_context.cwd,
+            "data_dir": config.tool_context.data_dir,
+        }
+        other = Harness(**{**self._options, **current, "session": view})
+        other.hooks = self.hooks
+        other._lanes = lanes
+        lanes[self.lane_name] = self
+        lanes[name] = other
+        return other
+
     # -- listeners and queues -------------------------------------------------------------
 
     def subscribe(self, listener: HarnessListener) -> Callable[[], None]:
@@ -353,6 +451,221 @@ class Harness:
         self._agent.abort()
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+
+    # -- the durable queue (Pi's lane inbox) ---------------------------------------------
+
+    @property
+    def queued(self) -> tuple[QueuedMessage, ...]:
+        """The durable queue, in order (see :meth:`enqueue`); empty without a session."""
+        if self._ops is None or self._session is None:
+            return ()
+        return queued(self._session)
+
+    def _queue_session(self) -> Session:
+        if self._ops is None or self._session is None:
+            msg = "the durable queue needs a session: pass session= to Harness (not read-only)"
+            raise UsageError(msg)
+        return self._session
+
+    async def enqueue(
+        self,
+        kind: QueueKind,
+        input: str | AgentMessage,
+        images: Sequence[ImageContent] = (),
+    ) -> str:
+        """Queue a message durably (Pi's ``enqueue``); returns the id its entry will have.
+
+        ``kind`` ``"steer"`` delivers it after the running turn, ``"follow_up"`` when the
+        run would stop, ``"next_run"`` before the next prompt. The message is written to
+        the session before this returns and stays queued through an abort or a crash
+        until a run takes it: a prompt's start takes every ``next_run`` message and the
+        first ``steer`` and ``follow_up`` (all of them with the queue mode ``"all"``) as
+        entries before its own; a running turn takes steering and follow-up messages as
+        the Agent delivers them. :meth:`cancel_queued` takes one back.
+
+        Raises:
+            UsageError: no session; an unknown ``kind``; an empty message; images with a
+                message that is not a string; a pending assistant message.
+        """
+        session = self._queue_session()
+        if kind not in PI_KINDS:
+            msg = f"unknown queue kind {kind!r}: use 'steer', 'follow_up' or 'next_run'"
+            raise UsageError(msg)
+        if isinstance(input, str):
+            if not input and not images:
+                msg = "Queued input must contain text or an image"
+                raise UsageError(msg)
+            content = ((TextContent(text=input),) if input else ()) + tuple(images)
+            message: AgentMessage = UserMessage(content=content, timestamp=now_ms())
+        else:
+            (message,) = _normalize_input(input, ())
+            if images:
+                msg = "Images can be added only to a queued string (pass them in the message)"
+                raise UsageError(msg)
+            if isinstance(message, AssistantMessage) and message.stop_reason == "pending":
+                msg = "Cannot queue a pending assistant message"
+                raise UsageError(msg)
+        entry_id = new_id()
+        await session._record([enqueue_writes(session, entry_id, kind, message)])
+        if self._busy and kind != "next_run":
+            self._deliver(entry_id, kind, message)
+        await self._bus.emit(QueueUpdate(queued=self.queued))
+        return entry_id
+
+    async def next_run(self, input: str | AgentMessage, images: Sequence[ImageContent] = ()) -> str:
+        """Queue a message for the start of the next prompt (Pi's ``nextRun``):
+        :meth:`enqueue` with ``"next_run"``."""
+        return await self.enqueue("next_run", input, images)
+
+    async def cancel_queued(
+        self, entry_id: str
+    ) -> Literal["cancelled", "already_consumed", "not_found"]:
+        """Take a queued message back (Pi's ``cancelQueued``): ``"cancelled"``, or
+        ``"already_consumed"`` when a run took it (its entry is in the session), or
+        ``"not_found"``.
+
+        Raises:
+            UsageError: no session.
+        """
+        session = self._queue_session()
+        if all(item.get("entryId") != entry_id for item in inbox(session)):
+            return "already_consumed" if entry_id in session._state.by_id else "not_found"
+        self._undeliver(entry_id)
+        await session._record([_take_writes(session, [entry_id])])
+        await self._bus.emit(QueueUpdate(queued=self.queued))
+        return "cancelled"
+
+    def _deliver(self, entry_id: str, kind: str, message: AgentMessage) -> None:
+        """Hand a queued message to the Agent's queue (its entry is written when the
+        Agent delivers it)."""
+        self._delivering.append((message, entry_id))
+        if kind == "steer":
+            self._agent.steer(message)
+        else:
+            self._agent.follow_up(message)
+
+    def _undeliver(self, entry_id: str | None = None) -> None:
+        """Take queued messages (one, or all) back from the Agent's queues: they stay in
+        the durable queue for the next run."""
+        gone = [m for m, e in self._delivering if entry_id is None or e == entry_id]
+        if not gone:
+            return
+        self._delivering = [(m, e) for m, e in self._delivering if not any(m is g for g in gone)]
+        agent = self._agent
+        steering = [m for m in agent.queued_steering if not any(m is g for g in gone)]
+        follow_up = [m for m in agent.queued_follow_up if not any(m is g for g in gone)]
+        agent.clear_all_queues()
+        for m in steering:
+            agent.steer(m)
+        for m in follow_up:
+            agent.follow_up(m)
+
+    def _take_delivered(self, message: AgentMessage) -> str | None:
+        for n, (queued_message, entry_id) in enumerate(self._delivering):
+            if queued_message is message:
+                del self._delivering[n]
+                return entry_id
+        return None
+
+    def _take_queued_for_prompt(self) -> list[AgentMessage]:
+        """What a prompt's start takes from the durable queue (Pi's ``acceptRun``)."""
+        if self._ops is None or self._session is None:
+            return []
+        agent = self._agent
+        taken = select(queued(self._session), agent.steering_mode, agent.follow_up_mode)
+        for item in taken:
+            self._delivering.append((item.message, item.entry_id))
+        return [item.message for item in taken]
+
+    def _deliver_inbox(self) -> None:
+        """A recovered run takes the queue's steering and follow-up messages as it
+        goes (they were queued while it ran)."""
+        if self._session is None:
+            return
+        for item in queued(self._session):
+            if item.kind != "next_run":
+                self._deliver(item.entry_id, item.kind, item.message)
+
+    # -- usage, idle callbacks, watching -------------------------------------------------
+
+    async def record_usage(
+        self,
+        usage: Usage | Mapping[str, Any],
+        *,
+        entry_id: str | None = None,
+        details: Any = None,
+    ) -> str:
+        """Record a usage adjustment in the session (Pi's ``recordUsage``: a usage row
+        with ``adjustment: true``, beside the entry ``entry_id`` if given, with
+        ``details``); returns the row's id (see :attr:`Session.usage_rows`).
+
+        Raises:
+            UsageError: no session.
+        """
+        session = self._queue_session()
+        usage_id = new_id()
+        row: dict[str, Any] = {
+            "kind": "usage",
+            "id": usage_id,
+            "usage": wire.unstructure(usage) if isinstance(usage, Usage) else dict(usage),
+            "adjustment": True,
+        }
+        if entry_id is not None:
+            row["entryId"] = entry_id
+        if details is not None:
+            row["details"] = details
+        await session._record([[row]])
+        return usage_id
+
+    async def run_when_idle(self, callback: Callable[[], Awaitable[object]]) -> None:
+        """Wait until the harness is idle, then run ``await callback()`` with the harness
+        claimed (Pi's ``runWhenIdle``): a :meth:`prompt` meanwhile raises
+        :class:`~pitrio.AgentBusyError`. Returns when the callback has.
+        """
+        while True:
+            await self.wait_for_idle()
+            if not self._busy:
+                break
+        self._claim()
+        try:
+            await callback()
+        finally:
+            self._release()
+
+    @asynccontextmanager
+    async def watch(self) -> AsyncIterator[Watcher]:
+        """Watch the harness (Pi's ``watch``): a :class:`Watcher` with a snapshot of now
+        (the context, the queue, the running or interrupted operation) and, by
+        ``async for``, every event from then on, until the block ends::
+
+            async with harness.watch() as watcher:
+                print(len(watcher.snapshot.messages))
+                async for event in watcher:
+                    ...
+        """
+        send, receive = trio.open_memory_channel[Any](math.inf)
+        unsubscribe = self.subscribe(send.send_nowait)
+        try:
+            snapshot = WatchSnapshot(
+                messages=tuple(self.messages),
+                queued=self.queued,
+                operation=self._current_operation(),
+                busy=self._busy,
+            )
+            async with receive:
+                yield Watcher(snapshot, receive)
+        finally:
+            unsubscribe()
+            send.close()
+
+    def _current_operation(self) -> Operation | None:
+        ops = self._ops
+        if ops is not None and ops.active and self._session is not None:
+            try:
+                return restore_lane(self._session, self._session.lane_name).operation
+            except PitrioError:
+                return None
+        return self._interrupted
 
     async def wait_for_idle(self) -> None:
         """Wait until no prompt or compaction runs. Checkpoints."""
@@ -388,7 +701,8 @@ class Harness:
             # Pi's lane finishes its current operation before the next run starts.
             await self.resume()
         self._claim()
-        await self._drive(messages, task_status)
+        taken = self._take_queued_for_prompt()
+        await self._drive([*taken, *messages], task_status)
 
     async def resume(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -519,6 +833,7 @@ class Harness:
                 await self._compact("threshold")
         finally:
             self._prompts = []
+            self._undeliver()  # what no turn took stays in the durable queue
             with trio.CancelScope(shield=True):
                 try:
                     if self._ops is not None:
@@ -577,6 +892,7 @@ class Harness:
         self._interrupted = None
         self._last_assistant = None
         ops.adopt(operation)
+        self._deliver_inbox()
         await self._bus.emit(RecoveryStart(operation_id=operation.id, at=operation.at))
         try:
             go_on = await _recovery.settle(self, session, ops, operation)
@@ -587,15 +903,15 @@ class Harness:
                 finally:
                     self._release()
             raise
-        messages = list(session.build_context().messages)
-        if isinstance(last := messages[-1] if messages else None, AssistantMessage) and (
-            last.stop_reason in _ERROR_STOPS
-        ):
-            # The settled interrupted request, in a context that keeps failed answers
-            # (Pi's coding-agent sessions): asked again, as a retry is (see _continue).
-            messages.pop()
-        self._agent.state.messages = messages
+        self._agent.state.messages = list(session.build_context().messages)
+        self._drop_trailing_failure()
         await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=go_on))
+        if go_on and self._threshold_reached(self._agent.state.messages):
+            # The killed run would have compacted before this request (the check a
+            # run's later requests get in prepare_next_turn; Pi's drive compacts at a
+            # checkpoint).
+            await self._compact("threshold")
+            self._drop_trailing_failure()
         if not go_on:
             with trio.CancelScope(shield=True):
                 try:
@@ -607,6 +923,19 @@ class Harness:
             await self._bus.emit(Settled(message=self._last_assistant))
             return
         await self._drive(None, task_status, recovered=True)
+
+    def _drop_trailing_failure(self) -> None:
+        """The settled interrupted request (or a failed answer waiting for its retry), in
+        a context that keeps failed answers (Pi's coding-agent sessions), leaves the
+        Agent's context: it is asked again, as a retry is (see _continue)."""
+        messages = self._agent.state.messages
+        end = len(messages)
+        while end and isinstance(last := messages[end - 1], AssistantMessage) and (
+            last.stop_reason in _ERROR_STOPS
+        ):
+            end -= 1  # (a failed answer waiting for its retry, then the interrupted one)
+        if end < len(messages):
+            self._agent.state.messages = messages[:end]
 
     def _aborting(self) -> bool:
         """Whether abort() was called (a method: it changes while the prompt runs)."""
@@ -777,10 +1106,20 @@ class Harness:
 
     async def _record_message(self, ops: OperationRecorder, message: AgentMessage) -> None:
         assert self._session is not None
+        queued_id = self._take_delivered(message)
         if any(m is message for m in self._prompts):
-            entry_id = new_id()
-            writes = ops.begin_writes(entry_id, self._config.model, self._tool_names())
+            entry_id = new_id() if queued_id is None else queued_id
+            model, names = self._config.model, self._tool_names()
+            writes = ops.begin_writes(entry_id, model, names, prompt=queued_id is None)
+            if queued_id is not None:
+                writes = _take(self._session, writes, queued_id)
             await self._session._append_message_with(message, entry_id=entry_id, after=writes)
+            if queued_id is not None:
+                await self._bus.emit(QueueUpdate(queued=self.queued))
+        elif queued_id is not None:
+            writes = _take(self._session, [], queued_id)
+            await self._session._append_message_with(message, entry_id=queued_id, after=writes)
+            await self._bus.emit(QueueUpdate(queued=self.queued))
         elif isinstance(message, AssistantMessage):
             await ops.assistant_end(message, retry=self._will_retry(message))
         elif isinstance(message, ToolResultMessage):
@@ -934,12 +1273,65 @@ class Harness:
 
 
 def _interrupted(session: Session) -> Operation | None:
-    """The run operation the session's main lane was in, if its records are whole."""
+    """The run operation the session's lane was in, if its records are whole."""
     try:
-        operation = restore_lane(session).operation
+        operation = restore_lane(session, session.lane_name).operation
     except PitrioError:
         return None
     return operation if operation is not None and operation.intent == "run" else None
+
+
+def _take(session: Session | None, writes: list[Any], entry_id: str) -> list[Any]:
+    """``writes`` taking ``entry_id`` out of the durable queue in the same transaction:
+    its payload deleted, and the lane state (the last one written) without it."""
+    assert session is not None
+    taken = _take_writes(session, [entry_id])
+    lane = [w for w in writes if w.get("namespace") == LANE_STATE and w.get("op") == "set"]
+    if not lane:
+        return [*writes, *taken]
+    value = dict(lane[-1]["value"])
+    value["inbox"] = [i for i in value.get("inbox") or () if i.get("entryId") != entry_id]
+    rest = [w for w in writes if w not in lane]
+    return [*rest, *taken[:-1], {**lane[-1], "value": value}]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class WatchSnapshot:
+    """What :meth:`Harness.watch` saw when it started.
+
+    Attributes:
+        messages: the context.
+        queued: the durable queue.
+        operation: the running run's operation, or the interrupted one, or ``None``.
+        busy: whether a prompt or compaction was running.
+    """
+
+    messages: tuple[AgentMessage, ...]
+    queued: tuple[QueuedMessage, ...]
+    operation: Operation | None
+    busy: bool
+
+
+@final
+class Watcher:
+    """A watch on a harness (:meth:`Harness.watch`): its ``snapshot``
+    (:class:`WatchSnapshot`), then its events by ``async for``."""
+
+    __slots__ = ("_receive", "snapshot")
+
+    def __init__(self, snapshot: WatchSnapshot, receive: trio.MemoryReceiveChannel[Any]) -> None:
+        self.snapshot = snapshot
+        self._receive = receive
+
+    def __aiter__(self) -> Watcher:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
 
 
 def _branch(session: Session) -> list[Any]:

@@ -8,7 +8,9 @@ request is out, ``assistant.retry_wait``, ``tools`` with each call ``planned``,
 ``effect_pending`` (its intent, with the tool's replay policy and ``pi.op.tool_args``),
 ``outcome_ready`` (its result kept as ``pi.pending.entry``) and ``completed``), the lane's
 ``pi.lane.state`` (``currentOperationId``, ``lastOperationId``) and, once the run is over,
-``pi.result``. :class:`OperationRecorder` writes the same values in the same JSON from the
+``pi.result``; a running call's memos (``pi.op.tool_memo``) and checkpoint
+(``pi.pending.tool_output``) are written by its invocation (``_invocation``).
+:class:`OperationRecorder` writes the same values in the same JSON from the
 events of pitrio's Agent; :func:`restore_session` reads them back as Pi's
 ``restoreSession`` does (``runtime/restore.js``).
 
@@ -45,6 +47,7 @@ __all__ = [
 OP_META: Final = "pi.op.meta"
 OP_STATE: Final = "pi.op.state"
 OP_TOOL_ARGS: Final = "pi.op.tool_args"
+OP_TOOL_MEMO: Final = "pi.op.tool_memo"
 OP_RESULT: Final = "pi.result"
 PENDING_ENTRY: Final = "pi.pending.entry"
 PENDING_TOOL_OUTPUT: Final = "pi.pending.tool_output"
@@ -205,7 +208,7 @@ class OperationRecorder:
 
     def __init__(self, session: Session, settings: Mapping[str, Any]) -> None:
         self._session = session
-        self._lane = MAIN_BRANCH
+        self._lane = session._lane
         self._settings = dict(settings)
         self._op_id: str | None = None
         self._meta: dict[str, Any] = {}
@@ -273,11 +276,14 @@ class OperationRecorder:
         return [_set(LANE_CONFIG, self._lane, config)]
 
     def begin_writes(
-        self, prompt_entry_id: str, model: Model, tool_names: Sequence[str]
+        self, prompt_entry_id: str, model: Model, tool_names: Sequence[str], *, prompt: bool = True
     ) -> list[Write]:
         """The writes that start a run, committed with its prompt's entry (Pi's first
-        transaction: the prompt, the tip, ``op.meta``, ``op.state: starting``, the lane)."""
+        transaction: the prompt, the tip, ``op.meta``, ``op.state: starting``, the lane).
+        ``prompt=False``: a queued message the run takes, not one of its prompt's."""
         if self._op_id is not None:
+            if not prompt:
+                return []
             # A later message of the same prompt joins the intent.
             self._meta["intent"]["promptEntryIds"].append(prompt_entry_id)
             return [_set(OP_META, self._op_id, self._meta)]
@@ -287,7 +293,7 @@ class OperationRecorder:
             "lane": self._lane,
             "sourceTipId": self._session.leaf_id,
             "startedAt": now_ms(),
-            "intent": {"kind": "run", "promptEntryIds": [prompt_entry_id]},
+            "intent": {"kind": "run", "promptEntryIds": [prompt_entry_id] if prompt else []},
         }
         self._state = {}
         starting = {**self._scope(), "at": "starting", "latestAssistantEntryId": None}
@@ -452,6 +458,42 @@ class OperationRecorder:
         n = self._calls[tool_call_id]
         return n, self._state["batch"]["calls"][n]
 
+    def invocation_ids(self, tool_call_id: str) -> tuple[str, str, str] | None:
+        """``(operation id, turn id, invocation id)`` of a call whose intent is recorded
+        (``effect_pending``), else ``None``."""
+        found = self._call(tool_call_id)
+        if found is None or found[1]["status"] != "effect_pending" or self._op_id is None:
+            return None
+        return self._op_id, str(self._state["batch"]["turnId"]), str(found[1]["resultEntryId"])
+
+    def owns_effect(self, operation_id: str, invocation_id: str) -> bool:
+        """Whether the call ``invocation_id`` of ``operation_id`` is running
+        (``effect_pending``): Pi's ``ownsEffect``."""
+        if self._op_id != operation_id or self._state.get("at") != "tools":
+            return False
+        return any(
+            c["resultEntryId"] == invocation_id and c["status"] == "effect_pending"
+            for c in self._state["batch"]["calls"]
+        )
+
+    def _memos(self, invocation_id: str | None = None) -> list[Write]:
+        """Deletes of the memos of one call (or of the whole operation)."""
+        prefix = f"{self._op_id}:" if invocation_id is None else f"{self._op_id}:{invocation_id}:"
+        return [
+            _delete(OP_TOOL_MEMO, key)
+            for namespace, key in list(self._session._state.values)
+            if namespace == OP_TOOL_MEMO and key.startswith(prefix)
+        ]
+
+    def clear_checkpoint(self, invocation_id: str) -> list[Write]:
+        """Before a safe replay, the call's last checkpoint goes (Pi's
+        ``clearReplayCheckpoint``)."""
+        return [_delete(PENDING_TOOL_OUTPUT, f"{self._op_id}:{invocation_id}")]
+
+    def checkpoint_of(self, invocation_id: str) -> JSONValue:
+        """The call's last checkpoint (``pi.pending.tool_output``), or ``None``."""
+        return self._session.get_value(PENDING_TOOL_OUTPUT, f"{self._op_id}:{invocation_id}")
+
     def _with_call(self, n: int, call: dict[str, Any]) -> Write:
         batch = dict(self._state["batch"])
         calls = list(batch["calls"])
@@ -496,6 +538,7 @@ class OperationRecorder:
         writes = [
             _set(PENDING_ENTRY, rid, payload),
             _delete(PENDING_TOOL_OUTPUT, f"{self._op_id}:{rid}"),
+            *self._memos(rid),
             self._with_call(n, ready),
         ]
         await self._session._record([writes])
@@ -555,7 +598,9 @@ class OperationRecorder:
         writes: list[Write] = [_delete(OP_META, op_id), _delete(OP_STATE, op_id)]
         prefix = f"{op_id}:"
         for namespace, key in list(session._state.values):
-            if namespace in (OP_TOOL_ARGS, PENDING_TOOL_OUTPUT) and key.startswith(prefix):
+            if namespace in (OP_TOOL_ARGS, OP_TOOL_MEMO, PENDING_TOOL_OUTPUT) and key.startswith(
+                prefix
+            ):
                 writes.append(_delete(namespace, key))
         if self._state.get("at") == "tools":
             for call in self._state["batch"]["calls"]:

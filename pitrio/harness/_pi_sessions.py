@@ -401,6 +401,8 @@ class PiSessionStore(_FileStore):
     """
 
     keeps_failed_answers: Final = True
+    single_lane: Final = True
+    """Pi's coding-agent file has one branch tip, so no named lanes (``Session.lane``)."""
 
     def __init__(
         self,

@@ -28,7 +28,6 @@ from pitrio import (
     MessageEnd,
     MessageStart,
     Model,
-    TextContent,
     ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -39,6 +38,7 @@ from pitrio import (
 )
 
 from ._entries import MessageEntry, now_ms
+from ._invocation import interrupted_result, new_invocation, run_tool
 from ._operations import (
     INTERRUPTED_REQUEST,
     INTERRUPTED_TOOL,
@@ -105,25 +105,25 @@ async def _interrupted_request(
     await bus.emit(MessageEnd(message=message))
 
 
-def _interrupted_result(call: ToolCall) -> ToolResultMessage:
-    return ToolResultMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=(TextContent(text=INTERRUPTED_TOOL),),
-        is_error=True,
-        timestamp=now_ms(),
-    )
-
-
-async def _execute(tool: AgentTool | None, call: ToolCall, args: Any) -> tuple[ToolResult, bool]:
+async def _execute(
+    tool: AgentTool | None, call: ToolCall, args: Any, session: Session, ops: OperationRecorder
+) -> tuple[ToolResult, bool]:
     """Run one recovered call (no hooks, no argument validation: the call passed them
-    before the crash, or its recorded arguments are used)."""
+    before the crash, or its recorded arguments are used), with its invocation: the
+    same ids, the memos it set before the crash."""
     if tool is None:
         return error_result(f"Tool {call.name} not found"), True
+    ids = ops.invocation_ids(call.id)
+
+    def on_update(partial: ToolResult) -> None:
+        pass
+
+    invocation = None if ids is None else new_invocation(ops, session, ids, on_update)
     try:
-        return await tool.execute(call.id, args, AbortSignal(), lambda partial: None), False
+        result = await run_tool(tool, invocation, call.id, args, AbortSignal(), on_update)
     except Exception as exc:
         return error_result(str(exc) or type(exc).__name__), True
+    return result, False
 
 
 async def _tools(
@@ -169,10 +169,11 @@ async def _tools(
                     args = stored_args(
                         session, operation.id, str(batch["turnId"]), int(call["sourceIndex"])
                     )
+                    await session._record([ops.clear_checkpoint(str(call["resultEntryId"]))])
                 await bus.emit(
                     ToolExecutionStart(tool_call_id=block.id, tool_name=block.name, args=args)
                 )
-                result, is_error = await _execute(tool, block, args)
+                result, is_error = await _execute(tool, block, args, session, ops)
                 ends = result.terminate is True
                 message = ToolResultMessage(
                     tool_call_id=block.id,
@@ -194,7 +195,8 @@ async def _tools(
                     )
                 )
             else:
-                message = _interrupted_result(block)
+                checkpoint = ops.checkpoint_of(str(call["resultEntryId"]))
+                message = interrupted_result(block, checkpoint, INTERRUPTED_TOOL)
                 await ops.tool_outcome(message, False)
         terminate = terminate and ends
         await bus.emit(MessageStart(message=message))

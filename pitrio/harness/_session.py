@@ -114,7 +114,9 @@ class Session:
     __slots__ = (
         "_closed",
         "_flush_lock",
+        "_lane",
         "_pending",
+        "_root",
         "_state",
         "_store",
         "_writer",
@@ -159,6 +161,8 @@ class Session:
         self._pending: list[list[Write]] = []
         self._flush_lock = trio.Lock()
         self._closed = False
+        self._lane = MAIN_BRANCH
+        self._root: Session | None = None  # the session a lane view shares storage with
 
     def __repr__(self) -> str:
         return f"<Session {self.id} cwd={self.cwd!r} entries={len(self._state.entries)}>"
@@ -174,7 +178,7 @@ class Session:
     def leaf_id(self) -> str | None:
         """The id of the current entry, which the next append becomes a child of
         (``None`` while the session is empty)."""
-        value: str | None = self._state.value(BRANCH_TIP, MAIN_BRANCH)
+        value: str | None = self._state.value(BRANCH_TIP, self._lane)
         return value
 
     @property
@@ -195,7 +199,7 @@ class Session:
     @property
     def model(self) -> ModelRef | None:
         """The model last set with :meth:`append_model_change`."""
-        config = self._state.value(LANE_CONFIG, MAIN_BRANCH)
+        config = self._state.value(LANE_CONFIG, self._lane)
         if not isinstance(config, Mapping):
             return None
         model = config.get("model")
@@ -206,17 +210,17 @@ class Session:
     @property
     def thinking_level(self) -> ThinkingLevel | None:
         """The thinking level last set with :meth:`append_thinking_level_change`."""
-        config = self._state.value(LANE_CONFIG, MAIN_BRANCH)
+        config = self._state.value(LANE_CONFIG, self._lane)
         if isinstance(config, Mapping) and config.get("thinkingLevel") in THINKING_LEVELS:
             level: ThinkingLevel = config["thinkingLevel"]
             return level
-        pending = self._state.value(PENDING_THINKING, MAIN_BRANCH)
+        pending = self._state.value(PENDING_THINKING, self._lane)
         return pending if pending in THINKING_LEVELS else None
 
     @property
     def active_tool_names(self) -> tuple[str, ...] | None:
         """The tool names last set with :meth:`set_active_tools` (``None``: never set)."""
-        config = self._state.value(LANE_CONFIG, MAIN_BRANCH)
+        config = self._state.value(LANE_CONFIG, self._lane)
         if isinstance(config, Mapping) and isinstance(config.get("activeToolNames"), list):
             return tuple(config["activeToolNames"])
         return None
@@ -269,7 +273,7 @@ class Session:
     # -- writing ----------------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or (self._root is not None and self._root._closed):
             msg = f"session {self.id} is closed; open it again from its store"
             raise SessionClosedError(msg)
 
@@ -289,6 +293,9 @@ class Session:
                 out = dict(write)
                 out["seq"] = seq
                 out["timestamp"] = ts
+            elif write["kind"] == "usage":  # Pi's {kind, ...row, seq}
+                out = dict(write)
+                out["seq"] = seq
             else:  # Pi's key order: kind, op, seq, namespace, key, value
                 out = {"kind": write["kind"], "op": write["op"], "seq": seq}
                 out.update(write)
@@ -315,7 +322,7 @@ class Session:
     ) -> str:
         entry_id = new_id() if entry_id is None else entry_id
         entry = {"kind": "entry", "id": entry_id, "parentId": self.leaf_id, **fields}
-        tip = self._value(BRANCH_TIP, MAIN_BRANCH, entry_id)
+        tip = self._value(BRANCH_TIP, self._lane, entry_id)
         self._commit([*before, entry, tip, *after], message)
         return entry_id
 
@@ -448,15 +455,22 @@ class Session:
         return entry_id
 
     def _config(self) -> dict[str, Any]:
-        config = self._state.value(LANE_CONFIG, MAIN_BRANCH)
+        config = self._state.value(LANE_CONFIG, self._lane)
         return dict(config) if isinstance(config, Mapping) else {}
 
     def _write_config(self, config: dict[str, Any]) -> None:
-        writes = [self._value(LANE_CONFIG, MAIN_BRANCH, config)]
-        if (LANE_STATE, MAIN_BRANCH) not in self._state.values:
-            writes.append(self._value(LANE_STATE, MAIN_BRANCH, dict(IDLE_LANE)))
-        if (PENDING_THINKING, MAIN_BRANCH) in self._state.values:
-            writes.append(self._value(PENDING_THINKING, MAIN_BRANCH, None))
+        writes = [self._value(LANE_CONFIG, self._lane, config)]
+        one_lane = getattr(self._store, "single_lane", False)
+        if (BRANCH_TIP, self._lane) not in self._state.values and not one_lane:
+            # Pi's lane has a tip from its start, null before the first entry (its restore
+            # needs the value).
+            tip: Write = {"kind": "value", "op": "set", "namespace": BRANCH_TIP}
+            tip.update(key=self._lane, value=None)
+            writes.insert(0, tip)
+        if (LANE_STATE, self._lane) not in self._state.values:
+            writes.append(self._value(LANE_STATE, self._lane, dict(IDLE_LANE)))
+        if (PENDING_THINKING, self._lane) in self._state.values:
+            writes.append(self._value(PENDING_THINKING, self._lane, None))
         self._commit(writes)
 
     async def append_model_change(self, provider: str, model_id: str) -> None:
@@ -480,7 +494,7 @@ class Session:
             self._write_config(config)
         else:
             # Pi's lane configuration needs a model; keep the level until one is set.
-            self._commit([self._value(PENDING_THINKING, MAIN_BRANCH, level)])
+            self._commit([self._value(PENDING_THINKING, self._lane, level)])
         await self._write()
 
     async def set_active_tools(self, names: Sequence[str]) -> None:
@@ -511,7 +525,7 @@ class Session:
             self.get_entry(entry_id)
         # Pi's branch keeps its tip when it points before the first entry: a set to null,
         # never a delete (Pi's restore needs the value: "missing branch.tip").
-        tip: Write = {"kind": "value", "op": "set", "namespace": BRANCH_TIP, "key": MAIN_BRANCH}
+        tip: Write = {"kind": "value", "op": "set", "namespace": BRANCH_TIP, "key": self._lane}
         tip["value"] = entry_id
         self._commit([tip])
         await self._write()
@@ -578,6 +592,64 @@ class Session:
             cwd=self.cwd, session_id=None, parent_session_id=self.id, initial=writes
         )
 
+    @property
+    def lane_name(self) -> str:
+        """The lane this object reads and appends on (``"main"``, or a :meth:`lane`'s)."""
+        return self._lane
+
+    async def lane(self, name: str, *, create_at: str | None = None) -> Session:
+        """The session as lane ``name`` sees it (Pi's named lanes): the same entries and
+        storage, with that lane's branch tip, configuration and state. A lane the session
+        lacks is created with its tip at ``create_at`` (an entry id; ``None``: before the
+        first entry), its configuration this lane's. Closing the view only flushes.
+
+        Raises:
+            UsageError: an empty name, or a name with ``\\u0000``; or the store keeps only
+                one lane (:class:`~pitrio.harness.PiSessionStore`).
+            SessionNotFoundError: ``create_at`` names no entry.
+        """
+        self._check_open()
+        if not name or "\x00" in name:
+            reason = "must not be empty" if not name else "must not contain \\u0000"
+            msg = f"Invalid lane {name!r}: lane name {reason}"
+            raise UsageError(msg)
+        if getattr(self._store, "single_lane", False):
+            msg = (
+                "named lanes need a JSONL, SQLite or in-memory store "
+                "(a Pi coding-agent session file has one lane)"
+            )
+            raise UsageError(msg)
+        root = self._root or self
+        if name == root._lane:
+            return root
+        view = object.__new__(Session)
+        for slot in Session.__slots__:
+            if slot not in ("_closed", "_lane", "_root"):
+                setattr(view, slot, getattr(root, slot))
+        view._closed = False
+        view._lane = name
+        view._root = root
+        values = self._state.values
+        writes: list[Write] = []
+        if (BRANCH_TIP, name) not in values:
+            if create_at is not None:
+                self.get_entry(create_at)
+            tip: Write = {"kind": "value", "op": "set", "namespace": BRANCH_TIP, "key": name}
+            tip["value"] = create_at
+            writes.append(tip)
+        if (LANE_CONFIG, name) not in values:
+            config = self._state.value(LANE_CONFIG, self._lane)
+            if isinstance(config, Mapping) and "model" in config:
+                writes.append(self._value(LANE_CONFIG, name, dict(config)))
+        if writes and (LANE_STATE, name) not in values:
+            writes.append(self._value(LANE_STATE, name, dict(IDLE_LANE)))
+        if writes:
+            self._commit(writes)
+            await self._write()
+        else:
+            await trio.lowlevel.checkpoint()
+        return view
+
     # -- storage ----------------------------------------------------------------------
 
     @property
@@ -591,7 +663,8 @@ class Session:
         also make them durable by the store's policy. Checkpoints."""
         async with self._flush_lock:
             if self._pending:
-                pending, self._pending = self._pending, []
+                pending = list(self._pending)  # (the list a lane view shares)
+                self._pending.clear()
                 # A file store writes and syncs a save point in one worker-thread hop.
                 both = getattr(self._writer, "write_and_sync", None) if sync else None
                 sync_error: OSError | None = None
@@ -623,9 +696,17 @@ class Session:
         await self._write(sync=True)
 
     async def close(self) -> None:
-        """Flush, then release the session for other writers. Closing twice is fine."""
+        """Flush, then release the session for other writers. Closing twice is fine.
+        (A lane's view, :meth:`lane`, is only flushed: its session stays open.)"""
         if self._closed:
             await trio.lowlevel.checkpoint()
+            return
+        if self._root is not None:
+            try:
+                if not self._root._closed:
+                    await self.flush()
+            finally:
+                self._closed = True
             return
         try:
             await self.flush()

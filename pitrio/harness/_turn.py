@@ -124,6 +124,7 @@ class TurnConfig:
 
     __slots__ = (
         "_bound",
+        "_wrapped",
         "active_tools",
         "applied",
         "model",
@@ -134,6 +135,7 @@ class TurnConfig:
         "tool_context",
         "tool_sources",
         "turn",
+        "wrap",
     )
 
     def __init__(
@@ -163,6 +165,9 @@ class TurnConfig:
         self._bound: (
             tuple[object, ToolContext, tuple[object, ...], tuple[AgentTool, ...]] | None
         ) = None
+        self.wrap: Callable[[AgentTool], AgentTool] | None = None
+        """What the Agent is given instead of each tool (the harness's invocations)."""
+        self._wrapped: dict[int, tuple[AgentTool, AgentTool]] = {}
 
     def rebind(
         self,
@@ -201,6 +206,7 @@ class TurnConfig:
                 else:
                     tools.extend(made)
             bound = self._bound = (sources, context, revisions, tuple(tools))
+            self._wrapped = {}
         active = self.active_tools
         tools_now = bound[3] if active is None else tuple(t for t in bound[3] if t.name in active)
         turn = TurnState(
@@ -213,6 +219,20 @@ class TurnConfig:
         )
         self.turn = turn
         return turn
+
+    def agent_tools(self, tools: tuple[AgentTool, ...]) -> list[AgentTool]:
+        """The tools as the Agent runs them (each wrapped by :attr:`wrap`, once)."""
+        wrap = self.wrap
+        if wrap is None:
+            return list(tools)
+        out = []
+        wrapped = self._wrapped
+        for tool in tools:
+            known = wrapped.get(id(tool))
+            if known is None or known[0] is not tool:
+                known = wrapped[id(tool)] = (tool, wrap(tool))
+            out.append(known[1])
+        return out
 
     async def resolve_system_prompt(self, turn: TurnState) -> str:
         """The system prompt for ``turn``: the prompt's override, the string, or what the
@@ -247,7 +267,7 @@ class TurnConfig:
             turn = self.build(session)
             system_prompt = await self.resolve_system_prompt(turn)
             agent.state.system_prompt = system_prompt
-            agent.state.tools = list(turn.tools)
+            agent.state.tools = self.agent_tools(turn.tools)
             self.applied = Applied(self, turn.tools, system_prompt)
         finally:
             agent.state.model = self.model
@@ -277,7 +297,9 @@ class TurnConfig:
             or previous.system_prompt != system_prompt
         ):
             context = AgentContext(
-                system_prompt=system_prompt, messages=messages, tools=list(state.tools)
+                system_prompt=system_prompt,
+                messages=messages,
+                tools=self.agent_tools(state.tools),
             )
         model = None if previous is not None and previous.model is self.model else self.model
         thinking = (

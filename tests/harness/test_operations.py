@@ -46,10 +46,10 @@ def _env(node_modules: Path) -> dict[str, str]:
 
 
 async def _pi_killed_mid_tool(
-    node_modules: Path, root: Path, session_id: str, replay: str = "never"
+    node_modules: Path, root: Path, session_id: str, replay: str = "never", *, memo: bool = False
 ) -> Path:
-    """Pi's harness runs until its tool (with that replay policy) starts; then it is
-    SIGKILLed. Its file."""
+    """Pi's harness runs until its tool (with that replay policy) starts (with ``memo``:
+    and has set a memo and a checkpoint); then it is SIGKILLed. Its file."""
     started = root / "started"
     _mkdir(root)
     with trio.fail_after(60):
@@ -57,7 +57,7 @@ async def _pi_killed_mid_tool(
             [
                 "node",
                 str(NODE_DIR / "pi_run_and_hang.mjs"),
-                *(str(root), session_id, str(started), replay),
+                *(str(root), session_id, str(started), replay, "memo" if memo else "-"),
             ],
             env=_env(node_modules),
             stdout=subprocess.DEVNULL,
@@ -84,8 +84,10 @@ def _only_jsonl(root: Path) -> Path:
 
 
 async def _pi(node_modules: Path, command: str, *args: str) -> Any:
-    """``pi_session.mjs COMMAND ARGS``, or ``pi_resume.mjs ARGS`` for ``resume``."""
-    script = ["pi_resume.mjs"] if command == "resume" else ["pi_session.mjs", command]
+    """``pi_session.mjs COMMAND ARGS``, or ``pi_resume.mjs ARGS`` for ``resume``,
+    ``pi_prompt.mjs ARGS`` for ``prompt``."""
+    own = {"resume": "pi_resume.mjs", "prompt": "pi_prompt.mjs"}
+    script = [own[command]] if command in own else ["pi_session.mjs", command]
     with trio.fail_after(60):
         result = await trio.run_process(
             ["node", str(NODE_DIR / script[0]), *script[1:], *args],

@@ -5,8 +5,9 @@
 //
 //   node pi_resume.mjs FILE REPLAY
 //
-// Prints {open, result, ran, messages} as JSON: the open operations create() found,
-// resume()'s result, the tool's runs and the branch's messages (role, and their text).
+// Prints {open, result, ran, memo, invocationId, messages} as JSON: the open operations
+// create() found, resume()'s result, the tool's runs, the memo "charged" and the
+// invocation id its last run saw, and the branch's messages (role, and their text).
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core and pi-ai.
 import path from "node:path";
@@ -35,14 +36,18 @@ const metadata = (await repo.list({}, C)).find((m) => m.path === file);
 if (metadata === undefined) throw new Error(`Pi does not list ${file}`);
 const session = await repo.open(metadata, C);
 let ran = 0;
+let memo = null;
+let invocationId = null;
 const tool = {
 	name: "slow",
 	label: "slow",
 	description: "slow",
 	parameters: { type: "object", properties: {} },
 	...(replay === "safe" ? { replay: "safe" } : {}),
-	async execute() {
+	async execute(_id, _params, _onUpdate, _toolContext, invocation) {
 		ran += 1;
+		memo = (await invocation.getMemo("charged")) ?? null;
+		invocationId = invocation.invocationId;
 		return { content: [{ type: "text", text: "slow ran" }], details: {} };
 	},
 };
@@ -54,6 +59,6 @@ const entries = tip === null ? [] : await session.scanBranch({ start: tip, order
 const text = (m) => (Array.isArray(m.content) ? m.content.filter((b) => b.type === "text").map((b) => b.text).join(" ") : m.content);
 const messages = entries.filter((e) => e.type === "message").map((e) => [e.message.role, text(e.message)]);
 process.stdout.write(
-	`${JSON.stringify({ open: open.map((o) => ({ lane: o.lane, kind: o.kind })), result: result.ok ? result.value.status : String(result.error?.message), ran, messages })}\n`,
+	`${JSON.stringify({ open: open.map((o) => ({ lane: o.lane, kind: o.kind })), result: result.ok ? result.value.status : String(result.error?.message), ran, memo, invocationId, messages })}\n`,
 );
 await session.close(C);

@@ -3,9 +3,11 @@
 // returns, so the caller can SIGKILL the process mid-tool (tests/harness/test_operations.py).
 // From /work/shared/oracle/harness/run_and_hang.mjs.
 //
-//   node pi_run_and_hang.mjs ROOT SESSION_ID STARTED_FILE [REPLAY]
+//   node pi_run_and_hang.mjs ROOT SESSION_ID STARTED_FILE [REPLAY] [MEMO]
 //
 // REPLAY "safe" gives the tool Pi's replay policy "safe" (default: none, Pi's "never").
+// MEMO "memo": before it hangs, the tool sets the memo "charged" to "pi-receipt" and
+// checkpoints its progress ("pi half done", details {step: 1}).
 //
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core and pi-ai.
@@ -19,7 +21,7 @@ if (!NM) {
 	process.exit(2);
 }
 const load = (p) => import(pathToFileURL(path.join(NM, "@earendil-works", p)).href);
-const [root, sid, started, replay] = process.argv.slice(2);
+const [root, sid, started, replay, memo] = process.argv.slice(2);
 const core = await load("pi-agent-core/dist/index.js");
 const { NodeExecutionEnv } = await load("pi-agent-core/dist/harness/env/nodejs.js");
 const { createModels } = await load("pi-ai/dist/index.js");
@@ -40,7 +42,12 @@ const tool = {
 	description: "slow",
 	parameters: { type: "object", properties: {} },
 	...(replay === "safe" ? { replay: "safe" } : {}),
-	async execute() {
+	async execute(_id, _params, onUpdate, _toolContext, invocation) {
+		if (memo === "memo") {
+			onUpdate({ content: [{ type: "text", text: "pi half done" }], details: { step: 1 } }, { checkpoint: true });
+			// The lane runs its commands in order: once the memo is in, so is the checkpoint.
+			await invocation.setMemo("charged", "pi-receipt");
+		}
 		writeFileSync(started, "started");
 		await new Promise(() => {});
 	},

@@ -9,6 +9,7 @@
 //                                           inbox size, or the error restoring raised
 //   node pi_session.mjs operation FILE      Pi restores lane main of FILE (restoreLane); prints
 //                                           its operation's meta and state as stored (JSON)
+//   node pi_session.mjs lanes-many FILE...  "lanes" for each FILE: {files: [...]}, in order
 //
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core. Output: one JSON object on stdout.
@@ -224,6 +225,10 @@ if (command === "write") result = await write(args[0], args[1]);
 else if (command === "read") result = await read(args[0], args[1]);
 else if (command === "lanes") result = await lanes(args[0]);
 else if (command === "operation") result = await operation(args[0]);
+else if (command === "lanes-many") {
+	result = { files: [] };
+	for (const file of args) result.files.push(await lanes(file));
+}
 else {
 	console.error("usage: pi_session.mjs write ROOT CWD | read FILE [TEXT] | lanes FILE | operation FILE");
 	process.exit(2);
