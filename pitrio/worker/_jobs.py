@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,7 +40,13 @@ import trio
 from pitrio import UsageError
 
 from ._errors import WorkerError
-from ._events import open_event_publisher, stream_for
+from ._events import (
+    EventPublisher,
+    _redis_client,
+    control_for,
+    open_event_publisher,
+    stream_for,
+)
 
 __all__ = [
     "JOB_ENTRY",
@@ -47,6 +54,7 @@ __all__ = [
     "InterruptedHook",
     "WorkerConfig",
     "make_app",
+    "make_client_app",
     "record_interrupted",
     "run_prompt_job",
     "submit_prompt",
@@ -56,6 +64,9 @@ JOB_ENTRY: Final = "pitrio.job"
 """The custom entry type recording a job's idempotency key and state in its session."""
 
 TASK_NAME: Final = "pitrio.prompt"
+
+_CONTROL_POLL: Final = 0.1  # seconds between reads of a session's control stream
+_CONTROL_BATCH: Final = 100
 
 HarnessFactory = Callable[[Any], Any]
 """``(session) -> Harness``: the application's model, tools and settings for a session."""
@@ -142,7 +153,14 @@ async def run_prompt_job(
 ) -> dict[str, Any]:
     """One job: the prompt ``prompt`` in session ``session_id`` (created if missing), at
     most once per ``key``. Raises :class:`~pitrio.harness.SessionLockedError` while
-    another worker has the session open (the task retries)."""
+    another worker has the session open (the task retries).
+
+    Besides the run's events, the session's stream gets the job's markers
+    (``{"type": "pitrio.job", "state": "started" | "done" | "failed", "key": ...}``), so
+    that a follower knows which events belong to which prompt. While the run goes on,
+    the job watches the session's control stream (:func:`~pitrio.worker.control_for`):
+    an ``{"type": "abort", "keys": [...]}`` naming its key aborts the run, which then
+    settles as an aborted answer (:func:`~pitrio.worker.send_abort`)."""
     from pitrio.harness import PostgresSessionStore, SessionNotFoundError
 
     async with PostgresSessionStore(config.postgres_url, schema=config.schema) as store:
@@ -151,29 +169,87 @@ async def run_prompt_job(
         except SessionNotFoundError:
             session = await store.create(session_id=session_id, cwd=cwd)
         try:
-            states = _job_states(session, key)
-            if "done" in states or "interrupted" in states:
-                return {"status": "duplicate", "key": key, "states": states}
-            factory = config.harness_factory()
-            if "started" in states and config.on_interrupted is not None:
-                return dict(await config.on_interrupted(session, factory(session), key))
-            redelivered = "started" in states
-            if not redelivered:
-                await session.append_custom(JOB_ENTRY, {"key": key, "state": "started"})
-            harness = factory(session)
-            async with open_event_publisher(config.events_url, stream=stream_for(session_id)) as p:
-                harness.subscribe(p)
-                if not redelivered or not _prompt_reached_session(session, key):
-                    await harness.prompt(prompt)  # recovers an interrupted run first
-                elif harness.interrupted is not None:
-                    await harness.resume()  # the cut-off run goes on where it stopped
-            await session.append_custom(JOB_ENTRY, {"key": key, "state": "done"})
-            result = {"status": "done", "key": key, "text": _last_text(harness)}
-            if redelivered:
-                result["recovered"] = True
+            stream = stream_for(session_id)
+            async with open_event_publisher(config.events_url, stream=stream) as publisher:
+                try:
+                    result = await _run_job(config, session, publisher, prompt, key)
+                except Exception as exc:
+                    marker = {"type": JOB_ENTRY, "state": "failed", "key": key}
+                    await _published(publisher.publish({**marker, "error": str(exc)}))
+                    raise
+                marker = {"type": JOB_ENTRY, "state": "done", "key": key}
+                await _published(publisher.publish({**marker, "status": result["status"]}))
             return result
         finally:
             await session.close()
+
+
+async def _published(waiting: Awaitable[None] | None) -> None:
+    if waiting is not None:
+        await waiting
+
+
+async def _run_job(
+    config: WorkerConfig, session: Any, publisher: EventPublisher, prompt: str, key: str
+) -> dict[str, Any]:
+    states = _job_states(session, key)
+    if "done" in states or "interrupted" in states:
+        return {"status": "duplicate", "key": key, "states": states}
+    factory = config.harness_factory()
+    if "started" in states and config.on_interrupted is not None:
+        return dict(await config.on_interrupted(session, factory(session), key))
+    redelivered = "started" in states
+    if not redelivered:
+        await session.append_custom(JOB_ENTRY, {"key": key, "state": "started"})
+    harness = factory(session)
+    harness.subscribe(publisher)
+    await _published(publisher.publish({"type": JOB_ENTRY, "state": "started", "key": key}))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch_aborts, config.events_url, session.id, key, harness)
+        if not redelivered or not _prompt_reached_session(session, key):
+            await harness.prompt(prompt)  # recovers an interrupted run first
+        elif harness.interrupted is not None:
+            await harness.resume()  # the cut-off run goes on where it stopped
+        nursery.cancel_scope.cancel(reason="the job's run is over")
+    await session.append_custom(JOB_ENTRY, {"key": key, "state": "done"})
+    result = {"status": "done", "key": key, "text": _last_text(harness)}
+    if redelivered:
+        result["recovered"] = True
+    return result
+
+
+async def _watch_aborts(events_url: str, session_id: str, key: str, harness: Any) -> None:
+    """Abort ``harness``'s run once the session's control stream names ``key`` in an
+    ``abort`` (also one sent before the job started); runs until cancelled."""
+    client = _redis_client(events_url)
+    stream = control_for(session_id)
+    last = "0"
+
+    def read() -> Any:
+        return client.xread({stream: last}, count=_CONTROL_BATCH)
+
+    try:
+        while True:
+            for _stream, entries in await trio.to_thread.run_sync(read) or ():
+                for raw_id, fields in entries:
+                    last = raw_id.decode()
+                    data = _control_data(fields)
+                    if data.get("type") == "abort" and key in data.get("keys", ()):
+                        while True:  # until the job ends: a run that starts late is aborted too
+                            harness.abort()
+                            await trio.sleep(_CONTROL_POLL)
+            await trio.sleep(_CONTROL_POLL)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(client.close)
+
+
+def _control_data(fields: Mapping[bytes, bytes]) -> dict[str, Any]:
+    try:
+        data = json.loads(fields.get(b"event", b"{}"))
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def make_app(
@@ -223,6 +299,23 @@ def make_app(
         except WorkerError as exc:  # the run itself ended; its events did not all go out
             return {"status": "done", "key": key, "events_error": str(exc)}
 
+    return app
+
+
+def make_client_app(broker_url: str) -> Any:
+    """A Celery app that only submits prompts (:func:`submit_prompt`) to the workers of
+    ``broker_url``, as ``pitrio serve --queue`` does; it runs no job itself."""
+    try:
+        import celery
+    except ImportError:
+        msg = "pitrio's jobs need Celery, which is not installed: pip install 'pitrio[worker]'"
+        raise UsageError(msg) from None
+    app = celery.Celery("pitrio", broker=broker_url)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+    )
     return app
 
 

@@ -1,0 +1,268 @@
+"""``pitrio serve --store postgresql://... --queue redis://...``: the web UI in front of
+real workers. A real server (in this process), a real worker (``python -m pitrio worker``,
+a Celery prefork pool), real PostgreSQL and Redis (``tests/_services.py``), and
+WebSocket clients speaking the page's protocol: a prompt typed in a page runs as a job on
+the worker and the page follows it live; a page that connects in the middle of a run
+replays it from the stream, then follows it; Stop reaches the worker, whose run settles
+as aborted."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from _services import Server, fresh_schema
+
+from pitrio import ToolResultMessage
+from pitrio.harness import CustomEntry, MessageEntry, PostgresSessionStore
+from pitrio.web._serve import ServerInfo, main, serve
+from pitrio.worker._jobs import _job_states
+
+pytest.importorskip("trio_websocket", reason="the web UI tests need pip install 'pitrio[web]'")
+
+HERE = Path(__file__).parent
+
+
+def open_socket(info: ServerInfo, origin: str | None = None) -> Any:
+    import trio_websocket
+
+    return trio_websocket.open_websocket_url(
+        f"ws://{info.host}:{info.port}/ws?token={info.token}",
+        extra_headers=[(b"Origin", (origin or f"http://{info.host}:{info.port}").encode())],
+    )
+
+
+class Page:
+    """A WebSocket client keeping the view as the page would: items by id."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.items: dict[str, dict[str, Any]] = {}
+        self.working = False
+        self.session: str | None = None
+        self.seen: list[dict[str, Any]] = []
+
+    async def receive(self) -> dict[str, Any]:
+        data = json.loads(await self.ws.get_message())
+        for message in data if isinstance(data, list) else [data]:
+            self.apply(message)
+        return self.seen[-1]
+
+    def apply(self, m: dict[str, Any]) -> None:
+        self.seen.append(m)
+        kind = m["type"]
+        if kind == "reset":
+            self.items.clear()
+            self.session = m["session"]
+        elif kind == "append":
+            self.items[m["id"]] = {"kind": m["kind"], "text": m["text"], "title": m.get("title")}
+        elif kind == "appendDelta":
+            self.items[m["id"]]["text"] += m["delta"]
+        elif kind == "replace":
+            self.items[m["id"]].update(text=m["text"], state=m["state"])
+        elif kind == "status":
+            self.working = m["working"]
+
+    async def until(self, condition: Any) -> None:
+        while not condition(self):
+            await self.receive()
+
+    async def send(self, **command: Any) -> None:
+        await self.ws.send_message(json.dumps(command))
+
+    def shown(self) -> list[tuple[str, str]]:
+        """The items a person sees (an answer with only tool calls shows none)."""
+        return [
+            (i["kind"], i["title"] or i["text"])
+            for i in self.items.values()
+            if i["title"] or i["text"]
+        ]
+
+
+def _settled(page: Page) -> bool:
+    """The run ended and the view was read again from the session (the last reset)."""
+    tail = page.seen[-1] if page.seen else {}
+    return (
+        not page.working
+        and tail.get("type") == "status"
+        and any(m["type"] == "reset" for m in page.seen)
+    )
+
+
+@asynccontextmanager
+async def worker_process(
+    postgres: Server, redis_url: str, schema: str, tmp_path: Path
+) -> AsyncIterator[trio.Process]:
+    env = {
+        **os.environ,
+        "PITRIO_BROKER_URL": redis_url,
+        "PITRIO_POSTGRES_URL": postgres.url,
+        "PITRIO_POSTGRES_SCHEMA": schema,
+        "PITRIO_HARNESS_FACTORY": "_factory:make_harness",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    log = (tmp_path / "worker.log").open("w")
+    worker = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "pitrio", "worker", "--pool=prefork", "--concurrency=1"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    try:
+        yield worker
+    finally:
+        with trio.CancelScope(shield=True):
+            worker.send_signal(signal.SIGTERM)
+            with trio.move_on_after(30):
+                await worker.wait()
+            if worker.returncode is None:
+                worker.kill()
+                await worker.wait()
+        log.close()
+
+
+async def test_prompts_from_the_page_run_on_a_worker_and_stop_reaches_it(
+    postgres_server: Server, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file, block_file = tmp_path / "pid", tmp_path / "block"
+    monkeypatch.setenv("PITRIO_TEST_PID_FILE", str(pid_file))
+    monkeypatch.setenv("PITRIO_TEST_BLOCK_FILE", str(block_file))
+    schema = fresh_schema()
+    project = tmp_path / "project"
+    project.mkdir()
+    argv = ["--port", "0", "--store", postgres_server.url, "--queue", redis_url]
+    argv += ["--schema", schema, "--cwd", str(project)]
+    out = io.StringIO()
+    with trio.fail_after(240):
+        async with (
+            worker_process(postgres_server, redis_url, schema, tmp_path) as worker,
+            trio.open_nursery() as nursery,
+        ):
+            info: ServerInfo = await nursery.start(
+                lambda task_status: serve(argv, out=out, task_status=task_status)
+            )
+            assert "prompts as jobs of" in out.getvalue()
+            async with open_socket(info) as ws:
+                page = Page(ws)
+                await page.until(lambda p: p.seen and p.seen[-1]["type"] == "status")
+                info_message = page.seen[0]
+                assert info_message["type"] == "info"
+                assert info_message["model"] == "workers"
+                first = page.session
+                assert first is not None
+                # A prompt becomes a job; the page follows the worker's run live.
+                await page.send(type="prompt", text="go")
+                await page.until(lambda p: ("assistant", "finished") in p.shown())
+                live = list(page.seen)
+                await page.until(_settled)
+                assert page.shown() == [("user", "go"), ("tool", "slow"), ("assistant", "finished")]
+                # The run's items came as events (appendDelta while streaming), not only in
+                # the snapshot read from the session at the end.
+                assert any(m["type"] == "appendDelta" for m in live)
+                assert pid_file.exists()
+                assert int(pid_file.read_text()) != os.getpid()  # run by the worker
+                assert worker.returncode is None
+                # Slash commands and the model switch need the server's own harness.
+                await page.send(type="prompt", text="/model x")
+                await page.until(lambda p: p.seen[-1]["type"] == "error")
+                assert "not available here" in page.seen[-1]["text"]
+
+                # A new session, whose run blocks in its tool until Stop.
+                block_file.write_text("")
+                pid_file.unlink()
+                await page.send(type="new")
+                await page.until(lambda p: p.session != first and p.seen[-1]["type"] == "sessions")
+                second = page.session
+                assert second is not None
+                await page.send(type="prompt", text="wait for it")
+                await page.until(lambda p: ("tool", "slow") in p.shown())
+                while not pid_file.exists():  # noqa: ASYNC110 - the worker's tool started
+                    await trio.sleep(0.05)
+
+                # A page that connects now replays the run so far from the stream.
+                async with open_socket(info) as late_ws:
+                    late = Page(late_ws)
+                    await late.until(lambda p: p.seen and p.seen[-1]["type"] == "status")
+                    assert late.session == second
+                    assert late.working
+                    assert late.shown() == [("user", "wait for it"), ("tool", "slow")]
+                    # Stop from the late page reaches the worker: the run settles, aborted.
+                    await late.send(type="abort")
+                    await late.until(_settled)
+                    await page.until(_settled)
+                    assert block_file.exists()  # slow never finished by itself
+                    tool = next(i for i in late.items.values() if i["kind"] == "tool")
+                    assert tool["state"] == "error"
+                    assert page.shown() == late.shown()
+            nursery.cancel_scope.cancel()
+    async with PostgresSessionStore(postgres_server.url, schema=schema) as store:
+        session = await store.open(second, read_only=True)
+    results = [
+        e.message
+        for e in session.entries
+        if isinstance(e, MessageEntry) and isinstance(e.message, ToolResultMessage)
+    ]
+    assert len(results) == 1
+    assert results[0].is_error
+    [job] = {
+        e.data["key"]
+        for e in session.entries
+        if isinstance(e, CustomEntry) and e.custom_type == "pitrio.job" and isinstance(e.data, dict)
+    }
+    assert _job_states(session, job) == ["started", "done"]
+
+
+async def test_the_cluster_server_checks_host_origin_and_token(
+    postgres_server: Server, redis_url: str, tmp_path: Path
+) -> None:
+    from web.test_web_security import request, upgrade
+
+    argv = ["--port", "0", "--store", postgres_server.url, "--queue", redis_url]
+    argv += ["--schema", fresh_schema(), "--cwd", str(tmp_path)]
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            info: ServerInfo = await nursery.start(
+                lambda task_status: serve(argv, out=io.StringIO(), task_status=task_status)
+            )
+            own = f"http://{info.host}:{info.port}"
+            target = f"/ws?token={info.token}"
+            status, _, _ = await request(info, target, upgrade(info, Origin=own))
+            assert status == 101
+            for headers in (
+                upgrade(info, Origin="http://evil.example"),
+                upgrade(info, Origin=own, Host=f"evil.example:{info.port}"),
+                upgrade(info),  # no Origin
+            ):
+                status, _, _ = await request(info, target, headers)
+                assert status == 403
+            status, _, _ = await request(info, "/ws?token=wrong", upgrade(info, Origin=own))
+            assert status == 403
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--store", "postgresql://x/y"], "--store and --queue go together"),
+        (["--store", "sqlite:///x", "--queue", "redis://x"], "--store must be a postgresql://"),
+        (["--store", "postgresql://x/y", "--queue", "http://x"], "--queue must be a redis://"),
+        (["--store", "postgresql://x/y", "--queue", "redis://x", "-m", "m"], "--model: not with"),
+        (["--events", "redis://x"], "--events goes with --store and --queue"),
+    ],
+)
+def test_cluster_arguments_are_checked(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert says in capsys.readouterr().err
