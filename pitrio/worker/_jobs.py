@@ -67,6 +67,7 @@ TASK_NAME: Final = "pitrio.prompt"
 
 _CONTROL_POLL: Final = 0.1  # seconds between reads of a session's control stream
 _CONTROL_BATCH: Final = 100
+_STORE_RETRIES: Final = 20  # a job whose database fails is tried again this many times
 
 HarnessFactory = Callable[[Any], Any]
 """``(session) -> Harness``: the application's model, tools and settings for a session."""
@@ -272,7 +273,7 @@ def make_app(
     except ImportError:
         msg = "pitrio's jobs need Celery, which is not installed: pip install 'pitrio[worker]'"
         raise UsageError(msg) from None
-    from pitrio.harness import SessionLockedError
+    from pitrio.harness import SessionError, SessionLockedError
 
     app = celery.Celery("pitrio", broker=broker_url, backend=result_backend)
     app.conf.update(
@@ -282,7 +283,13 @@ def make_app(
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
-        broker_transport_options={"visibility_timeout": visibility_timeout},
+        broker_transport_options={
+            "visibility_timeout": visibility_timeout,
+            # Look for jobs whose worker vanished (unacknowledged past the timeout) every
+            # few seconds, not kombu's default of about every 100 s.
+            "unacked_restore_interval": max(1, min(10, round(visibility_timeout / 4))),
+            "unacked_restore_throttle": 1,
+        },
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )
@@ -294,12 +301,26 @@ def make_app(
         try:
             job = functools.partial(run_prompt_job, config, session_id, prompt, key, cwd=cwd)
             return trio.run(job)
-        except SessionLockedError as exc:
-            raise self.retry(exc=exc, countdown=retry_locked_after) from None
-        except WorkerError as exc:  # the run itself ended; its events did not all go out
-            return {"status": "done", "key": key, "events_error": str(exc)}
+        except Exception as exc:
+            error = _single(exc)
+            if isinstance(error, SessionLockedError):
+                raise self.retry(exc=error, countdown=retry_locked_after) from None
+            if isinstance(error, SessionError):  # the database failed: try again, a while
+                raise self.retry(
+                    exc=error, countdown=retry_locked_after, max_retries=_STORE_RETRIES
+                ) from None
+            if isinstance(error, WorkerError):  # the run ended; its events did not all go out
+                return {"status": "done", "key": key, "events_error": str(error)}
+            raise
 
     return app
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) single-exception groups, or ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def make_client_app(broker_url: str) -> Any:
