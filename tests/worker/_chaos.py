@@ -160,12 +160,6 @@ class Fleet:
         self.processes[index] = process
 
     async def start_all(self) -> None:
-        # The schema first: workers connecting to a new schema at once would race to
-        # create its tables.
-        env = self.env
-        url, schema = env["PITRIO_POSTGRES_URL"], env["PITRIO_POSTGRES_SCHEMA"]
-        async with PostgresSessionStore(url, schema=schema) as store:
-            await store.list()
         for index in range(self.size):
             await self.start(index)
 
