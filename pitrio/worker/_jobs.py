@@ -26,6 +26,7 @@ the run's own writes, so that a duplicate delivery never runs the prompt twice:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
 import json
@@ -150,11 +151,20 @@ def _last_text(harness: Any) -> Any:
 
 
 async def run_prompt_job(
-    config: WorkerConfig, session_id: str, prompt: str, key: str, *, cwd: str | None = None
+    config: WorkerConfig,
+    session_id: str,
+    prompt: str,
+    key: str,
+    *,
+    cwd: str | None = None,
+    store: Any = None,
 ) -> dict[str, Any]:
     """One job: the prompt ``prompt`` in session ``session_id`` (created if missing), at
     most once per ``key``. Raises :class:`~pitrio.harness.SessionLockedError` while
-    another worker has the session open (the task retries).
+    another worker has the session open (the task retries). ``store``: a
+    :class:`~pitrio.harness.PostgresSessionStore` of ``config``'s database to use (and
+    leave open: a worker keeps one, and its connections, from job to job); by default
+    one is opened for the job and closed after it.
 
     Besides the run's events, the session's stream gets the job's markers
     (``{"type": "pitrio.job", "state": "started" | "done" | "failed", "key": ...}``), so
@@ -162,27 +172,37 @@ async def run_prompt_job(
     the job watches the session's control stream (:func:`~pitrio.worker.control_for`):
     an ``{"type": "abort", "keys": [...]}`` naming its key aborts the run, which then
     settles as an aborted answer (:func:`~pitrio.worker.send_abort`)."""
-    from pitrio.harness import PostgresSessionStore, SessionNotFoundError
+    from pitrio.harness import PostgresSessionStore
 
-    async with PostgresSessionStore(config.postgres_url, schema=config.schema) as store:
-        try:
-            session = await store.open(session_id)
-        except SessionNotFoundError:
-            session = await store.create(session_id=session_id, cwd=cwd)
-        try:
-            stream = stream_for(session_id)
-            async with open_event_publisher(config.events_url, stream=stream) as publisher:
-                try:
-                    result = await _run_job(config, session, publisher, prompt, key)
-                except Exception as exc:
-                    marker = {"type": JOB_ENTRY, "state": "failed", "key": key}
-                    await _published(publisher.publish({**marker, "error": str(exc)}))
-                    raise
-                marker = {"type": JOB_ENTRY, "state": "done", "key": key}
-                await _published(publisher.publish({**marker, "status": result["status"]}))
-            return result
-        finally:
-            await session.close()
+    if store is not None:
+        return await _job_in(store, config, session_id, prompt, key, cwd)
+    async with PostgresSessionStore(config.postgres_url, schema=config.schema) as own:
+        return await _job_in(own, config, session_id, prompt, key, cwd)
+
+
+async def _job_in(
+    store: Any, config: WorkerConfig, session_id: str, prompt: str, key: str, cwd: str | None
+) -> dict[str, Any]:
+    from pitrio.harness import SessionNotFoundError
+
+    try:
+        session = await store.open(session_id)
+    except SessionNotFoundError:
+        session = await store.create(session_id=session_id, cwd=cwd)
+    try:
+        stream = stream_for(session_id)
+        async with open_event_publisher(config.events_url, stream=stream) as publisher:
+            try:
+                result = await _run_job(config, session, publisher, prompt, key)
+            except Exception as exc:
+                marker = {"type": JOB_ENTRY, "state": "failed", "key": key}
+                await _published(publisher.publish({**marker, "error": str(exc)}))
+                raise
+            marker = {"type": JOB_ENTRY, "state": "done", "key": key}
+            await _published(publisher.publish({**marker, "status": result["status"]}))
+        return result
+    finally:
+        await session.close()
 
 
 async def _published(waiting: Awaitable[None] | None) -> None:
@@ -276,6 +296,16 @@ def make_app(
     from pitrio.harness import SessionError, SessionLockedError
 
     app = celery.Celery("pitrio", broker=broker_url, backend=result_backend)
+    stores: list[Any] = []  # one store per worker process, its connections kept
+
+    def store() -> Any:
+        if not stores:
+            from pitrio.harness import PostgresSessionStore
+
+            stores.append(PostgresSessionStore(config.postgres_url, schema=config.schema))
+            atexit.register(stores[0].close_sync)
+        return stores[0]
+
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -299,7 +329,9 @@ def make_app(
         self: Any, session_id: str, prompt: str, key: str, cwd: str | None = None
     ) -> dict[str, Any]:
         try:
-            job = functools.partial(run_prompt_job, config, session_id, prompt, key, cwd=cwd)
+            job = functools.partial(
+                run_prompt_job, config, session_id, prompt, key, cwd=cwd, store=store()
+            )
             return trio.run(job)
         except Exception as exc:
             error = _single(exc)
