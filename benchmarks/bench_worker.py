@@ -71,16 +71,19 @@ async def _bare(chaos: Any, count: int) -> list[float]:
 
 
 async def _jobs_in_process(postgres: str, redis: str, schema: str, count: int) -> list[float]:
+    from pitrio.harness import PostgresSessionStore
     from pitrio.worker import WorkerConfig, run_prompt_job
 
     config = WorkerConfig(
         postgres_url=postgres, events_url=redis, factory="_chaos:make_harness", schema=schema
     )
     times: list[float] = []
-    for i in range(count):
-        began = time.perf_counter()
-        await run_prompt_job(config, f"inproc{i % 10}", f"p{i}", f"inproc:{i}")
-        times.append(time.perf_counter() - began)
+    async with PostgresSessionStore(postgres, schema=schema) as store:  # as a worker keeps it
+        for i in range(count):
+            began = time.perf_counter()
+            job = f"inproc:{i}"
+            await run_prompt_job(config, f"inproc{i % 10}", f"p{i}", job, store=store)
+            times.append(time.perf_counter() - began)
     return times
 
 
@@ -110,20 +113,35 @@ async def _fleet_run(
             prompts=prompts,
             kill_every=kill_every,
             seed=7,
+            prefix=f"{schema}_",  # streams of their own on the shared Redis
         )
+        dead = fleet.dead()
     finally:
         await fleet.stop()
     problems: list[str] = []
     if kill_every is not None:
-        problems = await chaos.check(postgres, schema, effects, sessions=sessions, prompts=prompts)
-    return report, problems + report.failures + fleet.dead()
+        problems = await chaos.check(
+            postgres, schema, effects, sessions=sessions, prompts=prompts, prefix=f"{schema}_"
+        )
+    return report, problems + report.failures + dead
 
 
 async def _wait_ready(chaos: Any, redis: str, fleet: Any) -> None:
     """One warm-up prompt per worker, so that start-up is not in the timings."""
     await chaos.drive(
-        redis, redis, fleet=fleet, sessions=fleet.size, prompts=1, kill_every=None, seed=0
+        redis,
+        redis,
+        fleet=fleet,
+        sessions=fleet.size,
+        prompts=1,
+        kill_every=None,
+        prefix="warm",
     )
+
+
+def _progress(rows: list[dict[str, Any]]) -> None:
+    """The row just measured, on stderr (a long run shows what it has so far)."""
+    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
 
 
 def _row(name: str, values: list[float], out: list[dict[str, Any]]) -> None:
@@ -155,13 +173,16 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         workdir = Path(temp)
         os.environ["PITRIO_CHAOS_EFFECTS"] = str(workdir / "effects-inproc")
         _row("bare", await _bare(chaos, 200), rows)
+        _progress(rows)
         await _jobs_in_process(postgres.url, redis.url, "bench_warm", 5)
         _row("job", await _jobs_in_process(postgres.url, redis.url, "bench_inproc", 100), rows)
+        _progress(rows)
         one, _ = await _fleet_run(
             chaos, postgres.url, redis.url, workdir,
             workers=1, sessions=1, prompts=50, kill_every=None,
         )  # fmt: skip
         _row("queued", one.latencies, rows)
+        _progress(rows)
         for n in args.workers:
             report, problems = await _fleet_run(
                 chaos, postgres.url, redis.url, workdir,
@@ -171,6 +192,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 raise SystemExit("\n".join(problems[:20]))
             _row(f"{n} workers", report.latencies, rows)
             rows[-1]["prompts_per_s"] = round(len(report.latencies) / report.seconds, 1)
+            _progress(rows)
         if args.chaos:
             report, problems = await _fleet_run(
                 chaos, postgres.url, redis.url, workdir,
@@ -180,6 +202,7 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows[-1]["prompts_per_s"] = round(len(report.latencies) / report.seconds, 1)
             rows[-1]["kills"] = report.kills
             rows[-1]["problems"] = len(problems)
+            _progress(rows)
             if problems:
                 raise SystemExit("\n".join(problems[:20]))
     return rows

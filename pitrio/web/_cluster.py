@@ -43,7 +43,7 @@ from pitrio.harness import (
     SessionError,
     SessionNotFoundError,
 )
-from pitrio.ui import Append, Status, Transcript, UiAdapter, UiMessage
+from pitrio.ui import Status, Transcript, UiAdapter, UiMessage
 from pitrio.worker import (
     JOB_ENTRY,
     StreamedEvent,
@@ -179,11 +179,10 @@ class ClusterPages:
             self.active.discard(key)
             if key in self._ended:
                 return
-            if data.get("state") == "failed":
-                text = f"The job failed on its worker: {data.get('error')}"
-                self.publish([Append(id=self.adapter.new_id(), kind="notice", text=text)])
             await self._read_session()
             self._send_snapshot()
+            if data.get("state") == "failed":  # after the snapshot, which would hide it
+                self.broadcast({"type": "error", "text": f"the job failed: {data.get('error')}"})
             return
         if self._shown is None:
             return  # a job the session shows already, or events without a marker

@@ -278,10 +278,11 @@ async def drive(
     prompts: int,
     kill_every: tuple[float, float] | None,
     seed: int = 0,
+    prefix: str = "s",
 ) -> Report:
     """Play the users (and kill workers every ``kill_every`` seconds, drawn uniformly)
-    until every prompt's job ended; the report."""
-    ids = [f"s{i:04d}" for i in range(sessions)]
+    until every prompt's job ended; the report. Sessions are ``PREFIX0000``, ..."""
+    ids = [f"{prefix}{i:04d}" for i in range(sessions)]
     markers = _Markers(events_url, ids)
     app = make_client_app(broker_url)
     latencies: list[float] = []
@@ -335,7 +336,13 @@ def _effects(path: Path) -> dict[tuple[str, str, str], int]:
 
 
 async def check(
-    postgres_url: str, schema: str, effects: Path, *, sessions: int, prompts: int
+    postgres_url: str,
+    schema: str,
+    effects: Path,
+    *,
+    sessions: int,
+    prompts: int,
+    prefix: str = "s",
 ) -> list[str]:
     """Every way the run went wrong (empty: every prompt ran exactly once, every session
     loads, no unsafe effect was repeated, each answered)."""
@@ -343,7 +350,7 @@ async def check(
     counts = _effects(effects)
     async with PostgresSessionStore(postgres_url, schema=schema) as store:
         for i in range(sessions):
-            session_id = f"s{i:04d}"
+            session_id = f"{prefix}{i:04d}"
             session = await store.open(session_id, read_only=True)
             await session.close()
             problems += _check_session(session, prompts, counts)

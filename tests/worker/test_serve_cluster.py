@@ -23,7 +23,7 @@ import pytest
 import trio
 from _services import Server, fresh_schema
 
-from pitrio import ToolResultMessage
+from pitrio import AssistantMessage, TextContent, ToolResultMessage, UserMessage
 from pitrio.harness import CustomEntry, MessageEntry, PostgresSessionStore
 from pitrio.web._serve import ServerInfo, main, serve
 from pitrio.worker._jobs import _job_states
@@ -266,3 +266,101 @@ def test_cluster_arguments_are_checked(
 ) -> None:
     assert main(argv) == 2
     assert says in capsys.readouterr().err
+
+
+async def test_a_page_of_a_server_started_mid_run_replays_the_run_and_commands_are_checked(
+    postgres_server: Server, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server starts on a session whose job is running (in this process, blocked in
+    its tool): the page shows the history before the job and the job's events replayed
+    from the stream, then the rest live; bad commands get errors; a failed job says so."""
+    from pitrio.worker import WorkerConfig, open_event_publisher, run_prompt_job, stream_for
+
+    from ._factory import make_harness
+
+    pid_file, block_file = tmp_path / "pid", tmp_path / "block"
+    monkeypatch.setenv("PITRIO_TEST_PID_FILE", str(pid_file))
+    monkeypatch.setenv("PITRIO_TEST_BLOCK_FILE", str(block_file))
+    schema = fresh_schema()
+    config = WorkerConfig(
+        postgres_url=postgres_server.url, events_url=redis_url, factory=make_harness, schema=schema
+    )
+    with trio.fail_after(120):
+        async with PostgresSessionStore(postgres_server.url, schema=schema) as store:
+            earlier = await store.create(session_id="mid", cwd=str(tmp_path))
+            await earlier.append_message(UserMessage(content="first"))
+            await earlier.append_message(
+                AssistantMessage(
+                    content=(TextContent(text="hello"),),
+                    api="scripted",
+                    provider="local",
+                    model="scripted",
+                    stop_reason="stop",
+                )
+            )
+            await earlier.close()
+        block_file.write_text("")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_prompt_job, config, "mid", "second", "k2")
+            while not pid_file.exists():  # noqa: ASYNC110 - the tool started
+                await trio.sleep(0.05)
+            argv = ["--port", "0", "--store", postgres_server.url, "--queue", redis_url]
+            argv += ["--schema", schema, "--cwd", str(tmp_path), "-r", "mid"]
+            info: ServerInfo = await nursery.start(
+                lambda task_status: serve(argv, out=io.StringIO(), task_status=task_status)
+            )
+            async with open_socket(info) as ws:
+                page = Page(ws)
+                await page.until(lambda p: p.seen and p.seen[-1]["type"] == "status")
+                assert page.session == "mid"
+                # The stream may not hold the running job's first events yet: then they
+                # come live.
+                await page.until(lambda p: p.working and ("user", "second") in p.shown())
+                # What came before the job from the session; the job, still in its tool,
+                # from the stream.
+                await page.until(lambda p: ("tool", "slow") in p.shown())
+                assert page.shown() == [
+                    ("user", "first"),
+                    ("assistant", "hello"),
+                    ("user", "second"),
+                    ("tool", "slow"),
+                ]
+                block_file.unlink()
+                await page.until(lambda p: _settled(p) and ("user", "second") in p.shown())
+                assert page.shown()[-1] == ("assistant", "finished")
+
+                async def error_for(raw: str) -> str:
+                    await ws.send_message(raw)
+                    await page.until(lambda p: p.seen[-1]["type"] == "error")
+                    text: str = page.seen[-1]["text"]
+                    page.seen.append({"type": "-"})
+                    return text
+
+                assert await error_for("{not json") == "a command must be JSON"
+                assert "unknown command type 'nope'" in await error_for('{"type": "nope"}')
+                assert "not available here" in await error_for('{"type": "set_thinking"}')
+                assert "non-empty 'text'" in await error_for('{"type": "prompt", "text": " "}')
+                assert "'before' item id" in await error_for('{"type": "history", "before": 1}')
+                assert "cannot open session" in await error_for('{"type": "open", "id": "no"}')
+                assert "a session 'id'" in await error_for('{"type": "open", "id": 5}')
+                await page.send(type="history", before=next(iter(page.items)), limit=5)
+                await page.until(lambda p: p.seen[-1]["type"] == "history")
+                assert page.seen[-1]["messages"] == []  # nothing before the first item
+                await page.send(type="sessions")
+                await page.until(lambda p: p.seen[-1]["type"] == "sessions")
+                [listed] = page.seen[-1]["items"]
+                assert listed == {**listed, "id": "mid", "title": "first", "current": True}
+                await page.send(type="abort")  # nothing runs: nothing to do
+                # A job that fails on its worker: the page is told, and shows the session.
+                async with open_event_publisher(redis_url, stream=stream_for("mid")) as pub:
+                    pub.publish({"type": "pitrio.job", "state": "started", "key": "k3"})
+                    pub.publish(
+                        {"type": "pitrio.job", "state": "failed", "key": "k3", "error": "boom"}
+                    )
+                await page.until(lambda p: p.seen[-1]["type"] == "error")
+                assert page.seen[-1]["text"] == "the job failed: boom"
+                # Opening the session again (as a reloaded page would).
+                await page.send(type="open", id="mid")
+                await page.until(lambda p: p.seen[-1]["type"] == "sessions")
+                assert ("user", "second") in page.shown()
+            nursery.cancel_scope.cancel()
