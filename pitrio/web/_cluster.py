@@ -35,7 +35,7 @@ from typing import Any, Final, final
 
 import trio
 
-from pitrio import TextContent, UserMessage, wire
+from pitrio import wire
 from pitrio.harness import (
     CustomEntry,
     PostgresSessionStore,
@@ -43,7 +43,7 @@ from pitrio.harness import (
     SessionError,
     SessionNotFoundError,
 )
-from pitrio.ui import Status, Transcript, UiAdapter, UiMessage
+from pitrio.ui import Status, Transcript, UiAdapter
 from pitrio.worker import (
     JOB_ENTRY,
     StreamedEvent,
@@ -56,15 +56,11 @@ from pitrio.worker import (
 )
 
 from ._http import Client
+from ._pages import SNAPSHOT_CHARS, SNAPSHOT_ITEMS, Broadcaster, first_prompt, history_reply
 
 __all__ = ["ClusterPages"]
 
 _LISTED: Final = 50
-_TITLE: Final = 80
-_SNAPSHOT_ITEMS: Final = 100
-_SNAPSHOT_CHARS: Final = 256_000
-_HISTORY_LIMIT: Final = 50
-_HISTORY_CHARS: Final = 1_000_000
 _CAMEL: Final = re.compile(r"(?<!^)(?=[A-Z])")
 _REFUSED: Final = (
     "is not available here: prompts run as jobs on the workers (pitrio serve --queue), "
@@ -115,7 +111,7 @@ def _harness_event(data: dict[str, Any]) -> Any:
 
 
 @final
-class ClusterPages:
+class ClusterPages(Broadcaster):
     """The state every page shares: the session they show, its view, the follower."""
 
     def __init__(
@@ -192,24 +188,6 @@ class ClusterPages:
             parsed = _harness_event(data)  # settled, auto_retry_*, compaction_*: by attribute
         self.publish(self.adapter.feed(parsed))
 
-    def publish(self, messages: Sequence[UiMessage]) -> None:
-        for message in messages:
-            self.view.apply(message)
-            self.broadcast(message.to_json())
-
-    def broadcast(self, data: dict[str, Any]) -> None:
-        text = json.dumps(data, ensure_ascii=False)
-        for client in list(self.clients):
-            self.send(client, text)
-
-    def send(self, client: Client, text: str) -> None:
-        try:
-            client.send.send_nowait(text)
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            client.closed = True  # a page that stopped reading reconnects for a snapshot
-            self.clients.discard(client)
-            client.send.close()
-
     def info(self) -> dict[str, Any]:
         return {
             "type": "info",
@@ -225,9 +203,7 @@ class ClusterPages:
         }
 
     def hello(self) -> list[str]:
-        messages, earlier = self.view.earlier(
-            None, limit=_SNAPSHOT_ITEMS, max_chars=_SNAPSHOT_CHARS
-        )
+        messages, earlier = self.view.earlier(None, limit=SNAPSHOT_ITEMS, max_chars=SNAPSHOT_CHARS)
         messages.append(Status(working=self.view.working or bool(self.active)))
         reset = {"type": "reset", "session": self.session_id, "earlier": earlier}
         return [
@@ -352,23 +328,7 @@ class ClusterPages:
         return key
 
     def history(self, client: Client, data: dict[str, Any]) -> None:
-        before = data.get("before")
-        limit = data.get("limit", _HISTORY_LIMIT)
-        if not isinstance(before, str):
-            self.send(client, _error("history needs a 'before' item id (a string)"))
-            return
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
-            self.send(client, _error("history's 'limit' must be an integer from 1 to 500"))
-            return
-        messages, earlier = self.view.earlier(before, limit=limit, max_chars=_HISTORY_CHARS)
-        reply = {
-            "type": "history",
-            "session": self.session_id,
-            "before": before,
-            "messages": [m.to_json() for m in messages],
-            "earlier": earlier,
-        }
-        self.send(client, _dumps(reply))
+        self.send(client, history_reply(self.view, self.session_id, data))
 
     async def sessions(self) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
@@ -395,19 +355,7 @@ class ClusterPages:
             messages = session.build_context().messages
         finally:
             await session.close()
-        title = ""
-        for message in messages:
-            if isinstance(message, UserMessage):
-                content = message.content
-                text = (
-                    content
-                    if isinstance(content, str)
-                    else "".join(b.text for b in content if isinstance(b, TextContent))
-                )
-                title = " ".join(text.split())
-                break
-        if len(title) > _TITLE:
-            title = title[: _TITLE - 1] + "…"
+        title = first_prompt(messages)
         if title:
             self._titles[session_id] = (modified, title)
         return title

@@ -34,7 +34,7 @@ from pitrio import UsageError, wire
 from ._errors import WorkerError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     import redis
 
@@ -216,37 +216,36 @@ async def send_abort(redis_url: str, session_id: str, keys: Sequence[str]) -> No
     abort their runs: one ``{"type": "abort", "keys": [...]}`` on the session's control
     stream (:func:`control_for`), which a running job watches; a job that has not
     started yet sees it when it starts. Raises :class:`WorkerError` when Redis fails."""
-    client = _redis_client(redis_url)
     text = json.dumps({"type": "abort", "keys": list(keys)})
-
-    def add() -> None:
-        client.xadd(
-            control_for(session_id), {"event": text}, maxlen=_CONTROL_MAXLEN, approximate=True
-        )
-
-    try:
-        await trio.to_thread.run_sync(add)
-    except Exception as exc:
-        msg = f"sending an abort for session {session_id!r}"
-        raise _failure(msg, exc) from exc
-    finally:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(client.close)
+    stream = control_for(session_id)
+    await _once(
+        redis_url,
+        lambda client: client.xadd(
+            stream, {"event": text}, maxlen=_CONTROL_MAXLEN, approximate=True
+        ),
+        f"sending an abort for session {session_id!r}",
+    )
 
 
 async def read_stream(redis_url: str, stream: str) -> list[StreamedEvent]:
     """Every event ``stream`` holds now, oldest first (``follow(..., after=...)`` the
     last one's id goes on from there). Raises :class:`WorkerError` when Redis fails."""
+    entries = await _once(
+        redis_url, lambda client: client.xrange(stream), f"reading Redis stream {stream!r}"
+    )
+    return [StreamedEvent(raw_id.decode(), json.loads(f[b"event"])) for raw_id, f in entries]
+
+
+async def _once(redis_url: str, command: Callable[[Any], Any], what: str) -> Any:
+    """One command on a client of its own (in a worker thread), closed after."""
     client = _redis_client(redis_url)
     try:
-        entries: Any = await trio.to_thread.run_sync(client.xrange, stream)
+        return await trio.to_thread.run_sync(command, client)
     except Exception as exc:
-        msg = f"reading Redis stream {stream!r}"
-        raise _failure(msg, exc) from exc
+        raise _failure(what, exc) from exc
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(client.close)
-    return [StreamedEvent(raw_id.decode(), json.loads(f[b"event"])) for raw_id, f in entries]
 
 
 @final

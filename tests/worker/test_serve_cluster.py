@@ -11,11 +11,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
-import subprocess
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +22,8 @@ from pitrio import AssistantMessage, TextContent, ToolResultMessage, UserMessage
 from pitrio.harness import CustomEntry, MessageEntry, PostgresSessionStore
 from pitrio.web._serve import ServerInfo, main, serve
 from pitrio.worker._jobs import _job_states
+
+from ._worker import worker_process
 
 pytest.importorskip("trio_websocket", reason="the web UI tests need pip install 'pitrio[web]'")
 
@@ -97,39 +94,6 @@ def _settled(page: Page) -> bool:
         and tail.get("type") == "status"
         and any(m["type"] == "reset" for m in page.seen)
     )
-
-
-@asynccontextmanager
-async def worker_process(
-    postgres: Server, redis_url: str, schema: str, tmp_path: Path
-) -> AsyncIterator[trio.Process]:
-    env = {
-        **os.environ,
-        "PITRIO_BROKER_URL": redis_url,
-        "PITRIO_POSTGRES_URL": postgres.url,
-        "PITRIO_POSTGRES_SCHEMA": schema,
-        "PITRIO_HARNESS_FACTORY": "_factory:make_harness",
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    log = (tmp_path / "worker.log").open("w")
-    worker = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "pitrio", "worker", "--pool=prefork", "--concurrency=1"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=tmp_path,
-    )
-    try:
-        yield worker
-    finally:
-        with trio.CancelScope(shield=True):
-            worker.send_signal(signal.SIGTERM)
-            with trio.move_on_after(30):
-                await worker.wait()
-            if worker.returncode is None:
-                worker.kill()
-                await worker.wait()
-        log.close()
 
 
 async def test_prompts_from_the_page_run_on_a_worker_and_stop_reaches_it(
