@@ -411,3 +411,46 @@ def _check_session(
             elif n < 1:
                 problems.append(f"{sid}: {call_id} succeeded without taking effect")
     return problems
+
+
+async def copy_to_jsonl(
+    postgres_url: str, schema: str, session_ids: Sequence[str], root: Path
+) -> list[tuple[Session, Session]]:
+    """Each session's branch (its messages and job entries) appended, in order, to a new
+    session of a :class:`~pitrio.harness.JsonlSessionStore` under ``root`` (Pi's
+    harness's own format); the (PostgreSQL, JSONL) pairs, both closed."""
+    from pitrio.harness import JsonlSessionStore
+
+    pairs: list[tuple[Session, Session]] = []
+    target = JsonlSessionStore(root)
+    async with PostgresSessionStore(postgres_url, schema=schema) as store:
+        for session_id in session_ids:
+            source = await store.open(session_id, read_only=True)
+            await source.close()
+            copy = await target.create(cwd=source.cwd)
+            for entry in source.get_branch():
+                if isinstance(entry, MessageEntry):
+                    await copy.append_message(entry.message)
+                elif isinstance(entry, CustomEntry):
+                    await copy.append_custom(entry.custom_type, entry.data)
+            await copy.close()
+            pairs.append((source, copy))
+    return pairs
+
+
+async def samples(postgres_url: str, schema: str, *, sessions: int, most: int = 3) -> list[str]:
+    """A few sessions to show Pi: those holding a call cut off by a kill (its
+    interrupted result) first, then the first session."""
+    cut: list[str] = []
+    async with PostgresSessionStore(postgres_url, schema=schema) as store:
+        for i in range(sessions):
+            session = await store.open(f"s{i:04d}", read_only=True)
+            await session.close()
+            if any(
+                isinstance(e, MessageEntry)
+                and isinstance(e.message, ToolResultMessage)
+                and "interrupted" in str(e.message.content)
+                for e in session.entries
+            ):
+                cut.append(session.id)
+    return [*cut[: most - 1], *(["s0000"] if "s0000" not in cut[: most - 1] else [])]
