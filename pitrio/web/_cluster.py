@@ -249,6 +249,8 @@ class ClusterPages(Broadcaster):
             task_status.started(scope)
             async with follow(self.events_url, session_id, after=after, poll=0.2) as events:
                 async for event in events:
+                    if session_id != self.session_id:
+                        break  # the pages switched sessions; this task is being cancelled
                     await self._feed(event)
 
     # -- pages -------------------------------------------------------------------------
@@ -322,9 +324,14 @@ class ClusterPages(Broadcaster):
         self.active.add(key)
         self.broadcast(Status(working=True).to_json())
         session_id = self.session_id
-        await trio.to_thread.run_sync(
-            lambda: submit_prompt(self.queue, session_id, text, key=key, cwd=self.cwd)
-        )
+        try:
+            await trio.to_thread.run_sync(
+                lambda: submit_prompt(self.queue, session_id, text, key=key, cwd=self.cwd)
+            )
+        except BaseException:
+            self.active.discard(key)  # never queued: nothing will end it
+            self.broadcast(Status(working=self.view.working or bool(self.active)).to_json())
+            raise
         return key
 
     def history(self, client: Client, data: dict[str, Any]) -> None:

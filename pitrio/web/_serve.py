@@ -119,17 +119,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         trio.run(_serve_until_interrupted, serving)
     except* WorkerError as group:  # --store / --queue: a server that cannot be reached
-        failure.extend(str(e) for e in group.exceptions)
+        failure.extend(str(e) for e in _leaves(group))
     except* SessionError as group:  # --continue / --resume: missing, locked, unreadable
-        failure.extend(str(e) for e in group.exceptions)
+        failure.extend(str(e) for e in _leaves(group))
     except* OSError as group:
         where = f"{options.host}:{options.port}"
-        failure.extend(f"cannot listen on {where}: {e}" for e in group.exceptions)
+        failure.extend(f"cannot listen on {where}: {e}" for e in _leaves(group))
     if failure:
         print(f"pitrio serve: {failure[0]}", file=sys.stderr)
         return EXIT_USAGE
     print("pitrio serve: stopped.", file=sys.stderr)
     return EXIT_INTERRUPTED
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions of ``group``, nested groups opened (nurseries nest them)."""
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 async def _serve_until_interrupted(serving: Callable[[], Awaitable[None]]) -> None:

@@ -48,17 +48,23 @@ class Page:
         self.working = False
         self.session: str | None = None
         self.seen: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []
+        self.resets = 0
 
     async def receive(self) -> dict[str, Any]:
-        data = json.loads(await self.ws.get_message())
-        for message in data if isinstance(data, list) else [data]:
-            self.apply(message)
+        """Apply the next message (a frame may hold several: one at a time, so that a
+        condition is checked after each)."""
+        while not self.pending:
+            data = json.loads(await self.ws.get_message())
+            self.pending.extend(data if isinstance(data, list) else [data])
+        self.apply(self.pending.pop(0))
         return self.seen[-1]
 
     def apply(self, m: dict[str, Any]) -> None:
         self.seen.append(m)
         kind = m["type"]
         if kind == "reset":
+            self.resets += 1
             self.items.clear()
             self.session = m["session"]
         elif kind == "append":
@@ -86,14 +92,15 @@ class Page:
         ]
 
 
-def _settled(page: Page) -> bool:
-    """The run ended and the view was read again from the session (the last reset)."""
-    tail = page.seen[-1] if page.seen else {}
-    return (
-        not page.working
-        and tail.get("type") == "status"
-        and any(m["type"] == "reset" for m in page.seen)
-    )
+def reread(resets: int) -> Any:
+    """A condition: the run ended and the view was read again from the session (a
+    snapshot after the first ``resets`` ones, up to its closing ``status``)."""
+
+    def condition(page: Page) -> bool:
+        tail = page.seen[-1] if page.seen else {}
+        return page.resets > resets and not page.working and tail.get("type") == "status"
+
+    return condition
 
 
 async def test_prompts_from_the_page_run_on_a_worker_and_stop_reaches_it(
@@ -126,10 +133,11 @@ async def test_prompts_from_the_page_run_on_a_worker_and_stop_reaches_it(
                 first = page.session
                 assert first is not None
                 # A prompt becomes a job; the page follows the worker's run live.
+                before = page.resets
                 await page.send(type="prompt", text="go")
                 await page.until(lambda p: ("assistant", "finished") in p.shown())
                 live = list(page.seen)
-                await page.until(_settled)
+                await page.until(reread(before))
                 assert page.shown() == [("user", "go"), ("tool", "slow"), ("assistant", "finished")]
                 # The run's items came as events (appendDelta while streaming), not only in
                 # the snapshot read from the session at the end.
@@ -149,6 +157,7 @@ async def test_prompts_from_the_page_run_on_a_worker_and_stop_reaches_it(
                 await page.until(lambda p: p.session != first and p.seen[-1]["type"] == "sessions")
                 second = page.session
                 assert second is not None
+                before = page.resets
                 await page.send(type="prompt", text="wait for it")
                 await page.until(lambda p: ("tool", "slow") in p.shown())
                 while not pid_file.exists():  # noqa: ASYNC110 - the worker's tool started
@@ -163,8 +172,8 @@ async def test_prompts_from_the_page_run_on_a_worker_and_stop_reaches_it(
                     assert late.shown() == [("user", "wait for it"), ("tool", "slow")]
                     # Stop from the late page reaches the worker: the run settles, aborted.
                     await late.send(type="abort")
-                    await late.until(_settled)
-                    await page.until(_settled)
+                    await late.until(reread(late.resets))
+                    await page.until(reread(before))
                     assert block_file.exists()  # slow never finished by itself
                     tool = next(i for i in late.items.values() if i["kind"] == "tool")
                     assert tool["state"] == "error"
@@ -290,7 +299,7 @@ async def test_a_page_of_a_server_started_mid_run_replays_the_run_and_commands_a
                     ("tool", "slow"),
                 ]
                 block_file.unlink()
-                await page.until(lambda p: _settled(p) and ("user", "second") in p.shown())
+                await page.until(reread(page.resets))
                 assert page.shown()[-1] == ("assistant", "finished")
 
                 async def error_for(raw: str) -> str:
@@ -328,3 +337,19 @@ async def test_a_page_of_a_server_started_mid_run_replays_the_run_and_commands_a
                 await page.until(lambda p: p.seen[-1]["type"] == "sessions")
                 assert ("user", "second") in page.shown()
             nursery.cancel_scope.cancel()
+
+
+def test_a_queue_that_cannot_be_reached_is_named(
+    postgres_server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pitrio serve --queue`` at a port nothing listens on stops with exit status 2 and
+    says which Redis it could not read."""
+    from _services import free_port
+
+    queue = f"redis://127.0.0.1:{free_port()}/0"
+    argv = ["--port", "0", "--store", postgres_server.url, "--queue", queue]
+    argv += ["--schema", fresh_schema(), "--cwd", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pitrio serve: reading Redis stream 'pitrio:session:")
+    assert "ConnectionError" in err
