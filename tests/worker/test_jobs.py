@@ -195,3 +195,53 @@ def test_the_worker_command_says_what_it_needs() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("pitrio worker: python -m pitrio worker needs PITRIO_BROKER_URL")
     assert "PITRIO_HARNESS_FACTORY" in done.stderr
+
+
+async def test_an_abort_on_the_control_stream_stops_the_jobs_run(
+    postgres_url: str, redis_url: str, files: tuple[Path, Path]
+) -> None:
+    """An abort naming the job's key (sent while its tool runs) aborts the run, which
+    settles: the tool's call ends with an error result, the job records done. An abort
+    for other keys is left alone."""
+    from pitrio import ToolResultMessage
+    from pitrio.worker import send_abort
+
+    pid_file, block_file = files
+    config = WorkerConfig(
+        postgres_url=postgres_url, events_url=redis_url, factory=make_harness, schema=fresh_schema()
+    )
+    block_file.write_text("")
+    results: list[dict[str, Any]] = []
+
+    async def job() -> None:
+        results.append(await run_prompt_job(config, "ab", "go", "k-abort"))
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(job)
+            while not pid_file.exists():  # noqa: ASYNC110 - the tool started
+                await trio.sleep(0.05)
+            await send_abort(redis_url, "ab", ["another-key"])
+            await trio.sleep(0.3)  # read by the job, which goes on
+            assert results == []
+            await send_abort(redis_url, "ab", ["k-abort"])
+    assert block_file.exists()  # the tool never finished by itself
+    assert results[0]["status"] == "done"
+    async with PostgresSessionStore(postgres_url, schema=config.schema) as store:
+        session = await store.open("ab", read_only=True)
+    [result] = [
+        e.message
+        for e in session.entries
+        if isinstance(e, MessageEntry) and isinstance(e.message, ToolResultMessage)
+    ]
+    assert result.is_error
+    assert _job_states(session, "k-abort") == ["started", "done"]
+
+
+def test_a_job_error_is_found_inside_nursery_groups() -> None:
+    from pitrio.worker._jobs import _single
+
+    inner = ValueError("x")
+    assert _single(ExceptionGroup("a", [ExceptionGroup("b", [inner])])) is inner
+    both = ExceptionGroup("a", [inner, KeyError("y")])
+    assert _single(both) is both
