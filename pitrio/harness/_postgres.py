@@ -353,15 +353,25 @@ class PostgresSessionStore(StoreBase):
                 sync = "on" if self.fsync == "always" else "off"
                 conn.execute(f"SET synchronous_commit TO {sync}")
                 if not self._schema_ready:
-                    with conn.transaction():
-                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-                        conn.execute(_SCHEMA)
+                    # Only when the tables are missing: CREATE INDEX IF NOT EXISTS locks
+                    # its table even when the index exists, and so deadlocks with other
+                    # processes writing sessions meanwhile. The tables are made in one
+                    # transaction, so the last of them standing means all of them do.
+                    if not self._tables_exist(conn):
+                        with conn.transaction():
+                            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                            if not self._tables_exist(conn):  # another process made them
+                                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+                                conn.execute(_SCHEMA)
                     self._schema_ready = True
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _tables_exist(self, conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.usage",)).fetchone()
+        return row is not None and row[0] is not None
 
     def _release(self, conn: psycopg.Connection[Any], sid: str) -> None:
         """Release a session's lock, and keep its connection for the next session opened

@@ -27,7 +27,17 @@ from pitrio.ui import Status, Transcript, UiAdapter, UiMessage, tool_title
 from ._commands import WEB_COMMANDS, Commands, model_name, same_model, thinking_levels
 from ._http import Client
 
-__all__ = ["HISTORY_CHARS", "HISTORY_LIMIT", "SNAPSHOT_CHARS", "SNAPSHOT_ITEMS", "WebApp"]
+__all__ = [
+    "HISTORY_CHARS",
+    "HISTORY_LIMIT",
+    "SNAPSHOT_CHARS",
+    "SNAPSHOT_ITEMS",
+    "Broadcaster",
+    "WebApp",
+    "first_prompt",
+    "history_reply",
+    "send_or_drop",
+]
 
 _LISTED: Final = 50  # sessions shown, newest first
 _TITLE: Final = 80
@@ -42,8 +52,29 @@ HISTORY_CHARS: Final = 1_000_000
 """About this many characters of items in one ``history`` reply."""
 
 
+class Broadcaster:
+    """What every kind of server's pages share: the connected pages, the view they show,
+    and sending to them (a page that stopped reading is dropped)."""
+
+    clients: set[Client]
+    view: Transcript
+
+    def publish(self, messages: Sequence[UiMessage]) -> None:
+        for message in messages:
+            self.view.apply(message)
+            self.broadcast(message.to_json())
+
+    def broadcast(self, data: dict[str, Any]) -> None:
+        text = json.dumps(data, ensure_ascii=False)
+        for client in list(self.clients):
+            self.send(client, text)
+
+    def send(self, client: Client, text: str) -> None:
+        send_or_drop(self.clients, client, text)
+
+
 @final
-class WebApp:
+class WebApp(Broadcaster):
     """The state shared by every connected page: one App (harness + session)."""
 
     def __init__(
@@ -81,25 +112,6 @@ class WebApp:
 
     def _on_event(self, event: Any) -> None:
         self.publish(self.adapter.feed(event))
-
-    def publish(self, messages: Sequence[UiMessage]) -> None:
-        for message in messages:
-            self.view.apply(message)
-            self.broadcast(message.to_json())
-
-    def broadcast(self, data: dict[str, Any]) -> None:
-        text = json.dumps(data, ensure_ascii=False)
-        for client in list(self.clients):
-            self.send(client, text)
-
-    def send(self, client: Client, text: str) -> None:
-        try:
-            client.send.send_nowait(text)
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            # A page that stopped reading: drop it (it reconnects and gets a snapshot).
-            client.closed = True
-            self.clients.discard(client)
-            client.send.close()
 
     def _show_history(self) -> None:
         self.adapter = UiAdapter(harness=True)
@@ -171,26 +183,8 @@ class WebApp:
     def history(self, client: Client, data: dict[str, Any]) -> None:
         """Answer ``{"type": "history", "before": ID, "limit": N}``: the items before
         the item ``ID``, as the snapshot gives them, and how many come before those."""
-        before = data.get("before")
-        limit = data.get("limit", HISTORY_LIMIT)
-        if not isinstance(before, str):
-            self.send(client, _error("history needs a 'before' item id (a string)"))
-            return
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
-            self.send(client, _error("history's 'limit' must be an integer from 1 to 500"))
-            return
-        messages, earlier = self.view.earlier(before, limit=limit, max_chars=HISTORY_CHARS)
         session = self.app.session
-        reply = {
-            "type": "history",
-            # Item ids start again in each session: a page that got a reset since it
-            # asked (another session) knows the reply by this and drops it.
-            "session": session.id if session is not None else None,
-            "before": before,
-            "messages": [m.to_json() for m in messages],
-            "earlier": earlier,
-        }
-        self.send(client, _dumps(reply))
+        self.send(client, history_reply(self.view, session.id if session else None, data))
 
     # -- the pages' connections and commands -------------------------------------------
 
@@ -309,7 +303,6 @@ class WebApp:
         cached = self._titles.get(session_id)
         if cached is not None and cached[0] == modified:
             return cached[1]
-        title = ""
         assert self.store is not None
         messages: Sequence[Any]
         if self.app.session is not None and self.app.session.id == session_id:
@@ -323,17 +316,7 @@ class WebApp:
                     await session.close()
             except (SessionError, OSError, ValueError):
                 messages = ()
-        for message in messages:
-            if isinstance(message, UserMessage):
-                text = (
-                    message.content
-                    if isinstance(message.content, str)
-                    else "".join(b.text for b in message.content if isinstance(b, TextContent))
-                )
-                title = " ".join(text.split())
-                break
-        if len(title) > _TITLE:
-            title = title[: _TITLE - 1] + "…"
+        title = first_prompt(messages)
         if title:  # a session without a prompt yet will have one soon
             self._titles[session_id] = (modified, title)
         return title
@@ -438,6 +421,56 @@ def _visible(char: str) -> str:
     if char == "\n" or unicodedata.category(char) not in _INVISIBLE:
         return char
     return json.dumps(char)[1:-1]  # "\\u202e"; a surrogate pair beyond the BMP
+
+
+def send_or_drop(clients: set[Client], client: Client, text: str) -> None:
+    """Queue ``text`` for a page; a page that stopped reading is dropped from ``clients``
+    (it reconnects and gets a snapshot)."""
+    try:
+        client.send.send_nowait(text)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        client.closed = True
+        clients.discard(client)
+        client.send.close()
+
+
+def history_reply(view: Transcript, session_id: str | None, data: dict[str, Any]) -> str:
+    """The answer (a JSON text) to a page's ``history`` request ``data`` on ``view``: the
+    items before the item ``before``, or an ``error`` naming what was wrong."""
+    before = data.get("before")
+    limit = data.get("limit", HISTORY_LIMIT)
+    if not isinstance(before, str):
+        return _error("history needs a 'before' item id (a string)")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
+        return _error("history's 'limit' must be an integer from 1 to 500")
+    messages, earlier = view.earlier(before, limit=limit, max_chars=HISTORY_CHARS)
+    reply = {
+        "type": "history",
+        # Item ids start again in each session: a page that got a reset since it
+        # asked (another session) knows the reply by this and drops it.
+        "session": session_id,
+        "before": before,
+        "messages": [m.to_json() for m in messages],
+        "earlier": earlier,
+    }
+    return _dumps(reply)
+
+
+def first_prompt(messages: Sequence[Any]) -> str:
+    """A session's title: its first prompt, on one line, shortened."""
+    title = ""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            text = (
+                message.content
+                if isinstance(message.content, str)
+                else "".join(b.text for b in message.content if isinstance(b, TextContent))
+            )
+            title = " ".join(text.split())
+            break
+    if len(title) > _TITLE:
+        title = title[: _TITLE - 1] + "…"
+    return title
 
 
 def _dumps(data: dict[str, Any]) -> str:

@@ -55,8 +55,9 @@ import secrets
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from typing import TextIO, final
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Final, TextIO, final
 
 import attrs
 import trio
@@ -73,6 +74,7 @@ from pitrio.harness import (
     SessionStore,
     load_prompt_templates,
 )
+from pitrio.worker import WorkerError
 
 from ._commands import LEVELS
 from ._http import Gate, handle_connection
@@ -100,18 +102,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pitrio serve`` until Ctrl-C or SIGTERM; returns the exit status (130 stopped
     that way, 2 bad arguments or the port is taken)."""
     args_list = list(sys.argv[2:] if argv is None else argv)
+    serving: Callable[[], Awaitable[None]]
     try:
-        settings, options = _settings(args_list, os.environ, None)
+        cluster = _cluster_options(args_list)
+        if cluster is not None:
+            options = _Options(host="127.0.0.1", port=cluster.port)
+            serving = functools.partial(_serve_cluster, cluster, host=options.host, out=sys.stdout)
+        else:
+            settings, options = _settings(args_list, os.environ, None)
+            serving = functools.partial(
+                _serve, settings, host=options.host, port=options.port, out=sys.stdout
+            )
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     failure: list[str] = []
     try:
-        trio.run(_serve_until_interrupted, settings, options)
+        trio.run(_serve_until_interrupted, serving)
+    except* WorkerError as group:  # --store / --queue: a server that cannot be reached
+        failure.extend(str(e) for e in _leaves(group))
     except* SessionError as group:  # --continue / --resume: missing, locked, unreadable
-        failure.extend(str(e) for e in group.exceptions)
+        failure.extend(str(e) for e in _leaves(group))
     except* OSError as group:
         where = f"{options.host}:{options.port}"
-        failure.extend(f"cannot listen on {where}: {e}" for e in group.exceptions)
+        failure.extend(f"cannot listen on {where}: {e}" for e in _leaves(group))
     if failure:
         print(f"pitrio serve: {failure[0]}", file=sys.stderr)
         return EXIT_USAGE
@@ -119,15 +132,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_INTERRUPTED
 
 
-async def _serve_until_interrupted(settings: AppSettings, options: _Options) -> None:
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions of ``group``, nested groups opened (nurseries nest them)."""
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+async def _serve_until_interrupted(serving: Callable[[], Awaitable[None]]) -> None:
     """Serve until Ctrl-C (SIGINT) or SIGTERM, then stop cleanly."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                functools.partial(
-                    _serve, settings, host=options.host, port=options.port, out=sys.stdout
-                )
-            )
+            nursery.start_soon(serving)
             async for _ in signals:
                 nursery.cancel_scope.cancel(reason="interrupted")
                 break
@@ -163,9 +180,17 @@ async def serve(
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stderr(buffer):
-            settings, options = _settings(list(argv), os.environ if env is None else env, stream_fn)
+            cluster = _cluster_options(list(argv))
+            environ = os.environ if env is None else env
+            chosen = None if cluster is not None else _settings(list(argv), environ, stream_fn)
     except SystemExit:
         raise ValueError(buffer.getvalue().strip() or "bad pitrio serve arguments") from None
+    if chosen is None:
+        assert cluster is not None
+        where = sys.stdout if out is None else out
+        await _serve_cluster(cluster, host="127.0.0.1", out=where, task_status=task_status)
+        return
+    settings, options = chosen
     await _serve(
         settings,
         host=options.host,
@@ -246,7 +271,91 @@ def _parser() -> argparse.ArgumentParser:
         help="start on the latest session of this directory",
     )
     sessions.add_argument("-r", "--resume", metavar="ID", help="start on this session")
+    cluster = parser.add_argument_group(
+        "many workers (docs/deploy.md)",
+        "With --store and --queue, nothing runs in this server: each prompt becomes a job "
+        "of the workers (python -m pitrio worker) and the page follows it over Redis.",
+    )
+    cluster.add_argument(
+        "--store", metavar="POSTGRESQL_URL", help="the sessions' database (postgresql://...)"
+    )
+    cluster.add_argument(
+        "--queue", metavar="REDIS_URL", help="the workers' Celery broker (redis://...)"
+    )
+    cluster.add_argument(
+        "--events",
+        metavar="REDIS_URL",
+        help="the Redis server of the runs' event streams (default: --queue)",
+    )
+    cluster.add_argument(
+        "--schema", default="pitrio", help="the sessions' schema in --store (default pitrio)"
+    )
     return parser
+
+
+@final
+@attrs.frozen(kw_only=True)
+class _ClusterOptions:
+    port: int
+    store: str
+    queue: str
+    events: str
+    schema: str
+    cwd: str
+    resume: str | None
+
+
+_LOCAL_ONLY: Final = (
+    "model",
+    "provider",
+    "base_url",
+    "system_prompt",
+    "demo",
+    "yes",
+    "policy",
+    "continue_",
+    "thinking",
+)
+
+
+def _cluster_options(argv: list[str]) -> _ClusterOptions | None:
+    """The options of ``--store ... --queue ...``, or ``None`` without them."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.store is None and args.queue is None:
+        if args.events is not None:
+            parser.error("--events goes with --store and --queue")
+        return None
+    if args.store is None or args.queue is None:
+        parser.error(
+            "--store and --queue go together: the sessions' PostgreSQL database and the "
+            "workers' broker, e.g. --store postgresql://pitrio@db/pitrio --queue redis://redis:6379/0"
+        )
+    if not args.store.startswith(("postgresql://", "postgres://")):
+        parser.error(f"--store must be a postgresql:// URL; got {args.store!r}")
+    for name, url in (("--queue", args.queue), ("--events", args.events)):
+        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+            parser.error(f"{name} must be a redis:// URL; got {url!r}")
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be 0-65535; got {args.port}")
+    local = [n for n in _LOCAL_ONLY if getattr(args, n) not in (None, False, [])]
+    local += ["compat"] if args.compat else []
+    local += ["context_window"] if args.context_window is not None else []
+    if local:
+        flags = ", ".join("--" + n.rstrip("_").replace("_", "-") for n in local)
+        parser.error(
+            f"{flags}: not with --queue (the workers' harness factory chooses the model, "
+            "tools and settings)"
+        )
+    return _ClusterOptions(
+        port=args.port,
+        store=args.store,
+        queue=args.queue,
+        events=args.events or args.queue,
+        schema=args.schema,
+        cwd=os.path.abspath(args.cwd or os.getcwd()),
+        resume=args.resume,
+    )
 
 
 @final
@@ -358,6 +467,68 @@ async def _serve(
             )
             out.flush()
             task_status.started(info)
+
+
+async def _serve_cluster(
+    options: _ClusterOptions,
+    *,
+    host: str,
+    out: TextIO,
+    task_status: trio.TaskStatus[ServerInfo] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    from pitrio.harness import PostgresSessionStore
+
+    from ._cluster import ClusterPages
+
+    async with contextlib.AsyncExitStack() as stack:
+        listeners = await trio.open_tcp_listeners(options.port, host=host)
+        for listener in listeners:
+            stack.push_async_callback(listener.aclose)
+        store = PostgresSessionStore(options.store, schema=options.schema)
+        stack.push_async_callback(_shielded, store.aclose)
+        if options.resume is not None:
+            opened = await store.open(options.resume, read_only=True)
+        else:
+            opened = await store.create(cwd=options.cwd)
+        await opened.close()
+        banner = f"Prompts run as jobs on the workers of {_without_password(options.queue)}."
+        pages = ClusterPages(
+            store,
+            queue_url=options.queue,
+            events_url=options.events,
+            cwd=options.cwd,
+            banner=banner,
+        )
+        stack.push_async_callback(pages.aclose)
+        bound_port = listeners[0].socket.getsockname()[1]
+        info = ServerInfo(host=host, port=bound_port, token=secrets.token_urlsafe(24))
+        async with trio.open_nursery() as nursery:
+            pages.nursery = nursery
+            await pages.switch(opened.id)
+            gate = Gate(info.token, bound_port)
+            handler = functools.partial(handle_connection, gate=gate, pages=pages)
+            nursery.start_soon(trio.serve_listeners, handler, listeners)
+            out.write(
+                f"pitrio serve: prompts as jobs of {_without_password(options.queue)}, "
+                f"sessions in {_without_password(options.store)}\n"
+                f"Open {info.url}\n(Ctrl-C stops the server.)\n"
+            )
+            out.flush()
+            task_status.started(info)
+
+
+async def _shielded(close: Callable[[], Awaitable[None]]) -> None:
+    with trio.CancelScope(shield=True):  # the server stops by being cancelled
+        await close()
+
+
+def _without_password(url: str) -> str:
+    """``url`` with its password (if any) left out, to print."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 async def _close_quietly(current: Callable[[], Session | None]) -> None:

@@ -34,7 +34,7 @@ from pitrio import UsageError, wire
 from ._errors import WorkerError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Callable, Sequence
 
     import redis
 
@@ -45,9 +45,12 @@ __all__ = [
     "EventPublisher",
     "Follower",
     "StreamedEvent",
+    "control_for",
     "event_to_wire",
     "follow",
     "open_event_publisher",
+    "read_stream",
+    "send_abort",
     "stream_for",
 ]
 
@@ -60,6 +63,12 @@ _BATCH = 256
 def stream_for(session_id: str) -> str:
     """The Redis stream of a session's events: ``pitrio:session:<id>:events``."""
     return f"pitrio:session:{session_id}:events"
+
+
+def control_for(session_id: str) -> str:
+    """The Redis stream of commands to a session's running job (an abort from a page):
+    ``pitrio:session:<id>:control``."""
+    return f"pitrio:session:{session_id}:control"
 
 
 def event_to_wire(event: Any) -> dict[str, Any]:
@@ -123,13 +132,18 @@ class EventPublisher:
 
     def __call__(self, event: HarnessEvent) -> Awaitable[None] | None:
         """Queue ``event`` (the harness calls this); waits only when the queue is full."""
-        text = json.dumps(event_to_wire(event), separators=(",", ":"), ensure_ascii=False)
+        return self.publish(event_to_wire(event))
+
+    def publish(self, data: dict[str, Any]) -> Awaitable[None] | None:
+        """Queue one JSON object of the application's own (a job's ``pitrio.job`` marker,
+        say) as if it were an event; waits only when the queue is full."""
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         try:
             self._send.send_nowait(text)
         except trio.WouldBlock:
             return self._send.send(text)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass  # the publisher was closed: an event after it is not published
+            pass
         return None
 
     def _xadd_sync(self, texts: list[str]) -> None:
@@ -192,6 +206,46 @@ async def open_event_publisher(
             await trio.to_thread.run_sync(client.close)
     if publisher.error is not None:
         raise publisher.error
+
+
+_CONTROL_MAXLEN = 1000
+
+
+async def send_abort(redis_url: str, session_id: str, keys: Sequence[str]) -> None:
+    """Ask the jobs of ``keys`` (idempotency keys of prompts in session ``session_id``) to
+    abort their runs: one ``{"type": "abort", "keys": [...]}`` on the session's control
+    stream (:func:`control_for`), which a running job watches; a job that has not
+    started yet sees it when it starts. Raises :class:`WorkerError` when Redis fails."""
+    text = json.dumps({"type": "abort", "keys": list(keys)})
+    stream = control_for(session_id)
+    await _once(
+        redis_url,
+        lambda client: client.xadd(
+            stream, {"event": text}, maxlen=_CONTROL_MAXLEN, approximate=True
+        ),
+        f"sending an abort for session {session_id!r}",
+    )
+
+
+async def read_stream(redis_url: str, stream: str) -> list[StreamedEvent]:
+    """Every event ``stream`` holds now, oldest first (``follow(..., after=...)`` the
+    last one's id goes on from there). Raises :class:`WorkerError` when Redis fails."""
+    entries = await _once(
+        redis_url, lambda client: client.xrange(stream), f"reading Redis stream {stream!r}"
+    )
+    return [StreamedEvent(raw_id.decode(), json.loads(f[b"event"])) for raw_id, f in entries]
+
+
+async def _once(redis_url: str, command: Callable[[Any], Any], what: str) -> Any:
+    """One command on a client of its own (in a worker thread), closed after."""
+    client = _redis_client(redis_url)
+    try:
+        return await trio.to_thread.run_sync(command, client)
+    except Exception as exc:
+        raise _failure(what, exc) from exc
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(client.close)
 
 
 @final

@@ -26,8 +26,10 @@ the run's own writes, so that a duplicate delivery never runs the prompt twice:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
+import json
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,7 +41,13 @@ import trio
 from pitrio import UsageError
 
 from ._errors import WorkerError
-from ._events import open_event_publisher, stream_for
+from ._events import (
+    EventPublisher,
+    _redis_client,
+    control_for,
+    open_event_publisher,
+    stream_for,
+)
 
 __all__ = [
     "JOB_ENTRY",
@@ -47,6 +55,7 @@ __all__ = [
     "InterruptedHook",
     "WorkerConfig",
     "make_app",
+    "make_client_app",
     "record_interrupted",
     "run_prompt_job",
     "submit_prompt",
@@ -56,6 +65,10 @@ JOB_ENTRY: Final = "pitrio.job"
 """The custom entry type recording a job's idempotency key and state in its session."""
 
 TASK_NAME: Final = "pitrio.prompt"
+
+_CONTROL_POLL: Final = 0.1  # seconds between reads of a session's control stream
+_CONTROL_BATCH: Final = 100
+_STORE_RETRIES: Final = 20  # a job whose database fails is tried again this many times
 
 HarnessFactory = Callable[[Any], Any]
 """``(session) -> Harness``: the application's model, tools and settings for a session."""
@@ -138,42 +151,126 @@ def _last_text(harness: Any) -> Any:
 
 
 async def run_prompt_job(
-    config: WorkerConfig, session_id: str, prompt: str, key: str, *, cwd: str | None = None
+    config: WorkerConfig,
+    session_id: str,
+    prompt: str,
+    key: str,
+    *,
+    cwd: str | None = None,
+    store: Any = None,
 ) -> dict[str, Any]:
     """One job: the prompt ``prompt`` in session ``session_id`` (created if missing), at
     most once per ``key``. Raises :class:`~pitrio.harness.SessionLockedError` while
-    another worker has the session open (the task retries)."""
-    from pitrio.harness import PostgresSessionStore, SessionNotFoundError
+    another worker has the session open (the task retries). ``store``: a
+    :class:`~pitrio.harness.PostgresSessionStore` of ``config``'s database to use (and
+    leave open: a worker keeps one, and its connections, from job to job); by default
+    one is opened for the job and closed after it.
 
-    async with PostgresSessionStore(config.postgres_url, schema=config.schema) as store:
-        try:
-            session = await store.open(session_id)
-        except SessionNotFoundError:
-            session = await store.create(session_id=session_id, cwd=cwd)
-        try:
-            states = _job_states(session, key)
-            if "done" in states or "interrupted" in states:
-                return {"status": "duplicate", "key": key, "states": states}
-            factory = config.harness_factory()
-            if "started" in states and config.on_interrupted is not None:
-                return dict(await config.on_interrupted(session, factory(session), key))
-            redelivered = "started" in states
-            if not redelivered:
-                await session.append_custom(JOB_ENTRY, {"key": key, "state": "started"})
-            harness = factory(session)
-            async with open_event_publisher(config.events_url, stream=stream_for(session_id)) as p:
-                harness.subscribe(p)
-                if not redelivered or not _prompt_reached_session(session, key):
-                    await harness.prompt(prompt)  # recovers an interrupted run first
-                elif harness.interrupted is not None:
-                    await harness.resume()  # the cut-off run goes on where it stopped
-            await session.append_custom(JOB_ENTRY, {"key": key, "state": "done"})
-            result = {"status": "done", "key": key, "text": _last_text(harness)}
-            if redelivered:
-                result["recovered"] = True
-            return result
-        finally:
-            await session.close()
+    Besides the run's events, the session's stream gets the job's markers
+    (``{"type": "pitrio.job", "state": "started" | "done" | "failed", "key": ...}``), so
+    that a follower knows which events belong to which prompt. While the run goes on,
+    the job watches the session's control stream (:func:`~pitrio.worker.control_for`):
+    an ``{"type": "abort", "keys": [...]}`` naming its key aborts the run, which then
+    settles as an aborted answer (:func:`~pitrio.worker.send_abort`)."""
+    from pitrio.harness import PostgresSessionStore
+
+    if store is not None:
+        return await _job_in(store, config, session_id, prompt, key, cwd)
+    async with PostgresSessionStore(config.postgres_url, schema=config.schema) as own:
+        return await _job_in(own, config, session_id, prompt, key, cwd)
+
+
+async def _job_in(
+    store: Any, config: WorkerConfig, session_id: str, prompt: str, key: str, cwd: str | None
+) -> dict[str, Any]:
+    from pitrio.harness import SessionNotFoundError
+
+    try:
+        session = await store.open(session_id)
+    except SessionNotFoundError:
+        session = await store.create(session_id=session_id, cwd=cwd)
+    try:
+        stream = stream_for(session_id)
+        async with open_event_publisher(config.events_url, stream=stream) as publisher:
+            try:
+                result = await _run_job(config, session, publisher, prompt, key)
+            except Exception as exc:
+                marker = {"type": JOB_ENTRY, "state": "failed", "key": key}
+                await _published(publisher.publish({**marker, "error": str(exc)}))
+                raise
+            marker = {"type": JOB_ENTRY, "state": "done", "key": key}
+            await _published(publisher.publish({**marker, "status": result["status"]}))
+        return result
+    finally:
+        await session.close()
+
+
+async def _published(waiting: Awaitable[None] | None) -> None:
+    if waiting is not None:
+        await waiting
+
+
+async def _run_job(
+    config: WorkerConfig, session: Any, publisher: EventPublisher, prompt: str, key: str
+) -> dict[str, Any]:
+    states = _job_states(session, key)
+    if "done" in states or "interrupted" in states:
+        return {"status": "duplicate", "key": key, "states": states}
+    factory = config.harness_factory()
+    if "started" in states and config.on_interrupted is not None:
+        return dict(await config.on_interrupted(session, factory(session), key))
+    redelivered = "started" in states
+    if not redelivered:
+        await session.append_custom(JOB_ENTRY, {"key": key, "state": "started"})
+    harness = factory(session)
+    harness.subscribe(publisher)
+    await _published(publisher.publish({"type": JOB_ENTRY, "state": "started", "key": key}))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch_aborts, config.events_url, session.id, key, harness)
+        if not redelivered or not _prompt_reached_session(session, key):
+            await harness.prompt(prompt)  # recovers an interrupted run first
+        elif harness.interrupted is not None:
+            await harness.resume()  # the cut-off run goes on where it stopped
+        nursery.cancel_scope.cancel(reason="the job's run is over")
+    await session.append_custom(JOB_ENTRY, {"key": key, "state": "done"})
+    result = {"status": "done", "key": key, "text": _last_text(harness)}
+    if redelivered:
+        result["recovered"] = True
+    return result
+
+
+async def _watch_aborts(events_url: str, session_id: str, key: str, harness: Any) -> None:
+    """Abort ``harness``'s run once the session's control stream names ``key`` in an
+    ``abort`` (also one sent before the job started); runs until cancelled."""
+    client = _redis_client(events_url)
+    stream = control_for(session_id)
+    last = "0"
+
+    def read() -> Any:
+        return client.xread({stream: last}, count=_CONTROL_BATCH)
+
+    try:
+        while True:
+            for _stream, entries in await trio.to_thread.run_sync(read) or ():
+                for raw_id, fields in entries:
+                    last = raw_id.decode()
+                    data = _control_data(fields)
+                    if data.get("type") == "abort" and key in data.get("keys", ()):
+                        while True:  # until the job ends: a run that starts late is aborted too
+                            harness.abort()
+                            await trio.sleep(_CONTROL_POLL)
+            await trio.sleep(_CONTROL_POLL)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(client.close)
+
+
+def _control_data(fields: Mapping[bytes, bytes]) -> dict[str, Any]:
+    try:
+        data = json.loads(fields.get(b"event", b"{}"))
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def make_app(
@@ -196,9 +293,19 @@ def make_app(
     except ImportError:
         msg = "pitrio's jobs need Celery, which is not installed: pip install 'pitrio[worker]'"
         raise UsageError(msg) from None
-    from pitrio.harness import SessionLockedError
+    from pitrio.harness import SessionError, SessionLockedError
 
     app = celery.Celery("pitrio", broker=broker_url, backend=result_backend)
+    stores: list[Any] = []  # one store per worker process, its connections kept
+
+    def store() -> Any:
+        if not stores:
+            from pitrio.harness import PostgresSessionStore
+
+            stores.append(PostgresSessionStore(config.postgres_url, schema=config.schema))
+            atexit.register(stores[0].close_sync)
+        return stores[0]
+
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -206,7 +313,13 @@ def make_app(
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
-        broker_transport_options={"visibility_timeout": visibility_timeout},
+        broker_transport_options={
+            "visibility_timeout": visibility_timeout,
+            # Look for jobs whose worker vanished (unacknowledged past the timeout) every
+            # few seconds, not kombu's default of about every 100 s.
+            "unacked_restore_interval": max(1, min(10, round(visibility_timeout / 4))),
+            "unacked_restore_throttle": 1,
+        },
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )
@@ -216,13 +329,46 @@ def make_app(
         self: Any, session_id: str, prompt: str, key: str, cwd: str | None = None
     ) -> dict[str, Any]:
         try:
-            job = functools.partial(run_prompt_job, config, session_id, prompt, key, cwd=cwd)
+            job = functools.partial(
+                run_prompt_job, config, session_id, prompt, key, cwd=cwd, store=store()
+            )
             return trio.run(job)
-        except SessionLockedError as exc:
-            raise self.retry(exc=exc, countdown=retry_locked_after) from None
-        except WorkerError as exc:  # the run itself ended; its events did not all go out
-            return {"status": "done", "key": key, "events_error": str(exc)}
+        except Exception as exc:
+            error = _single(exc)
+            if isinstance(error, SessionLockedError):
+                raise self.retry(exc=error, countdown=retry_locked_after) from None
+            if isinstance(error, SessionError):  # the database failed: try again, a while
+                raise self.retry(
+                    exc=error, countdown=retry_locked_after, max_retries=_STORE_RETRIES
+                ) from None
+            if isinstance(error, WorkerError):  # the run ended; its events did not all go out
+                return {"status": "done", "key": key, "events_error": str(error)}
+            raise
 
+    return app
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) single-exception groups, or ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def make_client_app(broker_url: str) -> Any:
+    """A Celery app that only submits prompts (:func:`submit_prompt`) to the workers of
+    ``broker_url``, as ``pitrio serve --queue`` does; it runs no job itself."""
+    try:
+        import celery
+    except ImportError:
+        msg = "pitrio's jobs need Celery, which is not installed: pip install 'pitrio[worker]'"
+        raise UsageError(msg) from None
+    app = celery.Celery("pitrio", broker=broker_url)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+    )
     return app
 
 

@@ -31,6 +31,7 @@ from pitrio.worker._jobs import (
 )
 
 from ._factory import make_harness
+from ._worker import worker_process
 
 HERE = Path(__file__).parent
 
@@ -138,46 +139,31 @@ async def test_a_celery_job_whose_worker_died_is_redelivered_and_not_run_twice(
     pid_file, block_file = files
     schema = fresh_schema()
     url = postgres_server.url
-    env = {
-        **os.environ,
-        "PITRIO_BROKER_URL": redis_url,
-        "PITRIO_POSTGRES_URL": url,
-        "PITRIO_POSTGRES_SCHEMA": schema,
-        "PITRIO_HARNESS_FACTORY": "_factory:make_harness",
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    log = (tmp_path / "worker.log").open("w")
-    worker = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "pitrio", "worker", "--pool=prefork", "--concurrency=1"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=tmp_path,
-    )
     config = WorkerConfig(postgres_url=url, events_url=redis_url, factory=make_harness)
     app = make_app(redis_url, config, result_backend=redis_url)
     try:
-        with trio.fail_after(180):
-            block_file.write_text("")
-            submit_prompt(app, "killed", "go", key="k1")
-            while not pid_file.exists():
-                assert worker.poll() is None, (tmp_path / "worker.log").read_text()
-                await trio.sleep(0.1)
-            child = int(pid_file.read_text())
-            assert child != worker.pid  # the prefork pool's child runs the job
-            await _wait_for_states(url, schema, "killed", "k1", ["started"])
-            os.kill(child, signal.SIGKILL)
-            # The parent gives the job back; the next child finds it started and
-            # continues the cut-off run (slow is not replay-safe: it is not run again,
-            # its call ends as interrupted), so the prompt is not run a second time.
-            await _wait_for_states(url, schema, "killed", "k1", ["started", "done"])
-            block_file.unlink()
-            result = submit_prompt(app, "fine", "go", key="k2")
-            done = await trio.to_thread.run_sync(lambda: result.get(timeout=120))
-            assert done == {"status": "done", "key": "k2", "text": "finished"}
-            duplicate = submit_prompt(app, "fine", "go", key="k2")
-            again = await trio.to_thread.run_sync(lambda: duplicate.get(timeout=120))
-            assert again["status"] == "duplicate"
+        async with worker_process(postgres_server, redis_url, schema, tmp_path) as worker:
+            with trio.fail_after(180):
+                block_file.write_text("")
+                submit_prompt(app, "killed", "go", key="k1")
+                while not pid_file.exists():
+                    assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+                    await trio.sleep(0.1)
+                child = int(pid_file.read_text())
+                assert child != worker.pid  # the prefork pool's child runs the job
+                await _wait_for_states(url, schema, "killed", "k1", ["started"])
+                os.kill(child, signal.SIGKILL)
+                # The parent gives the job back; the next child finds it started and
+                # continues the cut-off run (slow is not replay-safe: it is not run again,
+                # its call ends as interrupted), so the prompt is not run a second time.
+                await _wait_for_states(url, schema, "killed", "k1", ["started", "done"])
+                block_file.unlink()
+                result = submit_prompt(app, "fine", "go", key="k2")
+                done = await trio.to_thread.run_sync(lambda: result.get(timeout=120))
+                assert done == {"status": "done", "key": "k2", "text": "finished"}
+                duplicate = submit_prompt(app, "fine", "go", key="k2")
+                again = await trio.to_thread.run_sync(lambda: duplicate.get(timeout=120))
+                assert again["status"] == "duplicate"
         async with PostgresSessionStore(url, schema=schema) as store:
             killed = await store.open("killed", read_only=True)
             fine = await store.open("fine", read_only=True)
@@ -193,14 +179,6 @@ async def test_a_celery_job_whose_worker_died_is_redelivered_and_not_run_twice(
         assert _prompts(fine) == ["go"]
         assert _job_states(fine, "k2") == ["started", "done"]
     finally:
-        with trio.CancelScope(shield=True):
-            worker.send_signal(signal.SIGTERM)
-            with trio.move_on_after(30):
-                await worker.wait()
-            if worker.returncode is None:
-                worker.kill()
-                await worker.wait()
-        log.close()
         app.close()
 
 
@@ -217,3 +195,53 @@ def test_the_worker_command_says_what_it_needs() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("pitrio worker: python -m pitrio worker needs PITRIO_BROKER_URL")
     assert "PITRIO_HARNESS_FACTORY" in done.stderr
+
+
+async def test_an_abort_on_the_control_stream_stops_the_jobs_run(
+    postgres_url: str, redis_url: str, files: tuple[Path, Path]
+) -> None:
+    """An abort naming the job's key (sent while its tool runs) aborts the run, which
+    settles: the tool's call ends with an error result, the job records done. An abort
+    for other keys is left alone."""
+    from pitrio import ToolResultMessage
+    from pitrio.worker import send_abort
+
+    pid_file, block_file = files
+    config = WorkerConfig(
+        postgres_url=postgres_url, events_url=redis_url, factory=make_harness, schema=fresh_schema()
+    )
+    block_file.write_text("")
+    results: list[dict[str, Any]] = []
+
+    async def job() -> None:
+        results.append(await run_prompt_job(config, "ab", "go", "k-abort"))
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(job)
+            while not pid_file.exists():  # noqa: ASYNC110 - the tool started
+                await trio.sleep(0.05)
+            await send_abort(redis_url, "ab", ["another-key"])
+            await trio.sleep(0.3)  # read by the job, which goes on
+            assert results == []
+            await send_abort(redis_url, "ab", ["k-abort"])
+    assert block_file.exists()  # the tool never finished by itself
+    assert results[0]["status"] == "done"
+    async with PostgresSessionStore(postgres_url, schema=config.schema) as store:
+        session = await store.open("ab", read_only=True)
+    [result] = [
+        e.message
+        for e in session.entries
+        if isinstance(e, MessageEntry) and isinstance(e.message, ToolResultMessage)
+    ]
+    assert result.is_error
+    assert _job_states(session, "k-abort") == ["started", "done"]
+
+
+def test_a_job_error_is_found_inside_nursery_groups() -> None:
+    from pitrio.worker._jobs import _single
+
+    inner = ValueError("x")
+    assert _single(ExceptionGroup("a", [ExceptionGroup("b", [inner])])) is inner
+    both = ExceptionGroup("a", [inner, KeyError("y")])
+    assert _single(both) is both
