@@ -321,3 +321,140 @@ async def test_the_anthropic_subscription_warning(env: dict[str, str], tmp_path:
     settings = Path(env["PI_CODING_AGENT_DIR"]) / "settings.json"
     settings.write_text(json.dumps({"warnings": {"anthropicExtraUsage": False}}))
     assert await warn("anthropic", None, env, stored, cwd) is None
+
+
+# -- API keys typed at /login, and Radius's gateway ----------------------------------
+
+RADIUS_MODEL = {
+    "id": "claude-x",
+    "name": "Claude X",
+    "reasoning": True,
+    "input": ["text"],
+    "cost": {"input": 3, "output": 15, "cacheRead": 0, "cacheWrite": 0},
+    "contextWindow": 200000,
+    "maxTokens": 64000,
+}
+
+
+class _Gateway(BaseHTTPRequestHandler):
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        _Gateway.seen.append(f"{self.path} {self.headers.get('Authorization')}")
+        host = f"http://127.0.0.1:{self.server.server_address[1]!s}"  # type: ignore[index]
+        body = json.dumps({"baseUrl": f"{host}/v1", "models": [RADIUS_MODEL]})
+        self.send_response(200 if self.path == "/v1/config" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def gateway() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Gateway)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+        server.server_close()
+
+
+@pytest.mark.timeout(60)
+def test_login_reads_an_api_key_without_echo(
+    env: dict[str, str], gateway: str, tmp_path: Path
+) -> None:
+    """``/login openai`` asks Pi's ``Enter OpenAI API key``, reads the key with the
+    echo off and stores it 0600 as ``{"type": "api_key", "key": ...}``: the key is not
+    on the screen, not in the history file; ``/login api-key radius`` stores a key and
+    fetches the gateway's models, which ``--list-models radius`` then lists."""
+    (tmp_path / "work").mkdir()
+    screen = io.StringIO()
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "pitrio", "--cwd", str(tmp_path / "work"), "--base-url",
+         "http://127.0.0.1:9/v1", "--model", "m"],
+        env={**env, "PATH": os.environ.get("PATH", ""), "TERM": "xterm", "PYTHONUNBUFFERED": "1",
+             "PYTHONPATH": str(Path(__file__).parents[2]), "PI_RADIUS_GATEWAY": gateway},
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(50, 200),
+    )  # fmt: skip
+    child.logfile_read = screen
+    path = Path(env["PI_CODING_AGENT_DIR"]) / "auth.json"
+    try:
+        child.expect_exact("> ")
+        child.send("/login\r")
+        child.expect_exact("/login api-key PROVIDER where a subscription login exists")
+        child.expect_exact("> ")
+        child.send("/login groq\r")
+        child.expect_exact("Enter Groq API key")
+        child.sendintr()  # Ctrl-C cancels the read; nothing is stored, echo comes back
+        child.expect_exact("[login cancelled]")
+        child.expect_exact("> ")
+        child.send("/login openai\r")
+        child.expect_exact("Enter OpenAI API key")
+        child.send("sk-very-secret-typed-key\r")
+        child.expect_exact("Saved API key for OpenAI. Credentials saved to ")
+        child.expect_exact("> ")
+        data = json.loads(path.read_text())
+        assert data == {"openai": {"type": "api_key", "key": "sk-very-secret-typed-key"}}
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        child.send("/login api-key radius\r")
+        child.expect_exact("Enter Radius API key")
+        child.send("rk-gateway-secret\r")
+        child.expect_exact("Radius models (1): radius/claude-x")
+        child.expect_exact("> ")
+        child.send("/logout echo-is-back\r")  # the echo is on again
+        child.expect_exact("/logout echo-is-back")
+        child.expect_exact("> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    shown = screen.getvalue()
+    assert "sk-very-secret-typed-key" not in shown
+    assert "rk-gateway-secret" not in shown
+    history = (Path(env["XDG_STATE_HOME"]) / "pitrio" / "history").read_text()
+    assert "/login openai" in history
+    assert "sk-very-secret" not in history
+    assert "rk-gateway-secret" not in history
+    assert _Gateway.seen[-1] == "/v1/config Bearer rk-gateway-secret"
+    assert json.loads(path.read_text())["radius"] == {"type": "api_key", "key": "rk-gateway-secret"}
+    out = io.StringIO()
+    assert main(["--list-models", "radius"], env=env, stdout=out) == 0
+    assert "claude-x" in out.getvalue()
+    assert key_column(env, "radius") == {"yes"}
+    settings = _configure(["--model", "radius/claude-x", "-p", "hi"], env)
+    assert (settings.model.api, settings.model.base_url) == ("pi-messages", f"{gateway}/v1")
+    assert settings.api_key == "rk-gateway-secret"
+
+
+async def test_api_key_login_without_a_terminal_and_empty(env: dict[str, str]) -> None:
+    """Without a terminal the key is not read (the text says what to do instead); an
+    empty key stores nothing; an unknown provider names the api-key form."""
+    from pitrio.cli._login import login_command
+    from pitrio.cli._render import Renderer
+
+    out = io.StringIO()
+    renderer = Renderer(out)
+    stored: dict[str, Any] = {}
+    assert not await login_command(renderer, "mistral", env, stored, _Answers())
+    assert "an API key can only be typed on a terminal" in out.getvalue()
+
+    async def empty() -> str:
+        return ""
+
+    assert not await login_command(renderer, "api-key anthropic", env, stored, _Answers(), empty)
+    assert "No API key entered; nothing saved for Anthropic." in out.getvalue()
+    assert not await login_command(renderer, "nowhere", env, stored, _Answers(), empty)
+    assert "(API keys: /login api-key PROVIDER)" in out.getvalue()
+    assert stored == {}
+    assert not (Path(env["PI_CODING_AGENT_DIR"]) / "auth.json").exists()
