@@ -6,8 +6,10 @@ way round. The order a provider's key is taken in is Pi's (``docs/providers.md``
 "Resolution Order"): ``--api-key``, then ``auth.json`` (an API key, or a login's
 tokens, refreshed when they expire), then the environment; pitrio's own config file
 (``[keys]``) comes last. ``/login`` runs one of pi-ai's subscription logins (Pi's
-``showLoginDialog``; pitrio asks its questions on the prompt line, one per line);
-``/logout`` removes a stored credential. Texts are Pi's.
+``showLoginDialog``; pitrio asks its questions on the prompt line, one per line), or
+stores a provider's API key as Pi does (``{"type": "api_key", "key": ...}``), read with
+the terminal's echo off and kept out of the line history; ``/logout`` removes a stored
+credential. Texts are Pi's.
 """
 
 from __future__ import annotations
