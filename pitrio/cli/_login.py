@@ -317,20 +317,31 @@ async def login_command(
     stored[provider] = credential
     renderer.say(f"Logged in to {name}. Credentials saved to {store.path}")
     if provider == "radius":
-        await _gateway_models(renderer, store.path, credential.access)
+        await _gateway_models(renderer, store.path, credential.access, env)
     return True
 
 
-async def _gateway_models(renderer: Renderer, path: str, key: str) -> None:
-    """Fetch and keep Radius's models (pi-ai's ``refreshModels`` after a login)."""
+async def _gateway_models(renderer: Renderer, path: str, key: str, env: Mapping[str, str]) -> None:
+    """Fetch and keep Radius's models (pi-ai's ``refreshModels`` after a login), from
+    the gateway the login used."""
     import httpx
 
-    from pitrio.providers._auth._radius import models_store_path, refresh_gateway_models
+    from pitrio.providers._auth import oauth_flow as flow_of
+    from pitrio.providers._auth._radius import (
+        RadiusOAuth,
+        default_gateway,
+        models_store_path,
+        refresh_gateway_models,
+    )
     from pitrio.providers.auth import AuthError
 
+    flow = flow_of("radius")
+    gateway = flow.url() if isinstance(flow, RadiusOAuth) and flow.gateway else None
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
-            models = await refresh_gateway_models(client, key, models_store_path(path))
+            models = await refresh_gateway_models(
+                client, key, models_store_path(path), gateway=gateway or default_gateway(env)
+            )
     except AuthError as exc:
         renderer.error(f"{exc} (run /login radius again to retry)")
         return
@@ -377,7 +388,7 @@ async def api_key_login(
     stored[provider] = credential
     renderer.say(f"Saved API key for {title}. Credentials saved to {store.path}")
     if provider == "radius":
-        await _gateway_models(renderer, store.path, key)
+        await _gateway_models(renderer, store.path, key, env)
     return True
 
 

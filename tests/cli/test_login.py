@@ -342,8 +342,22 @@ class _Gateway(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         _Gateway.seen.append(f"{self.path} {self.headers.get('Authorization')}")
         host = f"http://127.0.0.1:{self.server.server_address[1]!s}"  # type: ignore[index]
+        refused = self.headers.get("Authorization") == "Bearer refused"
         body = json.dumps({"baseUrl": f"{host}/v1", "models": [RADIUS_MODEL]})
-        self.send_response(200 if self.path == "/v1/config" else 404)
+        self._answer(401 if refused else 200 if self.path == "/v1/config" else 404, body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        _Gateway.seen.append(f"POST {self.path}")
+        if self.path == "/v1/oauth/device":
+            answer = {"device_code": "d", "user_code": "RAD-9", "expires_in": 60, "interval": 1,
+                      "verification_uri": "https://radius.example/device"}  # fmt: skip
+        else:
+            answer = {"access_token": "at-cli", "refresh_token": "rt", "expires_in": 3600}
+        self._answer(200, json.dumps(answer))
+
+    def _answer(self, status: int, body: str) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -458,3 +472,39 @@ async def test_api_key_login_without_a_terminal_and_empty(env: dict[str, str]) -
     assert "(API keys: /login api-key PROVIDER)" in out.getvalue()
     assert stored == {}
     assert not (Path(env["PI_CODING_AGENT_DIR"]) / "auth.json").exists()
+
+
+async def test_radius_login_fetches_the_gateways_models(env: dict[str, str], gateway: str) -> None:
+    """``/login radius`` by device code stores the tokens, then fetches ``/v1/config``
+    with them and keeps the models; a gateway refusing the key is named, the key kept."""
+    from pitrio.cli._login import login_command
+    from pitrio.cli._render import Renderer
+    from pitrio.providers import Models
+    from pitrio.providers._auth import set_oauth_flow
+    from pitrio.providers._auth._radius import RadiusOAuth
+
+    out = io.StringIO()
+    renderer = Renderer(out)
+    stored: dict[str, Any] = {}
+    previous = set_oauth_flow("radius", RadiusOAuth(gateway=gateway))
+    try:
+        assert await login_command(renderer, "radius", env, stored, _Answers("2"))
+    finally:
+        set_oauth_flow("radius", previous)
+    text = out.getvalue()
+    assert "Open https://radius.example/device and enter the code: RAD-9" in text
+    assert "Logged in to Radius. Credentials saved to " in text
+    assert "Radius models (1): radius/claude-x" in text
+    assert _Gateway.seen[-1] == "/v1/config Bearer at-cli"
+    assert stored["radius"].access == "at-cli"
+    model = Models(env=env).get("radius", "claude-x")
+    assert model is not None
+    assert model.base_url == f"{gateway}/v1"
+
+    async def refused() -> str:
+        return "refused"
+
+    keyed = {**env, "PI_RADIUS_GATEWAY": gateway}
+    assert await login_command(renderer, "api-key radius", keyed, stored, _Answers(), refused)
+    assert "Could not load Radius config from" in out.getvalue()
+    assert "(run /login radius again to retry)" in out.getvalue()

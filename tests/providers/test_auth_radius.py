@@ -307,3 +307,68 @@ def test_stored_models_and_names(tmp_path: Path) -> None:
     config = GatewayConfig(base_url="https://b", models=(MODEL,))
     assert model_from_json(config.model_entries("mine")[0]).provider == "mine"
     assert oauth_providers()["radius"] == "Radius"
+
+
+async def test_failures_of_the_gateway_are_named(tmp_path: Path) -> None:
+    """Unreachable, a non-JSON refusal, a token answer without tokens, a device answer
+    without its fields, a callback on another path or without a code, a long error
+    body cut, a config that is not JSON, a broken models-store replaced on write."""
+    answers: list[httpx.Response | Exception] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        nxt = answers.pop(0)
+        if isinstance(nxt, Exception):
+            raise nxt
+        return nxt
+
+    flow = RadiusOAuth(gateway="gw.example/", callback_port=0)
+    assert flow.url() == "https://gw.example"
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        answers.append(httpx.ConnectError("refused"))
+        with pytest.raises(LoginError, match="ConnectError: refused"):
+            await flow.refresh(client, OAuthCredential(access="a", refresh="r", expires=0))
+        answers.append(httpx.Response(500, text="gateway down"))
+        with pytest.raises(LoginError, match=r"token request failed: gateway down$"):
+            await flow.refresh(client, OAuthCredential(access="a", refresh="r", expires=0))
+        answers.append(httpx.Response(500))
+        with pytest.raises(LoginError, match=r"token request failed: 500$"):
+            await flow.refresh(client, OAuthCredential(access="a", refresh="r", expires=0))
+        answers.append(httpx.Response(200, json={"access_token": "a"}))
+        with pytest.raises(LoginError, match="missing required fields"):
+            await flow.refresh(client, OAuthCredential(access="a", refresh="r", expires=0))
+        answers.append(httpx.Response(200, json={"device_code": "d"}))
+        with pytest.raises(LoginError, match="device authorization response is missing"):
+            await flow.login(client, Person(["device-code"]))
+        answers.append(httpx.Response(404, text="no"))
+        with pytest.raises(LoginError, match=r"Could not load Radius OAuth config .*: 404 no"):
+            await flow.login(client, Person(["browser"]))
+        answers.append(httpx.ConnectError("dns"))
+        with pytest.raises(LoginError, match="ConnectError: dns"):
+            await flow.login(client, Person(["browser"]))
+        answers.append(httpx.ConnectError("dns"))
+        with pytest.raises(AuthError, match=r"Could not load Radius config .*ConnectError: dns"):
+            await load_gateway_config(client, "gw.example", None)
+        answers.append(httpx.Response(502, text="x" * 600))
+        with pytest.raises(AuthError, match=r": 502: x{512}…$"):
+            await load_gateway_config(client, "gw.example", None)
+        answers.append(httpx.Response(200, text="<html>"))
+        with pytest.raises(AuthError, match="Invalid Radius config"):
+            await load_gateway_config(client, "gw.example", None)
+        answers.append(httpx.Response(200, json={"authorizationEndpoint": "https://gw.example/ui"}))
+        person = Person(["browser"])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flow.login, client, person)
+            shown = await person.next_event("auth_url")
+            params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(shown.url).query))
+            redirect = params["redirect_uri"]
+            assert (await browser_get(redirect.replace("/oauth/callback", "/x")))[0] == 404
+            missing = await browser_get(f"{redirect}?state={params['state']}")
+            assert missing[0] == 400
+            assert "Missing authorization code" in missing[1]
+            nursery.cancel_scope.cancel()
+    path = tmp_path / "models-store.json"
+    path.write_text("[broken")
+    from pitrio.providers._auth._radius import write_stored_models
+
+    await write_stored_models(str(path), "radius", [], checked_at=5)
+    assert json.loads(path.read_text()) == {"radius": {"models": [], "checkedAt": 5}}
