@@ -140,17 +140,23 @@ class _TokenServer(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def token_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _TokenServer)
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` of a server answering with ``handler``, while it runs."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1/oauth/token"
+        yield f"http://127.0.0.1:{server.server_address[1]!s}"
     finally:
         server.shutdown()
         thread.join(timeout=5)
         server.server_close()
+
+
+@pytest.fixture
+def token_server() -> Iterator[str]:
+    for url in _serve(_TokenServer):
+        yield f"{url}/v1/oauth/token"
 
 
 _BOOT = textwrap.dedent(
@@ -369,15 +375,7 @@ class _Gateway(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def gateway() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Gateway)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        thread.join(timeout=5)
-        server.server_close()
+    yield from _serve(_Gateway)
 
 
 @pytest.mark.timeout(60)
