@@ -37,6 +37,7 @@ from ._consent import needs_consent, parse_answer
 from ._flags import find_session
 from ._login import (
     anthropic_subscription_warning,
+    api_key_login_provider,
     has_stored_key,
     login_command,
     logout_command,
@@ -200,6 +201,37 @@ class LineReader:
                 self.readline.write_history_file(self.history_path)
                 os.chmod(self.history_path, 0o600)
         self._restore_terminal()
+
+    @property
+    def can_read_secret(self) -> bool:
+        """Whether :meth:`read_secret` can turn the echo off (stdin is the terminal)."""
+        return self.use_input and self._termios is not None
+
+    async def read_secret(self) -> str | None:
+        """One line typed with the terminal's echo off (getpass's way: ``ECHO``
+        cleared, the line still edited by the terminal), read by Trio so that Ctrl-C
+        cancels it; it never reaches readline, so never the history. ``None`` at end
+        of input. The echo comes back however the read ends."""
+        assert self._termios is not None
+        termios = self._termios[0]
+        fd = self.stdin.fileno()
+        before = termios.tcgetattr(fd)
+        quiet = termios.tcgetattr(fd)
+        quiet[3] &= ~termios.ECHO
+        termios.tcsetattr(fd, termios.TCSAFLUSH, quiet)
+        data = b""
+        try:
+            while not data.endswith(b"\n"):
+                await trio.lowlevel.wait_readable(fd)
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return None
+                data += chunk
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, before)
+            self.out.write("\n")
+            self.out.flush()
+        return data.decode(errors="replace").rstrip("\r\n")
 
     def _save_terminal(self) -> None:
         with contextlib.suppress(ImportError, OSError, ValueError):
@@ -471,6 +503,19 @@ class _Interactive:
             self.renderer.error("/login: a login is already running (Ctrl-C cancels it)")
             return
         if await self._busy_guard("/login"):
+            return
+        if api_key_login_provider(arg) is not None:
+            # in turn, not in the background: the line reader stays idle while the key
+            # is read with the echo off (Ctrl-C cancels it)
+            secret = self.reader.read_secret if self.reader.can_read_secret else None
+            self._login_scope = trio.CancelScope()
+            try:
+                with self._login_scope:
+                    await login_command(
+                        self.renderer, arg, settings.env, settings.stored_auth, self._line, secret
+                    )
+            finally:
+                self._login_scope = None
             return
         assert self._nursery is not None
         self._login_scope = trio.CancelScope()

@@ -6,8 +6,10 @@ way round. The order a provider's key is taken in is Pi's (``docs/providers.md``
 "Resolution Order"): ``--api-key``, then ``auth.json`` (an API key, or a login's
 tokens, refreshed when they expire), then the environment; pitrio's own config file
 (``[keys]``) comes last. ``/login`` runs one of pi-ai's subscription logins (Pi's
-``showLoginDialog``; pitrio asks its questions on the prompt line, one per line);
-``/logout`` removes a stored credential. Texts are Pi's.
+``showLoginDialog``; pitrio asks its questions on the prompt line, one per line), or
+stores a provider's API key as Pi does (``{"type": "api_key", "key": ...}``), read with
+the terminal's echo off and kept out of the line history; ``/logout`` removes a stored
+credential. Texts are Pi's.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ if TYPE_CHECKING:
     from ._render import Renderer
 
 __all__ = [
+    "API_KEY_LOGINS",
     "LOGOUT_NOTHING",
     "TerminalLogin",
+    "api_key_login",
+    "api_key_login_provider",
     "auth_file",
     "has_stored_key",
     "login_command",
@@ -69,6 +74,72 @@ async def anthropic_subscription_warning(
     if isinstance(warnings, dict) and warnings.get("anthropicExtraUsage") is False:
         return None
     return ANTHROPIC_SUBSCRIPTION_WARNING
+
+
+API_KEY_LOGINS: Final = {
+    "ant-ling": "Ant Ling API key",
+    "anthropic": "Anthropic API key",
+    "azure-openai-responses": "Azure OpenAI API key",
+    "baseten": "Baseten API key",
+    "cerebras": "Cerebras API key",
+    "deepseek": "DeepSeek API key",
+    "fireworks": "Fireworks API key",
+    "github-copilot": "GitHub Copilot token",
+    "google": "Gemini API key",
+    "groq": "Groq API key",
+    "huggingface": "Hugging Face token",
+    "kimi-coding": "Kimi API key",
+    "minimax": "MiniMax API key",
+    "minimax-cn": "MiniMax CN API key",
+    "mistral": "Mistral API key",
+    "moonshotai": "Moonshot AI API key",
+    "moonshotai-cn": "Moonshot AI API key",
+    "nvidia": "NVIDIA API key",
+    "openai": "OpenAI API key",
+    "opencode": "OpenCode API key",
+    "opencode-go": "OpenCode API key",
+    "openrouter": "OpenRouter API key",
+    "qwen-token-plan": "Qwen Token Plan API key",
+    "qwen-token-plan-cn": "Qwen Token Plan CN API key",
+    "qwen-token-plan-individual": "Qwen Token Plan Individual API key",
+    "radius": "Radius API key",
+    "together": "Together API key",
+    "vercel-ai-gateway": "Vercel AI Gateway API key",
+    "xai": "xAI API key",
+    "xiaomi": "Xiaomi API key",
+    "xiaomi-token-plan-ams": "Xiaomi Token Plan AMS API key",
+    "xiaomi-token-plan-cn": "Xiaomi Token Plan CN API key",
+    "xiaomi-token-plan-sgp": "Xiaomi Token Plan SGP API key",
+    "zai": "Z.AI API key",
+    "zai-coding-cn": "Z.AI Coding CN API key",
+}
+"""The providers whose key ``/login`` can store, and the name pi-ai's ``envApiKeyAuth``
+gives each (its prompt is ``Enter <name>``). Providers whose key needs more than one
+answer (Cloudflare's account, Bedrock's and Vertex's credential choices) are not here."""
+
+API_KEY_PREFIX: Final = "api-key"
+"""``/login api-key PROVIDER``: store a key even where a subscription login exists."""
+
+
+def api_key_login_provider(arg: str) -> str | None:
+    """The provider whose API key ``/login ARG`` asks for (``api-key PROVIDER``, or a
+    provider with no subscription login), else ``None``."""
+    words = arg.split()
+    if len(words) == 2 and words[0] == API_KEY_PREFIX:
+        return words[1] if words[1] in API_KEY_LOGINS else None
+    if len(words) == 1 and words[0] in API_KEY_LOGINS and _find(words[0]) is None:
+        return words[0]
+    return None
+
+
+def provider_title(provider: str) -> str:
+    """The provider's display name (pi-ai's), or its id."""
+    from pitrio.providers._catalog import catalog_data
+
+    found = catalog_data()["providers"].get(provider)
+    if isinstance(found, dict) and isinstance(found.get("name"), str):
+        return str(found["name"])
+    return "Radius" if provider == "radius" else provider
 
 
 LOGOUT_NOTHING: Final = (
@@ -196,10 +267,13 @@ async def login_command(
     env: Mapping[str, str],
     stored: MutableMapping[str, Credential],
     ask: Callable[[], Awaitable[str]],
+    ask_secret: Callable[[], Awaitable[str | None]] | None = None,
 ) -> bool:
-    """``/login [PROVIDER]``: without a provider, list the subscription logins; with
-    one, run its login and store the credential. Whether a login was stored.
-    Checkpoints; cancelling it (Ctrl-C) stores nothing."""
+    """``/login [PROVIDER]``: without a provider, list the logins; with one, run its
+    subscription login, or (a provider with none, or ``api-key PROVIDER``) read its API
+    key with ``ask_secret`` (a line typed without echo, kept out of the history), and
+    store the credential. Whether one was stored. Checkpoints; cancelling it (Ctrl-C)
+    stores nothing. After a Radius login the gateway's models are fetched and kept."""
     import httpx
 
     from pitrio.providers.auth import AuthError, OAuthCredential, login, oauth_providers
@@ -209,14 +283,23 @@ async def login_command(
         for listed, title in oauth_providers().items():
             mark = "  (logged in)" if isinstance(stored.get(listed), OAuthCredential) else ""
             lines.append(f"  {listed:<16} {title}{mark}")
-        lines.append("API keys: set the provider's environment variable, or --api-key")
+        lines.append(
+            "API keys (/login PROVIDER, or /login api-key PROVIDER where a subscription "
+            "login exists; typed without echo): " + ", ".join(API_KEY_LOGINS)
+        )
         renderer.say("\n".join(lines))
         await trio.lowlevel.checkpoint()
         return False
+    keyed = api_key_login_provider(arg)
+    if keyed is not None:
+        return await api_key_login(renderer, keyed, env, stored, ask_secret)
     provider = _find(arg)
     if provider is None:
         known = ", ".join(oauth_providers())
-        renderer.error(f"/login: no subscription login for {arg.strip()!r}; there are: {known}")
+        renderer.error(
+            f"/login: no subscription login for {arg.strip()!r}; there are: {known} "
+            f"(API keys: /login {API_KEY_PREFIX} PROVIDER)"
+        )
         await trio.lowlevel.checkpoint()
         return False
     name = oauth_providers()[provider]
@@ -233,6 +316,79 @@ async def login_command(
         return False
     stored[provider] = credential
     renderer.say(f"Logged in to {name}. Credentials saved to {store.path}")
+    if provider == "radius":
+        await _gateway_models(renderer, store.path, credential.access, env)
+    return True
+
+
+async def _gateway_models(renderer: Renderer, path: str, key: str, env: Mapping[str, str]) -> None:
+    """Fetch and keep Radius's models (pi-ai's ``refreshModels`` after a login), from
+    the gateway the login used."""
+    import httpx
+
+    from pitrio.providers._auth import oauth_flow as flow_of
+    from pitrio.providers._auth._radius import (
+        RadiusOAuth,
+        default_gateway,
+        models_store_path,
+        refresh_gateway_models,
+    )
+    from pitrio.providers.auth import AuthError
+
+    flow = flow_of("radius")
+    gateway = flow.url() if isinstance(flow, RadiusOAuth) and flow.gateway else None
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
+            models = await refresh_gateway_models(
+                client, key, models_store_path(path), gateway=gateway or default_gateway(env)
+            )
+    except AuthError as exc:
+        renderer.error(f"{exc} (run /login radius again to retry)")
+        return
+    names = ", ".join(f"radius/{m.id}" for m in models) or "none"
+    renderer.say(f"Radius models ({len(models)}): {names}")
+
+
+async def api_key_login(
+    renderer: Renderer,
+    provider: str,
+    env: Mapping[str, str],
+    stored: MutableMapping[str, Credential],
+    ask_secret: Callable[[], Awaitable[str | None]] | None,
+) -> bool:
+    """Pi's API-key login: ``Enter <name>``, the key read without echo, stored in
+    ``auth.json`` as ``{"type": "api_key", "key": ...}`` (``0600``). Whether it was."""
+    from pitrio.providers.auth import ApiKeyCredential, CredentialStoreError
+
+    title = provider_title(provider)
+    if ask_secret is None:
+        renderer.error(
+            f"/login {provider}: an API key can only be typed on a terminal; set the "
+            "provider's environment variable or pass --api-key"
+        )
+        await trio.lowlevel.checkpoint()
+        return False
+    renderer.say(f"Enter {API_KEY_LOGINS[provider]}")
+    key = (await ask_secret() or "").strip()
+    if not key:
+        renderer.error(f"No API key entered; nothing saved for {title}.")
+        return False
+    credential = ApiKeyCredential(key=key)
+
+    async def put(_: Credential | None) -> Credential:
+        await trio.lowlevel.checkpoint()
+        return credential
+
+    store = auth_file(env)
+    try:
+        await store.modify(provider, put)
+    except CredentialStoreError as exc:
+        renderer.error(f"Failed to save API key for {title}: {exc}")
+        return False
+    stored[provider] = credential
+    renderer.say(f"Saved API key for {title}. Credentials saved to {store.path}")
+    if provider == "radius":
+        await _gateway_models(renderer, store.path, key, env)
     return True
 
 

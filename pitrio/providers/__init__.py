@@ -378,7 +378,9 @@ class Models:
         client: an existing client to use instead of opening one.
         get_api_key: ``provider -> key | None``, asked when a request has no
             ``options.api_key``; the environment (:func:`env_api_key`) comes after it.
-        builtin: start with the built-in catalog of pi-ai's models (see :meth:`get`).
+        builtin: start with the built-in catalog of pi-ai's models (see :meth:`get`),
+            and the models Radius's gateway gave after a login (kept in Pi's
+            ``models-store.json`` beside ``auth.json``: ``radius/<id>``, ``pi-messages``).
         env: the environment to read keys from (default ``os.environ``).
         credentials: stored credentials (:class:`pitrio.providers.auth.AuthFile`, Pi's
             ``auth.json``): asked after ``get_api_key`` and before the environment, as
@@ -409,6 +411,7 @@ class Models:
             from ._catalog import builtin_models
 
             self.register(*builtin_models())
+            self.register(*_runtime_models(env))
 
     async def __aenter__(self) -> Models:
         if self._client is None:
@@ -601,6 +604,15 @@ class Models:
             if key:
                 options = _with_api_key(options, key)
         return options
+
+
+def _runtime_models(env: Mapping[str, str] | None) -> list[Model]:
+    """The models a gateway gave at run time (Radius's, after a login), kept in Pi's
+    ``models-store.json`` beside ``auth.json``."""
+    from ._auth._radius import models_store_path, read_stored_models
+    from ._auth._store import default_auth_path
+
+    return read_stored_models(models_store_path(default_auth_path(env)))
 
 
 def _with_api_key(options: StreamOptions, key: str) -> StreamOptions:

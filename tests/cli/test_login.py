@@ -140,17 +140,23 @@ class _TokenServer(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def token_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _TokenServer)
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` of a server answering with ``handler``, while it runs."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1/oauth/token"
+        yield f"http://127.0.0.1:{server.server_address[1]!s}"
     finally:
         server.shutdown()
         thread.join(timeout=5)
         server.server_close()
+
+
+@pytest.fixture
+def token_server() -> Iterator[str]:
+    for url in _serve(_TokenServer):
+        yield f"{url}/v1/oauth/token"
 
 
 _BOOT = textwrap.dedent(
@@ -321,3 +327,182 @@ async def test_the_anthropic_subscription_warning(env: dict[str, str], tmp_path:
     settings = Path(env["PI_CODING_AGENT_DIR"]) / "settings.json"
     settings.write_text(json.dumps({"warnings": {"anthropicExtraUsage": False}}))
     assert await warn("anthropic", None, env, stored, cwd) is None
+
+
+# -- API keys typed at /login, and Radius's gateway ----------------------------------
+
+RADIUS_MODEL = {
+    "id": "claude-x",
+    "name": "Claude X",
+    "reasoning": True,
+    "input": ["text"],
+    "cost": {"input": 3, "output": 15, "cacheRead": 0, "cacheWrite": 0},
+    "contextWindow": 200000,
+    "maxTokens": 64000,
+}
+
+
+class _Gateway(BaseHTTPRequestHandler):
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        _Gateway.seen.append(f"{self.path} {self.headers.get('Authorization')}")
+        host = f"http://127.0.0.1:{self.server.server_address[1]!s}"  # type: ignore[index]
+        refused = self.headers.get("Authorization") == "Bearer refused"
+        body = json.dumps({"baseUrl": f"{host}/v1", "models": [RADIUS_MODEL]})
+        self._answer(401 if refused else 200 if self.path == "/v1/config" else 404, body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        _Gateway.seen.append(f"POST {self.path}")
+        if self.path == "/v1/oauth/device":
+            answer = {"device_code": "d", "user_code": "RAD-9", "expires_in": 60, "interval": 1,
+                      "verification_uri": "https://radius.example/device"}  # fmt: skip
+        else:
+            answer = {"access_token": "at-cli", "refresh_token": "rt", "expires_in": 3600}
+        self._answer(200, json.dumps(answer))
+
+    def _answer(self, status: int, body: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def gateway() -> Iterator[str]:
+    yield from _serve(_Gateway)
+
+
+@pytest.mark.timeout(60)
+def test_login_reads_an_api_key_without_echo(
+    env: dict[str, str], gateway: str, tmp_path: Path
+) -> None:
+    """``/login openai`` asks Pi's ``Enter OpenAI API key``, reads the key with the
+    echo off and stores it 0600 as ``{"type": "api_key", "key": ...}``: the key is not
+    on the screen, not in the history file; ``/login api-key radius`` stores a key and
+    fetches the gateway's models, which ``--list-models radius`` then lists."""
+    (tmp_path / "work").mkdir()
+    screen = io.StringIO()
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "pitrio", "--cwd", str(tmp_path / "work"), "--base-url",
+         "http://127.0.0.1:9/v1", "--model", "m"],
+        env={**env, "PATH": os.environ.get("PATH", ""), "TERM": "xterm", "PYTHONUNBUFFERED": "1",
+             "PYTHONPATH": str(Path(__file__).parents[2]), "PI_RADIUS_GATEWAY": gateway},
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(50, 200),
+    )  # fmt: skip
+    child.logfile_read = screen
+    path = Path(env["PI_CODING_AGENT_DIR"]) / "auth.json"
+    try:
+        child.expect_exact("> ")
+        child.send("/login\r")
+        child.expect_exact("/login api-key PROVIDER where a subscription login exists")
+        child.expect_exact("> ")
+        child.send("/login groq\r")
+        child.expect_exact("Enter Groq API key")
+        child.sendintr()  # Ctrl-C cancels the read; nothing is stored, echo comes back
+        child.expect_exact("[login cancelled]")
+        child.expect_exact("> ")
+        child.send("/login openai\r")
+        child.expect_exact("Enter OpenAI API key")
+        child.send("sk-very-secret-typed-key\r")
+        child.expect_exact("Saved API key for OpenAI. Credentials saved to ")
+        child.expect_exact("> ")
+        data = json.loads(path.read_text())
+        assert data == {"openai": {"type": "api_key", "key": "sk-very-secret-typed-key"}}
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        child.send("/login api-key radius\r")
+        child.expect_exact("Enter Radius API key")
+        child.send("rk-gateway-secret\r")
+        child.expect_exact("Radius models (1): radius/claude-x")
+        child.expect_exact("> ")
+        child.send("/logout echo-is-back\r")  # the echo is on again
+        child.expect_exact("/logout echo-is-back")
+        child.expect_exact("> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    shown = screen.getvalue()
+    assert "sk-very-secret-typed-key" not in shown
+    assert "rk-gateway-secret" not in shown
+    history = (Path(env["XDG_STATE_HOME"]) / "pitrio" / "history").read_text()
+    assert "/login openai" in history
+    assert "sk-very-secret" not in history
+    assert "rk-gateway-secret" not in history
+    assert _Gateway.seen[-1] == "/v1/config Bearer rk-gateway-secret"
+    assert json.loads(path.read_text())["radius"] == {"type": "api_key", "key": "rk-gateway-secret"}
+    out = io.StringIO()
+    assert main(["--list-models", "radius"], env=env, stdout=out) == 0
+    assert "claude-x" in out.getvalue()
+    assert key_column(env, "radius") == {"yes"}
+    settings = _configure(["--model", "radius/claude-x", "-p", "hi"], env)
+    assert (settings.model.api, settings.model.base_url) == ("pi-messages", f"{gateway}/v1")
+    assert settings.api_key == "rk-gateway-secret"
+
+
+async def test_api_key_login_without_a_terminal_and_empty(env: dict[str, str]) -> None:
+    """Without a terminal the key is not read (the text says what to do instead); an
+    empty key stores nothing; an unknown provider names the api-key form."""
+    from pitrio.cli._login import login_command
+    from pitrio.cli._render import Renderer
+
+    out = io.StringIO()
+    renderer = Renderer(out)
+    stored: dict[str, Any] = {}
+    assert not await login_command(renderer, "mistral", env, stored, _Answers())
+    assert "an API key can only be typed on a terminal" in out.getvalue()
+
+    async def empty() -> str:
+        return ""
+
+    assert not await login_command(renderer, "api-key anthropic", env, stored, _Answers(), empty)
+    assert "No API key entered; nothing saved for Anthropic." in out.getvalue()
+    assert not await login_command(renderer, "nowhere", env, stored, _Answers(), empty)
+    assert "(API keys: /login api-key PROVIDER)" in out.getvalue()
+    assert stored == {}
+    assert not (Path(env["PI_CODING_AGENT_DIR"]) / "auth.json").exists()
+
+
+async def test_radius_login_fetches_the_gateways_models(env: dict[str, str], gateway: str) -> None:
+    """``/login radius`` by device code stores the tokens, then fetches ``/v1/config``
+    with them and keeps the models; a gateway refusing the key is named, the key kept."""
+    from pitrio.cli._login import login_command
+    from pitrio.cli._render import Renderer
+    from pitrio.providers import Models
+    from pitrio.providers._auth import set_oauth_flow
+    from pitrio.providers._auth._radius import RadiusOAuth
+
+    out = io.StringIO()
+    renderer = Renderer(out)
+    stored: dict[str, Any] = {}
+    previous = set_oauth_flow("radius", RadiusOAuth(gateway=gateway))
+    try:
+        assert await login_command(renderer, "radius", env, stored, _Answers("2"))
+    finally:
+        set_oauth_flow("radius", previous)
+    text = out.getvalue()
+    assert "Open https://radius.example/device and enter the code: RAD-9" in text
+    assert "Logged in to Radius. Credentials saved to " in text
+    assert "Radius models (1): radius/claude-x" in text
+    assert _Gateway.seen[-1] == "/v1/config Bearer at-cli"
+    assert stored["radius"].access == "at-cli"
+    model = Models(env=env).get("radius", "claude-x")
+    assert model is not None
+    assert model.base_url == f"{gateway}/v1"
+
+    async def refused() -> str:
+        return "refused"
+
+    keyed = {**env, "PI_RADIUS_GATEWAY": gateway}
+    assert await login_command(renderer, "api-key radius", keyed, stored, _Answers(), refused)
+    assert "Could not load Radius config from" in out.getvalue()
+    assert "(run /login radius again to retry)" in out.getvalue()

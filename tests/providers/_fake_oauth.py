@@ -104,9 +104,11 @@ class FakeOAuthServer:
                     answer = handler(request)
                     status, payload = answer if isinstance(answer, tuple) else await answer
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                sse = data.startswith((b"data:", b"event:"))
+                kind = "text/event-stream" if sse else "application/json"
                 await stream.send_all(
                     f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
-                    "Content-Type: application/json\r\n"
+                    f"Content-Type: {kind}\r\n"
                     f"Content-Length: {len(data)}\r\n\r\n".encode()
                     + data
                 )

@@ -1,5 +1,6 @@
 """pitrio's OAuth flows send what pi-ai 0.85.0's send: the same scripted answers (for
-the browser logins, a pasted redirect URL) are given to pi-ai's own flows (Node, ``fetch``
+the browser logins, a pasted redirect URL; for Radius also its ``/v1/config``) are given
+to pi-ai's own flows (Node, ``fetch``
 replaced: ``node/auth_requests.mjs``) and to pitrio's (``httpx.MockTransport``), and the
 requests (method, URL, the headers the flow sets, the body), the events (the authorize
 URL, device codes, progress) and the resulting credential or error text are compared.
@@ -19,6 +20,7 @@ import pytest
 import trio
 from cli._pi import require_oracle
 
+from pitrio.providers._auth._radius import DEFAULT_GATEWAY, load_gateway_config
 from pitrio.providers._auth._resolve import oauth_flow
 from pitrio.providers._auth._store import credential_from_json, credential_to_json
 from pitrio.providers.auth import AuthError, AuthEvent, AuthPrompt, OAuthCredential
@@ -111,6 +113,10 @@ async def _run(scenario: dict[str, Any]) -> dict[str, Any]:
         client.headers.clear()  # compare the headers the flows set, not httpx's
         flow = oauth_flow(scenario["provider"])
         try:
+            if scenario["op"] == "config":  # Radius's catalog, not a login
+                config = await load_gateway_config(client, DEFAULT_GATEWAY, scenario.get("key"))
+                record["result"] = config.model_entries("radius")
+                return record
             if scenario["op"] == "refresh":
                 stored = credential_from_json("p", scenario["credential"], "scenario")
                 assert isinstance(stored, OAuthCredential)
@@ -139,6 +145,9 @@ def _same(pitrio: dict[str, Any], pi: dict[str, Any]) -> None:
     assert pitrio["events"] == pi["events"]
     if "error" in pi:
         assert pitrio.get("error") == pi["error"]  # (the script cut pi-ai's JavaScript stack)
+        return
+    if isinstance(pi["result"], list):  # Radius's models
+        assert pitrio["result"] == pi["result"]
         return
     _same_credential(pitrio["result"], pi["result"], 2)
 
@@ -182,5 +191,7 @@ async def test_the_record_is_pi_ais(tmp_path: Path) -> None:
         assert ("error" in record) == ("error" in committed), name
         if "error" in record:
             assert record["error"] == committed["error"], name
+        elif isinstance(record["result"], list):
+            assert record["result"] == committed["result"], name
         else:
             _same_credential(record["result"], committed["result"], 5)

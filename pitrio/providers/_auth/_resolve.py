@@ -24,6 +24,7 @@ from ._device import KimiOAuth, XaiOAuth
 from ._errors import AuthError, LoginError
 from ._flow import LoginInteraction, ModelAuth, OAuthFlow, now_ms
 from ._openrouter import OpenRouterOAuth
+from ._radius import RadiusOAuth
 from ._store import ApiKeyCredential, Credential, CredentialStore, OAuthCredential
 
 __all__ = ["ResolvedAuth", "login", "logout", "oauth_flow", "oauth_providers", "resolve_auth"]
@@ -35,6 +36,7 @@ _FLOWS: dict[str, OAuthFlow] = {
     "xai": XaiOAuth(),
     "openrouter": OpenRouterOAuth(),
     "kimi-coding": KimiOAuth(),
+    "radius": RadiusOAuth(),
 }
 
 _MINIMUM_VALIDITY_MS: Final = 5 * 60 * 1000

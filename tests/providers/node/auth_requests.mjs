@@ -13,7 +13,16 @@ const flows = {
   "github-copilot": (await import(`${oauth}/github-copilot.js`)).githubCopilotOAuth,
   xai: (await import(`${oauth}/xai.js`)).xaiOAuth,
   "kimi-coding": (await import(`${oauth}/kimi-coding.js`)).kimiCodingOAuth,
+  radius: (await import(`${oauth}/radius.js`)).createRadiusOAuth({
+    name: "Radius",
+    gateway: "https://radius.pi.dev",
+  }),
 };
+// Radius's catalog (providers/radius-config.js): "op": "config" fetches /v1/config with
+// the scenario's key and gives the models as the provider registers them
+const radiusConfig = await import(
+  `${nodeModules}/@earendil-works/pi-ai/dist/providers/radius-config.js`
+);
 const REASONS = { 200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found" };
 const KEPT = /^(content-type|accept|authorization|user-agent|editor-version|editor-plugin-version|copilot-integration-id|x-github-api-version|openai-intent|x-interaction-type)$/;
 
@@ -66,6 +75,16 @@ for (const scenario of JSON.parse(readFileSync(scenariosPath, "utf-8"))) {
   const signal = AbortSignal.timeout(20_000);
   const record = { requests, events };
   try {
+    if (scenario.op === "config") {
+      const config = await radiusConfig.loadRadiusGatewayConfig(
+        radiusConfig.DEFAULT_RADIUS_GATEWAY,
+        scenario.key,
+        signal,
+      );
+      record.result = radiusConfig.getRadiusModelsFromConfig("radius", config);
+      out[scenario.name] = record;
+      continue;
+    }
     const credential =
       scenario.op === "refresh"
         ? await flow.refresh(scenario.credential, signal)
