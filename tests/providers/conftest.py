@@ -110,3 +110,12 @@ def lacking_api(monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     monkeypatch.delitem(providers._APIS, api, raising=False)
     monkeypatch.setitem(providers._NOT_IMPLEMENTED_APIS, api, "Google Vertex AI")
     return provider, api
+
+
+@pytest.fixture(autouse=True)
+def _own_agent_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider tests see no user's ``~/.pi/agent`` (``Models()`` reads the Radius
+    models a login stored there): an empty agent directory unless a test sets its own."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path_factory.mktemp("agent")))
