@@ -319,6 +319,9 @@ def make_app(
             # few seconds, not kombu's default of about every 100 s.
             "unacked_restore_interval": max(1, min(10, round(visibility_timeout / 4))),
             "unacked_restore_throttle": 1,
+            # The sweep holds a lock in Redis; a worker SIGKILLed while holding it would
+            # stop every sweep until the lock expires (kombu's default: 300 s).
+            "unacked_mutex_expire": max(1, min(300, round(visibility_timeout / 2))),
         },
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,

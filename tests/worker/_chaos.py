@@ -173,6 +173,13 @@ class Fleet:
         self.kills += 1
         await self.start(index)
 
+    def logs(self) -> str:
+        """The end of each worker's log (what a failed run shows)."""
+        return "\n".join(
+            f"--- worker {i}\n" + (self.workdir / f"worker-{i}.log").read_text()[-2000:]
+            for i in range(self.size)
+        )
+
     def dead(self) -> list[str]:
         """Workers that ended by themselves (a crash is a failure of the run)."""
         return [
@@ -202,8 +209,13 @@ class Fleet:
 def worker_env(
     broker_url: str, postgres_url: str, schema: str, effects: Path, *, tool_seconds: float
 ) -> dict[str, str]:
+    # Not the coverage of pytest-cov's children (COV_CORE_*): a worker killed every few
+    # seconds would spend its short life starting the tracer, and leave data files behind.
+    inherited = {
+        k: v for k, v in os.environ.items() if not k.startswith(("COV_CORE_", "COVERAGE_"))
+    }
     return {
-        **os.environ,
+        **inherited,
         "PITRIO_BROKER_URL": broker_url,
         "PITRIO_POSTGRES_URL": postgres_url,
         "PITRIO_POSTGRES_SCHEMA": schema,
@@ -279,9 +291,12 @@ async def drive(
     kill_every: tuple[float, float] | None,
     seed: int = 0,
     prefix: str = "s",
+    give_up_after: float = float("inf"),
 ) -> Report:
     """Play the users (and kill workers every ``kill_every`` seconds, drawn uniformly)
-    until every prompt's job ended; the report. Sessions are ``PREFIX0000``, ..."""
+    until every prompt's job ended, or ``give_up_after`` seconds (the report's failures then
+    name the prompts whose jobs did not end); the report. Sessions are ``PREFIX0000``,
+    ..."""
     ids = [f"{prefix}{i:04d}" for i in range(sessions)]
     markers = _Markers(events_url, ids)
     app = make_client_app(broker_url)
@@ -308,14 +323,18 @@ async def drive(
 
     began = time.monotonic()
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(markers.run)
-            if kill_every is not None:
-                nursery.start_soon(chaos)
-            async with trio.open_nursery() as users:
-                for session_id in ids:
-                    users.start_soon(user, session_id)
-            nursery.cancel_scope.cancel()
+        with trio.move_on_after(give_up_after) as bounded:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(markers.run)
+                if kill_every is not None:
+                    nursery.start_soon(chaos)
+                async with trio.open_nursery() as users:
+                    for session_id in ids:
+                        users.start_soon(user, session_id)
+                nursery.cancel_scope.cancel()
+        if bounded.cancelled_caught:
+            waiting = sorted(markers.waiting)
+            failures.append(f"no job ended within {give_up_after:g} s for {waiting}")
     finally:
         markers.client.close()
         app.close()

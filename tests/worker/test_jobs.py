@@ -245,3 +245,16 @@ def test_a_job_error_is_found_inside_nursery_groups() -> None:
     assert _single(ExceptionGroup("a", [ExceptionGroup("b", [inner])])) is inner
     both = ExceptionGroup("a", [inner, KeyError("y")])
     assert _single(both) is both
+
+
+def test_a_worker_killed_in_the_redelivery_sweep_holds_it_up_briefly() -> None:
+    """kombu's sweep for the jobs of vanished workers takes a lock in Redis; a worker
+    SIGKILLed while holding it stops every sweep until the lock expires. The lock lasts half
+    the visibility timeout (at most kombu's 300 s), not 300 s behind a 6 s timeout."""
+    config = WorkerConfig(
+        postgres_url="postgresql://x", events_url="redis://x", factory=make_harness
+    )
+    quick = make_app("redis://127.0.0.1:1/0", config, visibility_timeout=6)
+    slow = make_app("redis://127.0.0.1:1/0", config, visibility_timeout=3600)
+    assert quick.conf.broker_transport_options["unacked_mutex_expire"] == 3
+    assert slow.conf.broker_transport_options["unacked_mutex_expire"] == 300
