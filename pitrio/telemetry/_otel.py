@@ -127,12 +127,16 @@ class OpenTelemetryContext:
         meter_provider: default: the global one (``opentelemetry.metrics``).
         latest_conventions: use the latest experimental GenAI conventions. ``None``: when
             ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai_latest_experimental``.
+        turn_spans: keep Pi's ``pi.harness.turn`` span around each turn's request and
+            tools. By default a turn has no span (the GenAI conventions have none):
+            ``chat`` and ``execute_tool`` are children of ``invoke_agent`` and carry the
+            turn's ``pi.turn.id``.
 
     Root spans are children of OpenTelemetry's current span (an application's own span
     around a prompt); below that, parents are always the spans pitrio handed over.
     """
 
-    __slots__ = ("_duration", "_latest", "_tokens", "_tracer")
+    __slots__ = ("_duration", "_latest", "_tokens", "_tracer", "_turn_spans")
 
     def __init__(
         self,
@@ -140,7 +144,9 @@ class OpenTelemetryContext:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         latest_conventions: bool | None = None,
+        turn_spans: bool = False,
     ) -> None:
+        self._turn_spans = turn_spans
         if latest_conventions is None:
             opt_in = os.environ.get(SEMCONV_OPT_IN_ENV, "")
             latest_conventions = _LATEST in {part.strip() for part in opt_in.split(",")}
@@ -167,7 +173,7 @@ class OpenTelemetryContext:
 
 @final
 class _Scope:
-    __slots__ = ("_adapter", "_attributes", "_name", "_parent", "_span")
+    __slots__ = ("_adapter", "_attributes", "_in_turn", "_name", "_parent", "_span")
 
     def __init__(
         self,
@@ -175,15 +181,23 @@ class _Scope:
         parent: Span | None,
         name: str,
         attributes: SpanAttributes | None,
+        *,
+        in_turn: bool = False,
     ) -> None:
         self._adapter = adapter
         self._parent = parent
         self._name = name
         self._attributes = attributes
-        self._span: _Span | None = None
+        self._in_turn = in_turn
+        self._span: _Span | _Turn | None = None
 
-    def __enter__(self) -> _Span:
-        span = _Span(self._adapter, self._parent, self._name, clean_attributes(self._attributes))
+    def __enter__(self) -> _Span | _Turn:
+        attributes = clean_attributes(self._attributes)
+        span: _Span | _Turn
+        if self._name == "pi.harness.turn" and not self._adapter._turn_spans:
+            span = _Turn(self._adapter, self._parent, attributes)
+        else:
+            span = _Span(self._adapter, self._parent, self._name, attributes, self._in_turn)
         self._span = span
         return span
 
@@ -195,6 +209,47 @@ class _Scope:
     ) -> None:
         if self._span is not None:
             self._span.settle(exc)
+
+
+@final
+class _Turn:
+    """A turn without a span of its own (the GenAI conventions have none): what it
+    starts is a child of the run's span and says its turn in ``pi.turn.id``."""
+
+    __slots__ = ("_adapter", "_parent", "_settled", "_turn_id")
+
+    def __init__(
+        self,
+        adapter: OpenTelemetryContext,
+        parent: Span | None,
+        attributes: dict[str, AttributeValue],
+    ) -> None:
+        self._adapter = adapter
+        self._parent = parent
+        self._turn_id = attributes.get("pi.turn.id")
+        self._settled = False
+
+    def start_span(self, name: str, attributes: SpanAttributes | None = None) -> SpanScope:
+        if self._settled:
+            from ._context import NOOP_TELEMETRY_CONTEXT
+
+            return NOOP_TELEMETRY_CONTEXT.start_span(name, attributes)
+        own = dict(attributes or {})
+        if self._turn_id is not None:
+            own.setdefault("pi.turn.id", self._turn_id)
+        return _Scope(self._adapter, self._parent, name, own, in_turn=True)
+
+    def add_event(self, name: str, attributes: SpanAttributes | None = None) -> None:
+        """Nothing: the turn has no span to hold it."""
+
+    def set_attributes(self, attributes: SpanAttributes) -> None:
+        """Nothing: the turn has no span to hold them."""
+
+    def set_status(self, status: SpanStatus) -> None:
+        """Nothing: the turn's outcome is its request's and its tools'."""
+
+    def settle(self, exc: BaseException | None) -> None:
+        self._settled = True
 
 
 @final
@@ -218,6 +273,7 @@ class _Span:
         parent: Span | None,
         name: str,
         attributes: dict[str, AttributeValue],
+        in_turn: bool = False,
     ) -> None:
         self._adapter = adapter
         self._explicit = False
@@ -225,7 +281,11 @@ class _Span:
         self._error_type: str | None = None
         self._metric: dict[str, AttributeValue] | None = None
         self._drop = (
-            _ROOT_IDS if parent is None else _TURN_IDS if name == "pi.harness.turn" else _IDS
+            _ROOT_IDS
+            if parent is None
+            else _TURN_IDS
+            if name == "pi.harness.turn" or in_turn
+            else _IDS
         )
         provider_key = "gen_ai.provider.name" if adapter._latest else "gen_ai.system"
         kind = SpanKind.INTERNAL

@@ -103,7 +103,7 @@ async def test_mcp_calls_as_genai_spans(
     exporter: tuple[InMemorySpanExporter, TracerProvider],
     http_server: Callable[[str], HttpServer],
 ) -> None:
-    """Each MCP call is an execute_tool span under its turn with MCP's attributes; the
+    """Each MCP call is an execute_tool span under invoke_agent with MCP's attributes; the
     error result is an ERROR span; a resource read says resources/read."""
     spans, provider = exporter
     config = stdio("tools") if transport == "stdio" else http_server("tools")
@@ -129,20 +129,20 @@ async def test_mcp_calls_as_genai_spans(
             {**common, "gen_ai.tool.name": tool_name(name, "add"), "gen_ai.tool.call.id": "c1",
              "mcp.method.name": "tools/call", "mcp.protocol.version": version, **wire,
              "pi.mcp.server": name, "pi.mcp.tool": "add"},
-            "UNSET", "pi.harness.turn", transport == "http",
+            "UNSET", "invoke_agent", transport == "http",
         ],
         "c2": [
             f"execute_tool {tool_name(name, 'boom')}",
             {**common, "gen_ai.tool.name": tool_name(name, "boom"), "gen_ai.tool.call.id": "c2",
              "mcp.method.name": "tools/call", "error.type": "ToolError"},
-            "ERROR", "pi.harness.turn", False,
+            "ERROR", "invoke_agent", False,
         ],
         "c3": [
             "execute_tool mcp__read_resource",
             {**common, "gen_ai.tool.name": "mcp__read_resource", "gen_ai.tool.call.id": "c3",
              "mcp.method.name": "resources/read", "mcp.protocol.version": version, **wire,
              "pi.mcp.server": name},
-            "UNSET", "pi.harness.turn", transport == "http",
+            "UNSET", "invoke_agent", transport == "http",
         ],
     }  # fmt: skip
 

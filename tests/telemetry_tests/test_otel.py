@@ -138,7 +138,7 @@ async def test_a_parallel_batch_as_genai_spans_and_metrics(
     otel: Otel, autojump_clock: trio.testing.MockClock
 ) -> None:
     """invoke_agent > turn > chat m + two sibling execute_tool spans; the two histograms."""
-    await parallel_batch(otel.context(latest_conventions=True))
+    await parallel_batch(otel.context(latest_conventions=True, turn_spans=True))
     spans = otel.finished()
     assert tree(spans) == [
         ["invoke_agent", "INTERNAL", INVOKE, "UNSET", [
@@ -181,11 +181,37 @@ async def test_a_parallel_batch_as_genai_spans_and_metrics(
     assert chat["pi.ai.stream.chunk_count"] == 4
 
 
+async def test_by_default_a_turn_has_no_span_and_its_id_is_on_its_spans(
+    otel: Otel, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The GenAI shape: chat and execute_tool spans right under invoke_agent, each with its
+    turn's pi.turn.id (Pi's turn span only with turn_spans=True)."""
+    await parallel_batch(otel.context(latest_conventions=True))
+    spans = otel.finished()
+    assert tree(spans) == [
+        ["invoke_agent", "INTERNAL", INVOKE, "UNSET", [
+            ["chat m", "CLIENT", _chat("tool_call", (10, 5)), "UNSET", []],
+            ["execute_tool slow", "INTERNAL", _tool("slow", "c1"), "UNSET", []],
+            ["execute_tool fast", "INTERNAL", _tool("fast", "c2"), "UNSET", []],
+            ["chat m", "CLIENT", _chat("stop", (30, 2)), "UNSET", []],
+        ]],
+    ]  # fmt: skip
+    turns = [(s.name, (s.attributes or {}).get("pi.turn.id")) for s in spans]
+    assert turns == [
+        ("chat m", "turn-1"),
+        ("execute_tool fast", "turn-1"),
+        ("execute_tool slow", "turn-1"),
+        ("chat m", "turn-2"),
+        ("invoke_agent", None),
+    ]
+    assert len(otel.histogram("gen_ai.client.token.usage")) == 2
+
+
 async def test_an_abort_sets_error_types(
     otel: Otel, autojump_clock: trio.testing.MockClock
 ) -> None:
     """The cut-off tool and the aborted request are errors with error.type."""
-    await abort_in_a_tool(otel.context(latest_conventions=True))
+    await abort_in_a_tool(otel.context(latest_conventions=True, turn_spans=True))
     assert tree(otel.finished()) == [
         ["invoke_agent", "INTERNAL", INVOKE, "UNSET", [
             ["pi.harness.turn", "INTERNAL", {}, "UNSET", [
@@ -212,7 +238,7 @@ async def test_a_retry_under_one_invoke_agent(
     otel: Otel, autojump_clock: trio.testing.MockClock
 ) -> None:
     """The failed chat is an ERROR span; the back-off and the second chat follow it."""
-    await retry_once(otel.context(latest_conventions=True))
+    await retry_once(otel.context(latest_conventions=True, turn_spans=True))
     spans = otel.finished()
     assert tree(spans) == [
         ["invoke_agent", "INTERNAL", INVOKE, "UNSET", [
@@ -235,7 +261,7 @@ async def test_compaction_spans_keep_pis_names(
     otel: Otel, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A threshold compaction is a step of its invoke_agent; a manual one is a root."""
-    harness = await compactions(otel.context())
+    harness = await compactions(otel.context(turn_spans=True))
     roots = list(tree(otel.finished()))
     assert [r[0] for r in roots] == [
         "invoke_agent",
