@@ -129,9 +129,9 @@ EXPECTED_OUTPUT = {
         "5 2 pi.harness.tool",
         "7 6 pi.ai.request",
         "invoke_agent",
-        "    chat demo-model [demo-model]",
-        "    execute_tool lookup [c1]",
-        "    execute_tool lookup [c2]",
+        "  chat demo-model [demo-model]",  # the GenAI shape: no turn spans
+        "  execute_tool lookup [c1]",
+        "  execute_tool lookup [c2]",
         "gen_ai.client.operation.duration s",
         "gen_ai.client.token.usage {token}",
     ],
