@@ -38,6 +38,7 @@ from typing import Any, Final, final
 import httpx
 import trio
 
+from ..._errors import InvalidStateError
 from ..._events import StartEvent
 from ..._messages import JSONValue
 from ..._model import Context, Model, StreamOptions
@@ -168,7 +169,8 @@ class _SseExchange(Exchange):
         )
 
     def build_request(self) -> HttpRequest:  # pragma: no cover - sent by _send_sse
-        raise NotImplementedError
+        msg = "the Codex exchange sends its requests itself (_run_sse), not by build_request"
+        raise InvalidStateError(msg)
 
     def handle_sse(self, sse: ServerSentEvent) -> bool:
         data = sse.data.strip()
@@ -180,7 +182,8 @@ class _SseExchange(Exchange):
         self.events.finish()
 
     def check_end(self) -> None:  # pragma: no cover - push_done checks
-        raise NotImplementedError
+        msg = "the Codex exchange checks its end when it pushes done, not by check_end"
+        raise InvalidStateError(msg)
 
 
 async def _run_sse(
