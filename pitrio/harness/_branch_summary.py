@@ -21,7 +21,7 @@ from ._errors import BranchSummaryError
 from ._js_text import content_text
 from ._messages import CompactionSummaryMessage, convert_to_llm
 from ._retry import RetrySettings
-from ._summary import raise_if_failed, summary_request
+from ._summary import ResponseHook, raise_if_failed, summary_request
 
 __all__ = [
     "BRANCH_SUMMARY_PREAMBLE",
@@ -31,6 +31,7 @@ __all__ = [
     "collect_entries_for_branch_summary",
     "generate_branch_summary",
     "prepare_branch_entries",
+    "summarize_branch",
 ]
 
 BRANCH_SUMMARY_PREAMBLE: Final = (
@@ -179,7 +180,36 @@ async def generate_branch_summary(
         BranchSummaryError: the request failed or was aborted.
     """
     window = model.context_window or 128_000
-    preparation = prepare_branch_entries(entries, window - reserve_tokens)
+    return await summarize_branch(
+        prepare_branch_entries(entries, window - reserve_tokens),
+        stream_fn=stream_fn,
+        model=model,
+        custom_instructions=custom_instructions,
+        replace_instructions=replace_instructions,
+        stream_options=stream_options,
+        signal=signal,
+        retry=retry,
+    )
+
+
+async def summarize_branch(
+    preparation: BranchPreparation,
+    *,
+    stream_fn: StreamFn,
+    model: Model,
+    custom_instructions: str | None = None,
+    replace_instructions: bool = False,
+    stream_options: StreamOptions | None = None,
+    signal: AbortSignal | None = None,
+    retry: RetrySettings | None = None,
+    on_response: ResponseHook | None = None,
+) -> BranchSummaryResult:
+    """Summarise a prepared branch (Pi's ``generateBranchSummaryWithRequest``: one
+    request; ``on_response`` is awaited with its response).
+
+    Raises:
+        BranchSummaryError: the request failed or was aborted.
+    """
     if not preparation.messages:
         return BranchSummaryResult(
             summary="No content to summarize", usage=None, read_files=[], modified_files=[]
@@ -200,6 +230,7 @@ async def generate_branch_summary(
         stream_options=stream_options,
         signal=signal,
         retry=retry,
+        on_response=on_response,
     )
     raise_if_failed(response, "Branch summary", BranchSummaryError)
     read_files, modified_files = preparation.file_ops.file_lists()

@@ -8,6 +8,8 @@ order, and these events in between:
 * :class:`AutoRetryStart` / :class:`AutoRetryEnd` around automatic retries (after the
   failed run's ``agent_end``, before the retried run's ``agent_start``);
 * :class:`CompactionStart` / :class:`CompactionEnd` around a compaction;
+* :class:`NavigationStart` / :class:`NavigationEnd` around a tree navigation
+  (:meth:`Harness.navigate_tree`);
 * :class:`RecoveryStart` / :class:`RecoveryEnd` around the recovery of a run the
   session's process left unfinished (the events between are those Pi marks
   ``recovery: true``: the settled interrupted request, the recovered tool calls);
@@ -33,6 +35,8 @@ __all__ = [
     "CompactionReason",
     "CompactionStart",
     "HarnessEvent",
+    "NavigationEnd",
+    "NavigationStart",
     "QueueUpdate",
     "RecoveryEnd",
     "RecoveryStart",
@@ -144,6 +148,45 @@ class CompactionEnd:
 
 @final
 @attrs.frozen(kw_only=True)
+class NavigationStart:
+    """A tree navigation begins (:meth:`Harness.navigate_tree`; Pi's
+    ``navigation_start``).
+
+    Attributes:
+        target_id: the entry the tip moves to (``None``: before the first).
+        summarize: whether the branch left is summarised.
+    """
+
+    type: ClassVar[Literal["navigation_start"]] = "navigation_start"
+    target_id: str | None
+    summarize: bool = False
+
+
+@final
+@attrs.frozen(kw_only=True)
+class NavigationEnd:
+    """A tree navigation ended (Pi's ``navigation_end``).
+
+    Attributes:
+        status: ``completed`` (the tip moved), ``aborted`` or ``failed`` (the tip stays).
+        from_tip_id: the tip it left.
+        tip_id: the tip now (the branch summary's entry when one was written).
+        entry_id: the branch summary's entry, if one was written.
+        summary: its text.
+        error_message: why it failed.
+    """
+
+    type: ClassVar[Literal["navigation_end"]] = "navigation_end"
+    status: Literal["completed", "aborted", "failed"]
+    from_tip_id: str | None
+    tip_id: str | None
+    entry_id: str | None = None
+    summary: str | None = None
+    error_message: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
 class RecoveryStart:
     """An interrupted run is being recovered (:meth:`Harness.resume`).
 
@@ -197,6 +240,8 @@ HarnessEvent: TypeAlias = (
     | AutoRetryEnd
     | CompactionStart
     | CompactionEnd
+    | NavigationStart
+    | NavigationEnd
     | QueueUpdate
 )
 """Everything a harness listener may receive."""

@@ -36,7 +36,7 @@ import os
 import random as _random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, final
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
 import attrs
 import trio
@@ -67,19 +67,28 @@ from pitrio import (
 )
 
 from . import _recovery
+from ._branch_summary import (
+    collect_entries_for_branch_summary,
+    prepare_branch_entries,
+    summarize_branch,
+)
 from ._compaction import (
+    CompactionPreparation,
     CompactionSettings,
     ContextTokenCounter,
     prepare_compaction,
     should_compact,
 )
 from ._entries import new_id, now_ms
+from ._errors import BranchSummaryError, CompactionError, SessionFormatError
 from ._events import (
     AutoRetryEnd,
     AutoRetryStart,
     CompactionEnd,
     CompactionReason,
     CompactionStart,
+    NavigationEnd,
+    NavigationStart,
     QueueUpdate,
     RecoveryEnd,
     RecoveryStart,
@@ -109,8 +118,16 @@ from ._queue import (
 )
 from ._retry import RetrySettings, is_context_overflow, is_retryable, retry_delay
 from ._session import Session
-from ._session_state import LANE_STATE
-from ._summary import CompactionResult, compact
+from ._session_state import LANE_CONFIG, LANE_STATE
+from ._structural import (
+    INTERRUPTED_SUMMARY,
+    StructuralOperation,
+    branch_preparation_from,
+    branch_preparation_json,
+    compaction_preparation_from,
+    compaction_preparation_json,
+)
+from ._summary import CompactionResult, ResponseHook, compact
 from ._turn import (
     Resources,
     SystemPromptFn,
@@ -124,6 +141,8 @@ if TYPE_CHECKING:
     from pitrio import AbortSignal
 
 __all__ = ["Harness"]
+
+_T = TypeVar("_T")
 
 
 _ERROR_STOPS = ("error", "aborted")
@@ -327,9 +346,10 @@ class Harness:
 
     @property
     def interrupted(self) -> Operation | None:
-        """The run the session was in when its process stopped (killed mid-tool, mid
-        request), read from the session's operation records; :meth:`resume` (or the
-        next :meth:`prompt`) recovers it. ``None`` when the last run ended."""
+        """The operation the session was in when its process stopped (a run killed
+        mid-tool or mid-request, a compaction or a tree navigation killed mid-summary),
+        read from the session's operation records; :meth:`resume` (or the next
+        :meth:`prompt`) recovers it. ``None`` when the last operation ended."""
         return self._interrupted
 
     @property
@@ -726,6 +746,13 @@ class Harness:
             self._claim()  # raises AgentBusyError
         if self._interrupted is not None:
             self._claim()
+            if self._interrupted.intent != "run":
+                try:
+                    await self._recover_structural(self._interrupted)
+                finally:
+                    self._release()
+                task_status.started()
+                return
             await self._recover(self._interrupted, task_status)
             return
         messages = self._agent.state.messages
@@ -742,7 +769,9 @@ class Harness:
         """Compact the session now (summarise the older part, keep the recent tail).
 
         Returns the :class:`CompactionEnd` event (``declined`` when there is nothing to
-        compact).
+        compact). With a writable session the compaction is an operation of its own,
+        recorded as Pi's harness records it (``_structural``): a process killed
+        mid-summary leaves it :attr:`interrupted`, and :meth:`resume` finishes it.
 
         Raises:
             AgentBusyError: a prompt or a compaction is running.
@@ -751,6 +780,8 @@ class Harness:
         if self._session is None:
             msg = "compact() needs a session: pass session= to Harness"
             raise UsageError(msg)
+        if self._interrupted is not None and not self._busy:
+            await self.resume()  # Pi's lane finishes its operation first
         self._claim()
         try:
             return await self._compact("manual", custom_instructions=custom_instructions)
@@ -1214,71 +1245,416 @@ class Harness:
         assert session is not None  # checked by the callers
         settings = self._compaction_settings()
         await self._bus.emit(CompactionStart(reason=reason))
+        op: StructuralOperation | None = None
         end: CompactionEnd
         try:
             preparation = prepare_compaction(_branch(session), settings)
             if preparation is None:
                 end = CompactionEnd(reason=reason, status="declined")
             else:
-                result: CompactionResult | None = None
-                with self._abort_scope() as scope:
-                    result = await compact(
-                        preparation,
-                        stream_fn=self._bridge.stream,
-                        model=self._config.model,
-                        custom_instructions=custom_instructions,
-                        thinking_level=self._config.thinking_level,
-                        stream_options=self._agent.stream_options,
-                    )
-                self._cancel_scope = None
-                if result is None or scope.cancelled_caught:
-                    end = CompactionEnd(reason=reason, status="aborted")
-                else:
-                    entry_id = await session.append_compaction(
-                        result.summary,
-                        tokens_before=result.tokens_before,
-                        retained_tail=result.retained_tail,
-                        details=result.details,
-                        usage=result.usage,
-                    )
-                    await session.flush()
-                    messages = list(session.build_context().messages)
-                    if self._agent.is_running:
-                        self._replaced_messages = messages
-                        self._compacted_in_run = True
-                    else:
-                        self._agent.state.messages = messages
-                    end = CompactionEnd(
-                        reason=reason,
-                        status="completed",
-                        entry_id=entry_id,
-                        summary=result.summary,
-                        tokens_before=result.tokens_before,
-                        details=result.details,
-                        will_retry=will_retry,
-                    )
-        except Exception as exc:
-            self._cancel_scope = None
-            end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+                if reason == "manual" and self._ops is not None and not self._ops.active:
+                    op = await self._begin_compaction(preparation, custom_instructions)
+                end = await self._run_compaction(
+                    reason, preparation, op, custom_instructions, will_retry
+                )
         except BaseException:
             # The caller's own cancellation (not abort(); it may come as a group of
             # Cancelled from the summary's requests): the compaction still ends, as
             # aborted (Pi's ``aborted: true``), before the cancellation goes on.
             self._cancel_scope = None
             with trio.CancelScope(shield=True):
+                if op is not None and _open(session, op):
+                    await op.finish("aborted")
                 await self._bus.emit(CompactionEnd(reason=reason, status="aborted"))
             raise
         await self._bus.emit(end)
         return end
 
+    async def _begin_compaction(
+        self, preparation: CompactionPreparation, custom_instructions: str | None
+    ) -> StructuralOperation:
+        """A standalone compaction's first transaction (Pi's ``acceptCompaction``)."""
+        assert self._session is not None
+        assert self._ops is not None
+        extra = {} if custom_instructions is None else {"customInstructions": custom_instructions}
+        task = {"taskId": new_id(), "reason": "manual", **extra, "boundary": {"kind": "finish"}}
+        return await StructuralOperation.begin(
+            self._session,
+            intent={"kind": "compaction", **extra},
+            settings=self._ops.settings,
+            configuration=self._lane_configuration(),
+            state={"at": "summary.deciding", "task": task},
+            preparation=compaction_preparation_json(preparation),
+        )
+
+    async def _run_compaction(
+        self,
+        reason: CompactionReason,
+        preparation: CompactionPreparation,
+        op: StructuralOperation | None,
+        custom_instructions: str | None,
+        will_retry: bool,
+    ) -> CompactionEnd:
+        """Summarise, write the entry (with ``op``: as the operation's last transaction)
+        and make it the context; the :class:`CompactionEnd` to emit."""
+        session = self._session
+        assert session is not None
+
+        async def summarize(stream_fn: StreamFn, hook: ResponseHook | None) -> CompactionResult:
+            return await compact(
+                preparation,
+                stream_fn=stream_fn,
+                model=self._config.model,
+                custom_instructions=custom_instructions,
+                thinking_level=self._config.thinking_level,
+                stream_options=self._agent.stream_options,
+                on_response=hook,
+            )
+
+        result: CompactionResult | None = None
+        try:
+            with self._abort_scope() as scope:
+                if op is None:
+                    result = await summarize(self._bridge.stream, None)
+                else:
+                    result = await self._structural_summary(op, summarize)
+        except (CompactionError, SessionFormatError) as exc:
+            self._cancel_scope = None
+            if op is not None and _open(session, op):
+                code = getattr(exc, "reason", "summarization_failed")
+                await op.finish("failed", error={"code": code, "message": str(exc)})
+            return CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+        self._cancel_scope = None
+        if result is None or scope.cancelled_caught:
+            if op is not None:
+                await op.finish("aborted")
+            return CompactionEnd(reason=reason, status="aborted")
+        if op is None:
+            entry_id = await session.append_compaction(
+                result.summary,
+                tokens_before=result.tokens_before,
+                retained_tail=result.retained_tail,
+                details=result.details,
+                usage=result.usage,
+            )
+        else:
+            entry_id, writes = op.compaction_writes(
+                result.summary,
+                tokens_before=result.tokens_before,
+                retained_tail=result.retained_tail,
+                details=result.details,
+                usage=result.usage,
+            )
+            await op.finish("completed", before=writes, tip_id=entry_id)
+        await session.flush()
+        messages = list(session.build_context().messages)
+        if self._agent.is_running:
+            self._replaced_messages = messages
+            self._compacted_in_run = True
+        else:
+            self._agent.state.messages = messages
+        return CompactionEnd(
+            reason=reason,
+            status="completed",
+            entry_id=entry_id,
+            summary=result.summary,
+            tokens_before=result.tokens_before,
+            details=result.details,
+            will_retry=will_retry,
+        )
+
+    # -- compaction and navigation as operations ----------------------------------------
+
+    def _lane_configuration(self) -> dict[str, Any]:
+        """The lane's configuration (``pi.lane.config``; a summary records it)."""
+        assert self._session is not None
+        stored = self._session.get_value(LANE_CONFIG, self._session.lane_name)
+        if isinstance(stored, Mapping):
+            return dict(stored)
+        model = self._config.model
+        return {
+            "model": {"provider": model.provider, "modelId": model.id},
+            "thinkingLevel": self._config.thinking_level,
+            "activeToolNames": self._tool_names(),
+        }
+
+    def _retry_policy(self) -> dict[str, int]:
+        """Pi's ``normalizedRetryPolicy`` from the harness's retry settings."""
+        retry = self.retry
+        return {
+            "maxAttempts": retry.max_retries + 1 if retry.enabled else 1,
+            "baseDelayMs": round(retry.base_delay * 1000),
+        }
+
+    async def _structural_summary(
+        self,
+        op: StructuralOperation,
+        summarize: Callable[[StreamFn, ResponseHook | None], Awaitable[_T]],
+    ) -> _T:
+        """Drive ``op`` from the state it is at to its summary (Pi's structural drive):
+        ``deciding`` -> ``ready`` -> ``effect_pending`` with each request recorded; an
+        attempt a killed process left out counts as interrupted and is made again as the
+        next one (after its ``retry_wait``), unless it was the last.
+
+        Raises:
+            CompactionError: the interrupted attempt was the last one (the operation
+                has failed: Pi's ``structural_interrupted``).
+        """
+        while True:
+            at = op.at
+            if at == "summary.deciding":
+                await op.ready(self._lane_configuration(), self._retry_policy())
+            elif at == "summary.effect_pending":
+                if op.attempt >= op.max_attempts:
+                    error = {"code": "structural_interrupted", "message": INTERRUPTED_SUMMARY}
+                    await op.finish("failed", error=error)
+                    raise CompactionError(INTERRUPTED_SUMMARY, reason="summarization_failed")
+                await op.retry_wait(INTERRUPTED_SUMMARY)
+            elif at == "summary.retry_wait":
+                wait = (int(op.state.get("notBefore", 0)) - now_ms()) / 1000
+                await trio.sleep(max(0.0, wait))
+                await op.ready_again()
+            elif at == "summary.ready":
+                await op.effect_pending()
+                return await summarize(self._recording_stream(op), op.response)
+            else:
+                msg = f"Operation {op.id} is at {at}, not a summary state"
+                raise SessionFormatError(msg)
+
+    def _recording_stream(self, op: StructuralOperation) -> StreamFn:
+        """The stream function of a summary attempt: each request is recorded
+        (``request: {index, usageId}``) before it is sent."""
+        index = 0
+        inner = self._bridge.stream
+
+        async def stream(model: Model, context: Any, options: StreamOptions) -> Any:
+            nonlocal index
+            await op.request(index)
+            index += 1
+            returned = inner(model, context, options)
+            return returned if isinstance(returned, EventStream) else await returned
+
+        return stream
+
+    async def navigate_tree(
+        self,
+        target_id: str | None,
+        *,
+        summarize: bool = False,
+        custom_instructions: str | None = None,
+        label: str | None = None,
+    ) -> NavigationEnd:
+        """Move the session's tip to ``target_id`` (``None``: before the first entry),
+        Pi's ``navigateTree``; the next prompt continues from there.
+
+        With ``summarize=True`` the branch being left (from the common ancestor to the
+        current tip) is summarised with Pi's branch-summary prompt (plus
+        ``custom_instructions``) and the summary is written under the target as a
+        ``branch_summary`` entry, which becomes the tip. ``label`` labels the target.
+        With a writable session the navigation is an operation recorded as Pi's harness
+        records it: a process killed mid-summary leaves it :attr:`interrupted`, and
+        :meth:`resume` finishes it. Returns the :class:`NavigationEnd` event
+        (``completed``, ``aborted`` by :meth:`abort`, or ``failed`` with the error).
+
+        Raises:
+            AgentBusyError: a prompt, compaction or navigation is running.
+            UsageError: no session; the target is the current tip; a label for the root;
+                a summary with no entry to leave or to go to.
+            SessionNotFoundError: no entry ``target_id`` in the session.
+        """
+        session = self._session
+        if session is None:
+            msg = "navigate_tree() needs a session: pass session= to Harness"
+            raise UsageError(msg)
+        if self._interrupted is not None and not self._busy:
+            await self.resume()  # Pi's lane finishes its operation first
+        source = session.leaf_id
+        if target_id == source:
+            msg = f"navigate_tree(): {target_id!r} is the current tip already; name another entry"
+            raise UsageError(msg)
+        if target_id is None and label is not None:
+            msg = "navigate_tree(): the root (None) cannot take a label; pass label=None"
+            raise UsageError(msg)
+        if summarize and (source is None or target_id is None):
+            msg = (
+                "navigate_tree(summarize=True) needs entries on both sides: the session "
+                "has no tip yet, or the target is the root (None)"
+            )
+            raise UsageError(msg)
+        if target_id is not None:
+            session.get_entry(target_id)  # raises SessionNotFoundError
+        self._claim()
+        try:
+            op = await self._begin_navigation(target_id, summarize, custom_instructions, label)
+            await self._bus.emit(NavigationStart(target_id=target_id, summarize=summarize))
+            return await self._run_navigation(op)
+        finally:
+            self._release()
+
+    async def _begin_navigation(
+        self,
+        target_id: str | None,
+        summarize: bool,
+        custom_instructions: str | None,
+        label: str | None,
+    ) -> StructuralOperation:
+        """A navigation's first transaction (Pi's ``acceptNavigation``)."""
+        session = self._session
+        assert session is not None
+        settings = self._ops.settings if self._ops is not None else {}
+        intent: dict[str, Any] = {"kind": "navigation", "targetId": target_id}
+        intent["summarize"] = summarize
+        if label is not None:
+            intent["label"] = label
+        if custom_instructions is not None:
+            intent["customInstructions"] = custom_instructions
+        state: dict[str, Any]
+        preparation = None
+        if summarize:
+            assert target_id is not None
+            entries, _ = collect_entries_for_branch_summary(session, session.leaf_id, target_id)
+            preparation = branch_preparation_json(prepare_branch_entries(entries))
+            extra = {}
+            if custom_instructions is not None:
+                extra["customInstructions"] = custom_instructions
+            boundary: dict[str, Any] = {"kind": "commit_navigation", "targetId": target_id}
+            if label is not None:
+                boundary["label"] = label
+            task = {"taskId": new_id(), **extra, "boundary": boundary}
+            state = {"at": "summary.deciding", "task": task}
+        else:
+            state = {"at": "navigation.ready_to_commit", "targetId": target_id}
+            if label is not None:
+                state["label"] = label
+        return await StructuralOperation.begin(
+            session,
+            intent=intent,
+            settings=settings,
+            configuration=self._lane_configuration(),
+            state=state,
+            preparation=preparation,
+        )
+
+    async def _run_navigation(self, op: StructuralOperation) -> NavigationEnd:
+        """Drive a navigation from its state to its end (the tip moved, a summary
+        written); emits and returns the :class:`NavigationEnd`."""
+        session = self._session
+        assert session is not None
+        source = op.source_tip_id
+        end: NavigationEnd
+        try:
+            if op.at == "navigation.ready_to_commit":
+                target = op.state.get("targetId")
+                label = op.state.get("label")
+                tip, writes = op.navigation_writes(target, label, None)
+                await op.finish("completed", before=writes, tip_id=tip)
+                end = NavigationEnd(status="completed", from_tip_id=source, tip_id=tip)
+            else:
+                end = await self._summarized_navigation(op)
+        except BaseException:
+            self._cancel_scope = None
+            with trio.CancelScope(shield=True):
+                if _open(session, op):
+                    await op.finish("aborted")
+                aborted = NavigationEnd(status="aborted", from_tip_id=source, tip_id=source)
+                await self._bus.emit(aborted)
+            raise
+        await session.flush()
+        self._agent.state.messages = list(session.build_context().messages)
+        await self._bus.emit(end)
+        return end
+
+    async def _summarized_navigation(self, op: StructuralOperation) -> NavigationEnd:
+        session = self._session
+        assert session is not None
+        source = op.source_tip_id
+        boundary = op.task.get("boundary") or {}
+        target = boundary.get("targetId")
+        label = boundary.get("label")
+        instructions = op.task.get("customInstructions")
+        preparation = branch_preparation_from(op.preparation())
+
+        async def summarize(stream_fn: StreamFn, hook: ResponseHook | None) -> Any:
+            return await summarize_branch(
+                preparation,
+                stream_fn=stream_fn,
+                model=self._config.model,
+                custom_instructions=instructions,
+                stream_options=self._agent.stream_options,
+                on_response=hook,
+            )
+
+        result = None
+        try:
+            with self._abort_scope() as scope:
+                result = await self._structural_summary(op, summarize)
+        except (BranchSummaryError, CompactionError, SessionFormatError) as exc:
+            self._cancel_scope = None
+            if _open(session, op):
+                code = getattr(exc, "reason", "summarization_failed")
+                await op.finish("failed", error={"code": code, "message": str(exc)})
+            return NavigationEnd(
+                status="failed", from_tip_id=source, tip_id=source, error_message=str(exc)
+            )
+        self._cancel_scope = None
+        if result is None or scope.cancelled_caught:
+            await op.finish("aborted")
+            return NavigationEnd(status="aborted", from_tip_id=source, tip_id=source)
+        details = {"readFiles": result.read_files, "modifiedFiles": result.modified_files}
+        tip, writes = op.navigation_writes(target, label, (result.summary, details, result.usage))
+        await op.finish("completed", before=writes, tip_id=tip)
+        return NavigationEnd(
+            status="completed",
+            from_tip_id=source,
+            tip_id=tip,
+            entry_id=tip,
+            summary=result.summary,
+        )
+
+    async def _recover_structural(self, operation: Operation) -> None:
+        """Finish a compaction or navigation a killed process left (Pi's drive on a
+        restored lane), from the state its records name."""
+        session = self._session
+        assert session is not None
+        self._interrupted = None
+        op = StructuralOperation.adopt(session, operation)
+        await self._bus.emit(RecoveryStart(operation_id=operation.id, at=operation.at))
+        if operation.intent == "navigation":
+            await self._run_navigation(op)
+        else:
+            await self._bus.emit(CompactionStart(reason="manual"))
+            try:
+                preparation = compaction_preparation_from(op.preparation())
+                end = await self._run_compaction(
+                    "manual", preparation, op, op.task.get("customInstructions"), False
+                )
+            except SessionFormatError as exc:
+                error = {"code": "invalid_preparation", "message": str(exc)}
+                await op.finish("failed", error=error)
+                end = CompactionEnd(reason="manual", status="failed", error_message=str(exc))
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    if _open(session, op):
+                        await op.finish("aborted")
+                    await self._bus.emit(CompactionEnd(reason="manual", status="aborted"))
+                raise
+            await self._bus.emit(end)
+        await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=False))
+
 
 def _interrupted(session: Session) -> Operation | None:
-    """The run operation the session's lane was in, if its records are whole."""
+    """The operation the session's lane was in (a run, a compaction, a navigation), if
+    its records are whole."""
     try:
-        operation = restore_lane(session, session.lane_name).operation
+        return restore_lane(session, session.lane_name).operation
     except PitrioError:
         return None
-    return operation if operation is not None and operation.intent == "run" else None
+
+
+def _open(session: Session, op: StructuralOperation) -> bool:
+    """Whether ``op`` is still the lane's current operation (not yet finished)."""
+    state = session.get_value(LANE_STATE, session.lane_name)
+    return isinstance(state, Mapping) and state.get("currentOperationId") == op.id
 
 
 def _take(session: Session | None, writes: list[Any], entry_id: str) -> list[Any]:

@@ -224,6 +224,11 @@ class OperationRecorder:
     def state(self) -> Mapping[str, Any]:
         return self._state
 
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """The operations' ``settings`` (Pi's captured settings)."""
+        return self._settings
+
     def _lane_state(self, current: str | None, last: str | None = None) -> Write:
         value: dict[str, Any] = dict(IDLE_LANE)
         stored = self._session.get_value(LANE_STATE, self._lane)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Sequence
-from typing import Any, Final, final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeAlias, final
 
 import attrs
 import trio
@@ -48,12 +48,15 @@ __all__ = [
     "TURN_PREFIX_SUMMARIZATION_PROMPT",
     "UPDATE_SUMMARIZATION_PROMPT",
     "CompactionResult",
+    "ResponseHook",
     "compact",
     "generate_summary",
     "raise_if_failed",
     "summary_request",
 ]
 
+ResponseHook: TypeAlias = Callable[[AssistantMessage], Awaitable[object]]
+"""Called with each summary request's response, before it is used."""
 
 SUMMARIZATION_SYSTEM_PROMPT: Final = """You are a context summarization assistant. Your task is to read a conversation between a user and an AI assistant, then produce a structured summary following the exact format specified.
 
@@ -200,10 +203,12 @@ async def summary_request(
     stream_options: StreamOptions | None,
     signal: AbortSignal | None,
     retry: RetrySettings | None = None,
+    on_response: ResponseHook | None = None,
 ) -> AssistantMessage:
     """A summary request, retried as pi-ai's ``retryAssistantCall`` does: a retryable
     error is tried again after ``base_delay * 2 ** (attempt - 1)`` seconds, up to
-    ``max_retries`` times; an abort during the wait ends it as ``aborted``."""
+    ``max_retries`` times; an abort during the wait ends it as ``aborted``.
+    ``on_response`` is awaited with each response (the harness records its usage)."""
     attempt = 0
     while True:
         response = await _request_once(
@@ -215,6 +220,8 @@ async def summary_request(
             stream_options=stream_options,
             signal=signal,
         )
+        if on_response is not None:
+            await on_response(response)
         if (
             response.stop_reason != "error"
             or retry is None
@@ -252,6 +259,7 @@ async def generate_summary(
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
     retry: RetrySettings | None = None,
+    on_response: ResponseHook | None = None,
 ) -> tuple[str, Usage]:
     """Ask the model to summarise ``messages`` (or to update ``previous_summary`` with
     them), with Pi's prompts. Returns the summary text and the request's usage.
@@ -277,6 +285,7 @@ async def generate_summary(
         stream_options=stream_options,
         signal=signal,
         retry=retry,
+        on_response=on_response,
     )
     raise_if_failed(response, "Summarization", CompactionError)
     return content_text(response.content), response.usage
@@ -292,6 +301,7 @@ async def _turn_prefix_summary(
     stream_options: StreamOptions | None,
     signal: AbortSignal | None,
     retry: RetrySettings | None = None,
+    on_response: ResponseHook | None = None,
 ) -> tuple[str, Usage]:
     conversation = serialize_conversation(convert_to_llm(messages))
     text = f"<conversation>\n{conversation}\n</conversation>\n\n{TURN_PREFIX_SUMMARIZATION_PROMPT}"
@@ -304,6 +314,7 @@ async def _turn_prefix_summary(
         stream_options=stream_options,
         signal=signal,
         retry=retry,
+        on_response=on_response,
     )
     raise_if_failed(response, "Turn prefix summarization", CompactionError)
     return content_text(response.content), response.usage
@@ -383,6 +394,7 @@ async def compact(
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
     retry: RetrySettings | None = None,
+    on_response: ResponseHook | None = None,
 ) -> CompactionResult:
     """Summarise a prepared branch with the model (Pi's ``compact``).
 
@@ -393,6 +405,7 @@ async def compact(
     With ``retry`` (the harness's :class:`~pitrio.harness.RetrySettings`) a request that
     fails with a retryable error is tried again as Pi does: after ``base_delay``,
     doubling, up to ``max_retries`` times (no jitter, no server-requested delay).
+    ``on_response`` is awaited with each request's response.
 
     Raises:
         CompactionError: a summary request failed or was aborted (through ``signal``).
@@ -406,6 +419,7 @@ async def compact(
         "stream_options": stream_options,
         "signal": signal,
         "retry": retry,
+        "on_response": on_response,
     }
     if preparation.is_split_turn and preparation.turn_prefix_messages:
         history = "No prior history."

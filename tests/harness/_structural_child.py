@@ -1,0 +1,80 @@
+"""A pitrio harness compacting or navigating a JSONL session, as ``node/pi_structural.mjs``
+has Pi's harness do (tests/harness/test_compaction_ops.py, test_navigation.py).
+
+    python _structural_child.py ROOT SESSION_ID MODE
+
+Two prompts ("first" -> "one", "second" -> "two"), then MODE: ``compact``
+(``Harness.compact()``, ``keep_recent_tokens=1``), ``navigate``
+(``navigate_tree(first answer, summarize=True, label="back")``), ``navigate-plain``
+(``navigate_tree(first answer)``); ``hang-compact`` / ``hang-navigate``: the summary
+request prints "summary started" and never answers (the caller SIGKILLs the child).
+Prints the result event's ``status`` last.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from pitrio import Model
+from pitrio.harness import CompactionSettings, Harness, JsonlSessionStore, RetrySettings
+from pitrio.testing import ScriptedModel, ScriptedResponse
+
+MODEL = Model(id="scripted", api="scripted", provider="local", context_window=200_000)
+COMPACTION = CompactionSettings(keep_recent_tokens=1)
+RETRY = RetrySettings(base_delay=1.0)  # Pi's default policy: 4 attempts, 1000 ms
+ANSWERS = {"first": "one", "second": "two"}
+
+
+def _summarizing(context: Any) -> bool:
+    return str(context.system_prompt).startswith("You are a context summarization assistant")
+
+
+def respond(mode: str) -> Any:
+    def answer(context: Any) -> ScriptedResponse:
+        if _summarizing(context):
+            return ScriptedResponse.text("BRANCH SUMMARY" if "navigate" in mode else "SUMMARY")
+        last = [m for m in context.messages if m.role == "user"][-1]
+        return ScriptedResponse.text(ANSWERS[last.content[0].text])
+
+    scripted = ScriptedModel(answer)
+
+    async def stream_fn(model: Model, context: Any, options: Any) -> Any:
+        if mode.startswith("hang") and _summarizing(context):
+            print("summary started", flush=True)
+            await trio.sleep_forever()
+        return scripted(model, context, options)
+
+    return stream_fn
+
+
+async def main(root: Path, session_id: str, mode: str) -> None:
+    store = JsonlSessionStore(root)
+    session = await store.create(cwd=str(root), session_id=session_id)
+    harness = Harness(
+        model=MODEL,
+        stream_fn=respond(mode),
+        session=session,
+        compaction=COMPACTION,
+        retry=RETRY,
+    )
+    await harness.set_model(MODEL)
+    for text in ANSWERS:
+        await harness.prompt(text)
+    target = session.get_branch()[1].id
+    end: Any
+    if mode.endswith("compact"):
+        end = await harness.compact()
+    elif mode == "navigate-plain":
+        end = await harness.navigate_tree(target)
+    else:
+        end = await harness.navigate_tree(target, summarize=True, label="back")
+    print(end.status, flush=True)
+    await session.close()
+
+
+if __name__ == "__main__":
+    trio.run(main, Path(sys.argv[1]), sys.argv[2], sys.argv[3])

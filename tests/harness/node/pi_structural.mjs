@@ -1,0 +1,138 @@
+// Pi 0.85.0's own AgentHarness compacts and navigates a JSONL session (pi-ai's faux provider
+// scripts the model), for tests/harness/test_compaction_ops.py and test_navigation.py.
+//
+//   node pi_structural.mjs run ROOT SESSION_ID MODE [STARTED_FILE]
+//       Two prompts ("first" -> "one", "second" -> "two"), then MODE:
+//         compact            lane.compact() (keepRecentTokens 1: the first turn is summarised)
+//         navigate           lane.navigateTree(first answer, {summarize: true, label: "back"})
+//         navigate-plain     lane.navigateTree(first answer) (no summary)
+//         hang-compact       as compact, but the summary request writes STARTED_FILE and never
+//         hang-navigate      as navigate, but the summary request ... never answers
+//       (a hang-* process is SIGKILLed by its caller once STARTED_FILE exists).
+//       Prints {events, result, file} as JSON.
+//   node pi_structural.mjs resume FILE
+//       AgentHarness.create restores FILE; lane("main").resume() drives its operation to its
+//       end (the summary answered "SUMMARY AGAIN"). Prints {open, result, events, branch,
+//       lane} as JSON: the open operations create() found, resume()'s result, the events,
+//       the branch's entries (type, and role / summary) and the lane's state.
+//
+// Events are printed by type with their reason, status, recovery flag and attempt (no ids or
+// times), so two runs compare equal.
+// The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
+// holds @earendil-works/pi-agent-core and pi-ai.
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const NM = process.env.PITRIO_PI_NODE_MODULES;
+if (!NM) {
+	console.error("set PITRIO_PI_NODE_MODULES to a node_modules holding @earendil-works/pi-agent-core");
+	process.exit(2);
+}
+const load = (p) => import(pathToFileURL(path.join(NM, "@earendil-works", p)).href);
+const core = await load("pi-agent-core/dist/index.js");
+const S = await load("pi-agent-core/dist/harness/session/index.js");
+const { NodeExecutionEnv } = await load("pi-agent-core/dist/harness/env/nodejs.js");
+const { createModels } = await load("pi-ai/dist/index.js");
+const { fauxProvider, fauxAssistantMessage } = await load("pi-ai/dist/providers/faux.js");
+const C = core.BACKGROUND_CONTEXT;
+const COMPACTION = { enabled: true, reserveTokens: 16384, keepRecentTokens: 1 };
+
+const [command, ...args] = process.argv.slice(2);
+const faux = fauxProvider({ provider: "local", models: [{ id: "scripted" }] });
+const models = createModels();
+models.setProvider(faux.provider);
+
+const events = [];
+const TYPES = ["run_start", "run_end", "compaction_start", "compaction_end", "navigation_start", "navigation_end",
+	"entry_added", "message_start", "message_end", "retry_scheduled", "retry_start", "retry_end", "usage",
+	"operation_abort", "value_update", "fault"];
+function listen(harness) {
+	for (const type of TYPES) harness.events.on(type, record);
+}
+function record(event) {
+	const { type } = event;
+	const out = { type };
+	for (const key of ["reason", "status", "recovery", "attempt"]) {
+		if (event[key] !== undefined) out[key] = event[key];
+	}
+	if (event.step !== undefined) out.step = "task"; // the summary task's id
+	if (event.entry !== undefined) out.entry = event.entry.type;
+	if (event.message !== undefined) out.role = event.message.role;
+	if (event.error !== undefined) out.error = event.error.code ?? String(event.error);
+	events.push(out);
+}
+
+async function branch(session) {
+	const tip = (await session.getValue(S.branchTip("main"), C))?.value ?? null;
+	const entries = tip === null ? [] : await session.scanBranch({ start: tip, order: "oldestFirst" }, C);
+	const text = (m) =>
+		Array.isArray(m.content) ? m.content.filter((b) => b.type === "text").map((b) => b.text).join(" ") : m.content;
+	return entries.map((e) =>
+		e.type === "message" ? [e.type, e.message.role, text(e.message)] : [e.type, e.summary.split("\n")[0]],
+	);
+}
+
+if (command === "run") {
+	const [root, sid, mode, started] = args;
+	const hang = async () => {
+		writeFileSync(started, "started");
+		setInterval(() => {}, 1000); // the process waits for its SIGKILL
+		await new Promise(() => {});
+	};
+	const summary = mode.startsWith("hang") ? hang : fauxAssistantMessage(mode.includes("navigate") ? "BRANCH SUMMARY" : "SUMMARY");
+	faux.setResponses([fauxAssistantMessage("one"), fauxAssistantMessage("two"), summary, summary]);
+	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
+	const session = await repo.create({ cwd: root, id: sid }, C);
+	const { harness } = await core.AgentHarness.create(
+		{ session, models, model: faux.getModel(), tools: [], compaction: COMPACTION },
+		C,
+	);
+	listen(harness);
+	const lane = await harness.lane("main", { createAt: null }, C);
+	await lane.prompt("first", undefined, C);
+	await lane.prompt("second", undefined, C);
+	const entries = await session.scanBranch({ start: (await session.getValue(S.branchTip("main"), C)).value, order: "oldestFirst" }, C);
+	const firstAnswer = entries[1].id;
+	events.length = 0;
+	let result;
+	if (mode.endsWith("compact")) result = await lane.compact({}, C);
+	else if (mode === "navigate-plain") result = await lane.navigateTree(firstAnswer, {}, C);
+	else result = await lane.navigateTree(firstAnswer, { summarize: true, label: "back" }, C);
+	const metadata = (await repo.list({}, C))[0];
+	process.stdout.write(
+		`${JSON.stringify({ events, result: result.ok ? "ok" : result.error._tag, branch: await branch(session), file: metadata.path, target: firstAnswer })}\n`,
+	);
+	await session.close(C);
+} else if (command === "resume") {
+	const [file] = args;
+	faux.setResponses([fauxAssistantMessage("SUMMARY AGAIN"), fauxAssistantMessage("SUMMARY AGAIN")]);
+	const root = path.dirname(path.dirname(file));
+	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
+	const metadata = (await repo.list({}, C)).find((m) => m.path === file);
+	if (metadata === undefined) throw new Error(`Pi does not list ${file}`);
+	const session = await repo.open(metadata, C);
+	const { harness, open } = await core.AgentHarness.create(
+		{ session, models, model: faux.getModel(), tools: [], compaction: COMPACTION, retry: { enabled: true, maxRetries: 3, baseDelayMs: 1 } },
+		C,
+	);
+	listen(harness);
+	const lane = await harness.lane("main", C);
+	const result = await lane.resume(C);
+	const laneState = (await session.getValue(S.laneState("main"), C))?.value ?? null;
+	const last = laneState?.lastOperationId;
+	const stored = last ? ((await session.getValue(S.operationResult(last), C))?.value ?? null) : null;
+	process.stdout.write(
+		`${JSON.stringify({
+			open: open.map((o) => ({ lane: o.lane, kind: o.kind })),
+			result: result.ok ? result.value.status : result.error._tag,
+			events,
+			branch: await branch(session),
+			lane: { current: laneState?.currentOperationId ?? null, result: stored === null ? null : { kind: stored.kind, status: stored.status } },
+		})}\n`,
+	);
+	await session.close(C);
+} else {
+	console.error(`unknown command ${command}`);
+	process.exit(2);
+}
