@@ -7,12 +7,20 @@ a token budget) and ``generateBranchSummary`` with Pi's prompt and preamble.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, final
 
 import attrs
 
-from pitrio import AbortSignal, AgentMessage, Model, StreamFn, StreamOptions, Usage
+from pitrio import (
+    AbortSignal,
+    AgentMessage,
+    AssistantMessage,
+    Model,
+    StreamFn,
+    StreamOptions,
+    Usage,
+)
 
 from ._compaction import entry_message, estimate_tokens
 from ._compaction_utils import FileOperations, format_file_operations, serialize_conversation
@@ -21,7 +29,7 @@ from ._errors import BranchSummaryError
 from ._js_text import content_text
 from ._messages import CompactionSummaryMessage, convert_to_llm
 from ._retry import RetrySettings
-from ._summary import ResponseHook, raise_if_failed, summary_request
+from ._summary import raise_if_failed, summary_request
 
 __all__ = [
     "BRANCH_SUMMARY_PREAMBLE",
@@ -202,7 +210,7 @@ async def summarize_branch(
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
     retry: RetrySettings | None = None,
-    on_response: ResponseHook | None = None,
+    on_response: Callable[[AssistantMessage], Awaitable[object]] | None = None,
 ) -> BranchSummaryResult:
     """Summarise a prepared branch (Pi's ``generateBranchSummaryWithRequest``: one
     request; ``on_response`` is awaited with its response).

@@ -1393,8 +1393,9 @@ class Harness:
     ) -> _T:
         """Drive ``op`` from the state it is at to its summary (Pi's structural drive):
         ``deciding`` -> ``ready`` -> ``effect_pending`` with each request recorded; an
-        attempt a killed process left out counts as interrupted and is made again as the
-        next one (after its ``retry_wait``), unless it was the last.
+        attempt that fails with a retryable error, or that a killed process left out
+        (counted as interrupted), is made again as the next one after its
+        ``retry_wait``, unless it was the last.
 
         Raises:
             CompactionError: the interrupted attempt was the last one (the operation
@@ -1415,11 +1416,42 @@ class Harness:
                 await trio.sleep(max(0.0, wait))
                 await op.ready_again()
             elif at == "summary.ready":
-                await op.effect_pending()
-                return await summarize(self._recording_stream(op), op.response)
+                summary = await self._summary_attempt(op, summarize)
+                if summary:
+                    return summary[0]
             else:
                 msg = f"Operation {op.id} is at {at}, not a summary state"
                 raise SessionFormatError(msg)
+
+    async def _summary_attempt(
+        self,
+        op: StructuralOperation,
+        summarize: Callable[[StreamFn, ResponseHook | None], Awaitable[_T]],
+    ) -> list[_T]:
+        """One attempt of a summary (``summary.effect_pending``): ``[its summary]``, or
+        ``[]`` when it failed with a retryable error and waits for the next attempt
+        (``summary.retry_wait``, Pi's)."""
+        await op.effect_pending()
+        responses: list[AssistantMessage] = []
+
+        async def record(message: AssistantMessage) -> None:
+            responses.append(message)
+            await op.response(message)
+
+        try:
+            return [await summarize(self._recording_stream(op), record)]
+        except (CompactionError, BranchSummaryError):
+            last = responses[-1] if responses else None
+            window = self._config.model.context_window
+            if (
+                last is None
+                or last.stop_reason != "error"
+                or not is_retryable(last, window)
+                or op.attempt >= op.max_attempts
+            ):
+                raise
+            await op.retry_wait(last.error_message or "Summary request failed")
+            return []
 
     def _recording_stream(self, op: StructuralOperation) -> StreamFn:
         """The stream function of a summary attempt: each request is recorded

@@ -203,7 +203,7 @@ async def summary_request(
     stream_options: StreamOptions | None,
     signal: AbortSignal | None,
     retry: RetrySettings | None = None,
-    on_response: ResponseHook | None = None,
+    on_response: Callable[[AssistantMessage], Awaitable[object]] | None = None,
 ) -> AssistantMessage:
     """A summary request, retried as pi-ai's ``retryAssistantCall`` does: a retryable
     error is tried again after ``base_delay * 2 ** (attempt - 1)`` seconds, up to
@@ -259,7 +259,7 @@ async def generate_summary(
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
     retry: RetrySettings | None = None,
-    on_response: ResponseHook | None = None,
+    on_response: Callable[[AssistantMessage], Awaitable[object]] | None = None,
 ) -> tuple[str, Usage]:
     """Ask the model to summarise ``messages`` (or to update ``previous_summary`` with
     them), with Pi's prompts. Returns the summary text and the request's usage.
@@ -301,7 +301,7 @@ async def _turn_prefix_summary(
     stream_options: StreamOptions | None,
     signal: AbortSignal | None,
     retry: RetrySettings | None = None,
-    on_response: ResponseHook | None = None,
+    on_response: Callable[[AssistantMessage], Awaitable[object]] | None = None,
 ) -> tuple[str, Usage]:
     conversation = serialize_conversation(convert_to_llm(messages))
     text = f"<conversation>\n{conversation}\n</conversation>\n\n{TURN_PREFIX_SUMMARIZATION_PROMPT}"
@@ -394,7 +394,7 @@ async def compact(
     stream_options: StreamOptions | None = None,
     signal: AbortSignal | None = None,
     retry: RetrySettings | None = None,
-    on_response: ResponseHook | None = None,
+    on_response: Callable[[AssistantMessage], Awaitable[object]] | None = None,
 ) -> CompactionResult:
     """Summarise a prepared branch with the model (Pi's ``compact``).
 

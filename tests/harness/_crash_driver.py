@@ -60,6 +60,7 @@ counter = 0
 effects_path = Path()
 session: Any = None
 tool_execution: Any = "sequential"
+phase = "prompts"  # then "compact", then "navigate"
 
 
 def point(name: str) -> None:
@@ -90,6 +91,12 @@ def _results() -> set[str]:
 
 def respond(context: Any) -> ScriptedResponse:
     if context.system_prompt.startswith("You are a context summarization assistant"):
+        prompt = context.messages[0].content[0].text
+        if "conversation branch" in prompt:
+            point("mid-navigation summary")
+            return ScriptedResponse.text("BRANCH SUMMARY", chunk_size=8)
+        if phase == "compact":
+            point("mid-compaction summary request")
         return ScriptedResponse.text("SUMMARY of the work", chunk_size=8)
     last_user = next((m for m in reversed(context.messages) if m.role == "user"), None)
     text = " ".join(getattr(b, "text", "") for b in getattr(last_user, "content", ()))
@@ -166,6 +173,12 @@ def listener(event: Any) -> None:
         point("in the back-off")
     elif kind == "compaction_start":
         point("mid-compaction")
+    elif kind == "compaction_end" and event.reason == "manual" and event.status == "completed":
+        point("after the compaction entry")
+    elif kind == "navigation_start":
+        point("mid-navigation")
+    elif kind == "navigation_end" and event.status == "completed":
+        point("after the leaf move")
 
 
 def _harness() -> Harness:
@@ -182,6 +195,36 @@ def _harness() -> Harness:
     return harness
 
 
+def _done(kind: str) -> bool:
+    """Whether the session holds the end of the ``compaction`` or ``navigation`` step
+    (its ``pi.result``)."""
+    return any(
+        namespace == "pi.result" and value[0].get("kind") == kind
+        for (namespace, _), value in session._state.values.items()
+    )
+
+
+def _navigation_target() -> str:
+    """The warm-up's answer: the navigation goes back there, summarising the run."""
+    return next(
+        e.id
+        for e in session.entries
+        if isinstance(e, MessageEntry) and e.message.role == "assistant"
+    )
+
+
+async def _structural(harness: Harness) -> None:
+    """After the prompts: a manual compaction, then a summarised navigation back to the
+    warm-up's answer (each skipped when the session holds its end already)."""
+    global phase
+    phase = "compact"
+    if not _done("compaction"):
+        await harness.compact()
+    phase = "navigate"
+    if not _done("navigation"):
+        await harness.navigate_tree(_navigation_target(), summarize=True, label="warm")
+
+
 async def run(kind: str, where: Path) -> None:
     global session
     store = STORES[kind](where, fsync="never")  # a killed process loses nothing written
@@ -191,6 +234,7 @@ async def run(kind: str, where: Path) -> None:
     await harness.set_model(MODEL)
     for text in PROMPTS:
         await harness.prompt(text)
+    await _structural(harness)
     await session.close()
     if kind == "sqlite":
         await store.aclose()
@@ -217,9 +261,26 @@ async def restore(kind: str, where: Path) -> dict[str, Any]:
     for text in PROMPTS:
         if text not in prompted:
             await harness.prompt(text)
+    await _structural(harness)
+    # The run's transcript: the branch the navigation left; then where it went.
+    navigation = next(
+        (v[0] for (ns, _), v in session._state.values.items()
+         if ns == "pi.result" and v[0].get("kind") == "navigation"),
+        None,
+    )  # fmt: skip
+    leaf = session.get_entry(session.leaf_id) if session.leaf_id else None
+    moved = None
+    if navigation is not None and leaf is not None:
+        moved = {
+            "status": navigation["status"],
+            "tip": leaf.type,
+            "parent": leaf.parent_id == _navigation_target(),
+            "label": session.labels.get(_navigation_target()),
+        }
     rows = []
     compactions = 0
-    for entry in session.get_branch():
+    source = navigation["fromTipId"] if navigation is not None else None
+    for entry in session.get_branch(source):
         if isinstance(entry, CompactionEntry):
             compactions += 1
             continue
@@ -245,6 +306,7 @@ async def restore(kind: str, where: Path) -> dict[str, Any]:
         "current": lane.get("currentOperationId"),
         "inbox": lane.get("inbox"),
         "result": None if result is None else result["status"],
+        "navigation": moved,
         "leftovers": leftovers,
     }
     await session.close()

@@ -484,3 +484,35 @@ async def test_a_compaction_stopped_before_its_request_goes_on(tmp_path: Path, s
     assert attempts[-1] == (2 if stop == "summary.retry_wait" else 1)
     assert _result(session)["status"] == "completed"
     await session.close()
+
+
+async def test_a_retryable_summary_failure_waits_for_the_next_attempt(tmp_path: Path) -> None:
+    served: list[str] = []
+
+    def answer(context: Any) -> ScriptedResponse:
+        if not served:
+            served.append("error")
+            return ScriptedResponse(stop_reason="error", error_message="overloaded_error")
+        served.append("summary")
+        return ScriptedResponse.text("SECOND TRY")
+
+    session, harness = await _compacting(
+        tmp_path, ScriptedModel(answer), RetrySettings(base_delay=0.001)
+    )
+    end = await harness.compact()
+    assert end.status == "completed"
+    assert (end.summary or "").startswith("SECOND TRY")
+    states = [
+        (w["value"]["at"], w["value"].get("attempt") or w["value"].get("nextAttempt"))
+        for tx in transactions(only_jsonl(tmp_path))
+        for w in tx
+        if w.get("namespace") == "pi.op.state" and w["op"] == "set"
+        and w["value"]["at"].startswith("summary.")
+    ]  # fmt: skip
+    assert ("summary.retry_wait", 2) in states
+    assert states[-1][0] == "summary.effect_pending"
+    assert states[-1][1] == 2
+    rows = [w for tx in transactions(only_jsonl(tmp_path)) for w in tx if w["kind"] == "usage"]
+    assert len(rows) >= 2  # the failed request's usage and the good one's (at least)
+    assert _result(session)["status"] == "completed"
+    await session.close()
