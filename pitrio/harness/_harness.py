@@ -1257,6 +1257,14 @@ class Harness:
                 end = await self._run_compaction(
                     reason, preparation, op, custom_instructions, will_retry
                 )
+        except Exception as exc:
+            # A failure is data: the compaction ends as failed (a broken stream function,
+            # a storage error).
+            self._cancel_scope = None
+            end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+            if op is not None and _open(session, op):
+                with trio.CancelScope(shield=True):
+                    await _finish_failed(op, exc)
         except BaseException:
             # The caller's own cancellation (not abort(); it may come as a group of
             # Cancelled from the summary's requests): the compaction still ends, as
@@ -1583,6 +1591,14 @@ class Harness:
                 end = NavigationEnd(status="completed", from_tip_id=source, tip_id=tip)
             else:
                 end = await self._summarized_navigation(op)
+        except Exception as exc:
+            self._cancel_scope = None
+            end = NavigationEnd(
+                status="failed", from_tip_id=source, tip_id=source, error_message=str(exc)
+            )
+            if _open(session, op):
+                with trio.CancelScope(shield=True):
+                    await _finish_failed(op, exc)
         except BaseException:
             self._cancel_scope = None
             with trio.CancelScope(shield=True):
@@ -1681,6 +1697,16 @@ def _interrupted(session: Session) -> Operation | None:
         return restore_lane(session, session.lane_name).operation
     except PitrioError:
         return None
+
+
+async def _finish_failed(op: StructuralOperation, exc: Exception) -> None:
+    """End ``op`` as failed with ``exc`` as its error; a failure to write that is left to
+    the next restore (the operation stays interrupted)."""
+    error = {"code": "harness_fault", "message": str(exc) or type(exc).__name__}
+    try:
+        await op.finish("failed", error=error)
+    except Exception:
+        return
 
 
 def _open(session: Session, op: StructuralOperation) -> bool:

@@ -82,6 +82,19 @@ def _delete(namespace: str, key: str) -> Write:
     return {"kind": "value", "op": "delete", "namespace": namespace, "key": key}
 
 
+def lane_state_write(session: Session, lane: str, current: str | None, last: str | None) -> Write:
+    """The lane's ``pi.lane.state`` naming ``current`` as its operation (and ``last`` as
+    its last one, when given), the rest (its inbox) kept."""
+    value: dict[str, Any] = dict(IDLE_LANE)
+    stored = session.get_value(LANE_STATE, lane)
+    if isinstance(stored, Mapping):
+        value = {**value, **stored}
+    value["currentOperationId"] = current
+    if last is not None:
+        value["lastOperationId"] = last
+    return _set(LANE_STATE, lane, value)
+
+
 @final
 @attrs.frozen
 class Operation:
@@ -230,14 +243,7 @@ class OperationRecorder:
         return self._settings
 
     def _lane_state(self, current: str | None, last: str | None = None) -> Write:
-        value: dict[str, Any] = dict(IDLE_LANE)
-        stored = self._session.get_value(LANE_STATE, self._lane)
-        if isinstance(stored, Mapping):
-            value = {**value, **stored}
-        value["currentOperationId"] = current
-        if last is not None:
-            value["lastOperationId"] = last
-        return _set(LANE_STATE, self._lane, value)
+        return lane_state_write(self._session, self._lane, current, last)
 
     def _put(self, state: dict[str, Any]) -> Write:
         assert self._op_id is not None

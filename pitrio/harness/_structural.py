@@ -37,9 +37,9 @@ from ._compaction import CompactionPreparation, CompactionSettings
 from ._compaction_utils import FileOperations
 from ._entries import JSONValue, Write, new_id, now_ms
 from ._errors import SessionFormatError
-from ._operations import OP_META, OP_RESULT, OP_STATE, Operation
+from ._operations import OP_META, OP_RESULT, OP_STATE, Operation, lane_state_write
 from ._session import Session
-from ._session_state import BRANCH_TIP, ENTRY_LABEL, IDLE_LANE, LANE_CONFIG, LANE_STATE
+from ._session_state import BRANCH_TIP, ENTRY_LABEL, LANE_CONFIG
 
 __all__ = [
     "INTERRUPTED_SUMMARY",
@@ -204,14 +204,7 @@ class StructuralOperation:
         return cls(session, operation.meta, operation.state)
 
     def _lane_state(self, current: str | None, last: str | None) -> Write:
-        value: dict[str, Any] = dict(IDLE_LANE)
-        stored = self._session.get_value(LANE_STATE, self._lane)
-        if isinstance(stored, Mapping):
-            value = {**value, **stored}
-        value["currentOperationId"] = current
-        if last is not None:
-            value["lastOperationId"] = last
-        return _set(LANE_STATE, self._lane, value)
+        return lane_state_write(self._session, self._lane, current, last)
 
     def _put(self, state: dict[str, Any]) -> Write:
         self._state = state

@@ -51,7 +51,9 @@ def respond(mode: str) -> Any:
     return stream_fn
 
 
-async def main(root: Path, session_id: str, mode: str) -> None:
+async def main(root: Path, session_id: str, mode: str, events: list[Any] | None = None) -> None:
+    """The scenario; ``events`` (in-process callers) receives the structural operation's
+    harness events."""
     store = JsonlSessionStore(root)
     session = await store.create(cwd=str(root), session_id=session_id)
     harness = Harness(
@@ -64,6 +66,8 @@ async def main(root: Path, session_id: str, mode: str) -> None:
     await harness.set_model(MODEL)
     for text in ANSWERS:
         await harness.prompt(text)
+    if events is not None:
+        harness.subscribe(events.append)
     target = session.get_branch()[1].id
     end: Any
     if mode.endswith("compact"):

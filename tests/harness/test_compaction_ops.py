@@ -51,6 +51,30 @@ _OPAQUE = ("seq", "timestamp", "startedAt", "endedAt", "notBefore", "api", "usag
 _ESTIMATED = "tokensBefore"
 
 
+STRUCTURAL_EVENTS = ("compaction_start", "compaction_end", "navigation_start", "navigation_end")
+
+
+def pi_events(name: str) -> list[dict[str, Any]]:
+    """Pi's events of a recorded run (``data/structural/NAME.json``) that pitrio's harness
+    has too (the operation's start and end, with their reason and status)."""
+    recorded = json.loads((DATA / f"{name}.json").read_text())["events"]
+    return [e for e in recorded if e["type"] in STRUCTURAL_EVENTS]
+
+
+def our_events(events: list[Any]) -> list[dict[str, Any]]:
+    """pitrio's harness events in the form of :func:`pi_events`."""
+    out = []
+    for event in events:
+        if event.type not in STRUCTURAL_EVENTS:
+            continue
+        shaped: dict[str, Any] = {"type": event.type}
+        for name in ("reason", "status"):
+            if getattr(event, name, None) is not None:
+                shaped[name] = getattr(event, name)
+        out.append(shaped)
+    return out
+
+
 def transactions(path: Path) -> list[list[dict[str, Any]]]:
     """A JSONL session's transactions (its header left out)."""
     out = []
@@ -180,6 +204,17 @@ async def pi_killed(node_modules: Path, root: Path, mode: str) -> Path:
     return only_jsonl(root)
 
 
+class Hanging:
+    """A stream function whose requests never answer; ``started`` is set once one is out."""
+
+    def __init__(self) -> None:
+        self.started = trio.Event()
+
+    async def __call__(self, model: Any, context: Any, options: Any) -> Any:
+        self.started.set()
+        await trio.sleep_forever()
+
+
 def harness_on(session: Any, answer: str = "SUMMARY AGAIN") -> Harness:
     return Harness(
         model=MODEL,
@@ -199,7 +234,9 @@ def leftovers(session: Any) -> list[str]:
 
 
 async def test_a_compaction_writes_the_transactions_pi_writes(tmp_path: Path) -> None:
-    await run_child(tmp_path, "pitrio", "compact")
+    events: list[Any] = []
+    await run_child(tmp_path, "pitrio", "compact", events)
+    assert our_events(events) == pi_events("pi-compact")
     ours = structural(transactions(only_jsonl(tmp_path)))
     pis = structural(transactions(DATA / "pi-compact.jsonl"))
     # accept (preparation, meta, summary.deciding, lane); ready; effect_pending; two
@@ -220,6 +257,7 @@ async def test_pi_writes_the_recorded_compaction(tmp_path: Path, pi_node_modules
     assert [e["type"] for e in out["events"]] == [
         "compaction_start", "usage", "usage", "entry_added", "compaction_end"
     ]  # fmt: skip
+    assert out["events"] == json.loads((DATA / "pi-compact.json").read_text())["events"]
     live = structural(transactions(Path(out["file"])))
     assert shape(live) == shape(structural(transactions(DATA / "pi-compact.jsonl")))
 
@@ -373,12 +411,7 @@ async def test_a_failed_summary_ends_the_operation_as_failed(tmp_path: Path) -> 
 
 
 async def test_abort_ends_the_compaction_as_aborted(tmp_path: Path) -> None:
-    started = trio.Event()
-
-    async def hanging(model: Any, context: Any, options: Any) -> Any:
-        started.set()
-        await trio.sleep_forever()
-
+    hanging = Hanging()
     session, harness = await _compacting(tmp_path, hanging)
     ends: list[Any] = []
     async with trio.open_nursery() as nursery:
@@ -387,7 +420,7 @@ async def test_abort_ends_the_compaction_as_aborted(tmp_path: Path) -> None:
             ends.append(await harness.compact())
 
         nursery.start_soon(run)
-        await started.wait()
+        await hanging.started.wait()
         harness.abort()
     assert ends[0].status == "aborted"
     assert _result(session)["status"] == "aborted"
@@ -396,18 +429,13 @@ async def test_abort_ends_the_compaction_as_aborted(tmp_path: Path) -> None:
 
 
 async def test_an_outer_cancel_records_the_compaction_as_aborted(tmp_path: Path) -> None:
-    started = trio.Event()
-
-    async def hanging(model: Any, context: Any, options: Any) -> Any:
-        started.set()
-        await trio.sleep_forever()
-
+    hanging = Hanging()
     session, harness = await _compacting(tmp_path, hanging)
     events: list[str] = []
     harness.subscribe(lambda e: events.append(e.type))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(harness.compact)
-        await started.wait()
+        await hanging.started.wait()
         nursery.cancel_scope.cancel()
     assert events == ["compaction_start", "compaction_end"]
     assert _result(session)["status"] == "aborted"
@@ -515,4 +543,19 @@ async def test_a_retryable_summary_failure_waits_for_the_next_attempt(tmp_path: 
     rows = [w for tx in transactions(only_jsonl(tmp_path)) for w in tx if w["kind"] == "usage"]
     assert len(rows) >= 2  # the failed request's usage and the good one's (at least)
     assert _result(session)["status"] == "completed"
+    await session.close()
+
+
+async def test_a_broken_stream_function_fails_the_compaction_as_data(tmp_path: Path) -> None:
+    def broken(model: Any, context: Any, options: Any) -> Any:
+        msg = "no connection"
+        raise RuntimeError(msg)
+
+    session, harness = await _compacting(tmp_path, broken)
+    end = await harness.compact()
+    assert end.status == "failed"
+    assert end.error_message == "no connection"
+    result = _result(session)
+    assert result["error"] == {"code": "harness_fault", "message": "no connection"}
+    assert not harness.is_busy
     await session.close()

@@ -33,12 +33,15 @@ from ._structural_child import main as run_child
 from .test_compaction_ops import (
     DATA,
     MODEL,
+    Hanging,
     copy_fixture,
     harness_on,
     kill_mid_summary,
     leftovers,
     only_jsonl,
+    our_events,
     pi,
+    pi_events,
     pi_killed,
     shape,
     structural,
@@ -59,7 +62,9 @@ def _result(session: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", ["navigate", "navigate-plain"])
 async def test_a_navigation_writes_the_transactions_pi_writes(tmp_path: Path, mode: str) -> None:
-    await run_child(tmp_path, "pitrio", mode)
+    events: list[Any] = []
+    await run_child(tmp_path, "pitrio", mode, events)
+    assert our_events(events) == pi_events(f"pi-{mode}")
     ours = structural(transactions(only_jsonl(tmp_path)))
     pis = structural(transactions(DATA / f"pi-{mode}.jsonl"))
     assert shape(ours) == shape(pis)
@@ -84,6 +89,7 @@ async def test_pi_writes_the_recorded_navigation(
     types = [e["type"] for e in out["events"]]
     assert types[0] == "navigation_start"
     assert out["events"][-1] == {"type": "navigation_end", "status": "completed"}
+    assert out["events"] == json.loads((DATA / f"pi-{mode}.json").read_text())["events"]
     live = structural(transactions(Path(out["file"])))
     assert shape(live) == shape(structural(transactions(DATA / f"pi-{mode}.jsonl")))
 
@@ -279,17 +285,12 @@ async def test_bad_navigations_are_refused_with_the_reason(tmp_path: Path) -> No
 
 
 async def test_a_navigation_while_busy_is_refused(tmp_path: Path) -> None:
-    started = trio.Event()
-
-    async def hanging(model: Any, context: Any, options: Any) -> Any:
-        started.set()
-        await trio.sleep_forever()
-
+    hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
     first = session.get_branch()[0].id
     async with trio.open_nursery() as nursery:
         nursery.start_soon(harness.compact)
-        await started.wait()
+        await hanging.started.wait()
         with pytest.raises(AgentBusyError):
             await harness.navigate_tree(first)
         harness.abort()
@@ -297,12 +298,7 @@ async def test_a_navigation_while_busy_is_refused(tmp_path: Path) -> None:
 
 
 async def test_abort_leaves_the_tip_where_it_was(tmp_path: Path) -> None:
-    started = trio.Event()
-
-    async def hanging(model: Any, context: Any, options: Any) -> Any:
-        started.set()
-        await trio.sleep_forever()
-
+    hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
     source = session.leaf_id
     target = session.get_branch()[1].id
@@ -313,7 +309,7 @@ async def test_abort_leaves_the_tip_where_it_was(tmp_path: Path) -> None:
             ends.append(await harness.navigate_tree(target, summarize=True))
 
         nursery.start_soon(run)
-        await started.wait()
+        await hanging.started.wait()
         harness.abort()
     assert ends[0].status == "aborted"
     assert session.leaf_id == source
@@ -323,19 +319,14 @@ async def test_abort_leaves_the_tip_where_it_was(tmp_path: Path) -> None:
 
 
 async def test_an_outer_cancel_records_the_navigation_as_aborted(tmp_path: Path) -> None:
-    started = trio.Event()
-
-    async def hanging(model: Any, context: Any, options: Any) -> Any:
-        started.set()
-        await trio.sleep_forever()
-
+    hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
     target = session.get_branch()[1].id
     events: list[str] = []
     harness.subscribe(lambda e: events.append(e.type))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: harness.navigate_tree(target, summarize=True))
-        await started.wait()
+        await hanging.started.wait()
         nursery.cancel_scope.cancel()
     assert events == ["navigation_start", "navigation_end"]
     assert _result(session)["status"] == "aborted"
@@ -383,4 +374,18 @@ async def test_custom_instructions_reach_the_summary_request(tmp_path: Path) -> 
         "kind": "navigation", "targetId": target, "summarize": True,
         "customInstructions": "the tests",
     }  # fmt: skip
+    await session.close()
+
+
+async def test_a_broken_stream_function_fails_the_navigation_as_data(tmp_path: Path) -> None:
+    def broken(model: Any, context: Any, options: Any) -> Any:
+        msg = "no connection"
+        raise RuntimeError(msg)
+
+    session, harness = await _two_turns(tmp_path, broken)
+    source = session.leaf_id
+    end = await harness.navigate_tree(session.get_branch()[1].id, summarize=True)
+    assert (end.status, end.error_message, end.tip_id) == ("failed", "no connection", source)
+    assert session.leaf_id == source
+    assert _result(session)["error"]["code"] == "harness_fault"
     await session.close()
