@@ -736,7 +736,8 @@ class Harness:
         run, and calls that started without a recorded outcome run again only when their
         tool's replay policy is ``"safe"`` (else they end with Pi's interrupted result);
         then the run goes on. :class:`RecoveryStart` and :class:`RecoveryEnd` frame what
-        the recovery settles.
+        the recovery settles. An interrupted compaction or tree navigation is finished
+        (its summary asked again as the next attempt, from its recorded preparation).
 
         Raises:
             AgentBusyError: a prompt or a compaction is running.

@@ -265,15 +265,24 @@ async def test_pi_writes_the_recorded_compaction(tmp_path: Path, pi_node_modules
 # -- killed mid-summary ----------------------------------------------------------------
 
 
-async def test_a_compaction_killed_mid_summary_leaves_what_pi_leaves(tmp_path: Path) -> None:
-    path = await kill_mid_summary(tmp_path, "pitrio", "hang-compact")
+async def killed_as_pi_is(tmp_path: Path, mode: str) -> tuple[Any, Any]:
+    """pitrio SIGKILLed mid-summary in MODE (``hang-compact``, ``hang-navigate``) leaves
+    Pi's transactions (``pi-MODE.killed.jsonl``); its session (read-only) and the
+    operation it restores."""
+    path = await kill_mid_summary(tmp_path, "pitrio", mode)
     ours = structural(transactions(path))
-    pis = structural(transactions(DATA / "pi-hang-compact.killed.jsonl"))
+    pis = structural(transactions(DATA / f"pi-{mode}.killed.jsonl"))
     assert shape(ours) == shape(pis)
     session = await JsonlSessionStore(tmp_path).open("pitrio", read_only=True)
     operation = restore_lane(session).operation
     assert operation is not None
-    assert (operation.intent, operation.at) == ("compaction", "summary.effect_pending")
+    assert operation.at == "summary.effect_pending"
+    return session, operation
+
+
+async def test_a_compaction_killed_mid_summary_leaves_what_pi_leaves(tmp_path: Path) -> None:
+    session, operation = await killed_as_pi_is(tmp_path, "hang-compact")
+    assert operation.intent == "compaction"
     assert operation.state["request"]["index"] == 0
     await session.close()
 
