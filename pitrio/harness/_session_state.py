@@ -126,6 +126,30 @@ class SessionState:
         if seqs:
             self.next_seq = seqs[-1] + 1
 
+    def index_entries(self, rows: Iterable[tuple[str, str | None, int, str]]) -> None:
+        """Index entries read from a database as ``(id, parent_id, seq, type)`` rows in
+        sequence order, with the checks of :meth:`apply`; the entries are read through
+        :attr:`loader`. Values, list elements and usage rows are set after."""
+        position = self.position
+        for entry_id, parent_id, seq, type_name in rows:
+            if seq < self.next_seq:
+                msg = f"storage sequence numbers must increase: {seq!r} after {self.next_seq - 1}"
+                raise SessionFormatError(msg)
+            if entry_id in position:
+                msg = f"duplicate or missing entry id: {entry_id!r}"
+                raise SessionFormatError(msg)
+            if parent_id is not None and parent_id not in position:
+                msg = f"entry {entry_id!r} names a parent that does not exist: {parent_id!r}"
+                raise SessionFormatError(msg)
+            if type_name not in _TYPE_CODES:
+                msg = (
+                    f"unknown session entry type {type_name!r} "
+                    "(expected message, compaction, branch_summary or custom)"
+                )
+                raise SessionFormatError(msg)
+            self._index(entry_id, parent_id, seq, type_name)
+            self.next_seq = seq + 1
+
     def entry_at(self, position: int) -> SessionEntry:
         """The entry at ``position`` (structured on first use)."""
         entry = self._cache.get(position)
