@@ -157,9 +157,22 @@ def _dumps(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"))
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE_ASCII = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _encoded(value: Any) -> bytes:
+    """``value`` as one JSON line, UTF-8 (one encoding pass; a lone surrogate, which
+    UTF-8 cannot hold, is escaped as JavaScript escapes it)."""
+    text = _ENCODE(value)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return _ENCODE_ASCII(value).encode() + b"\n"
+
+
 def _line(transaction: Sequence[Write]) -> bytes:
-    body = transaction[0] if len(transaction) == 1 else list(transaction)
-    return (_dumps(body) + "\n").encode()
+    return _encoded(transaction[0] if len(transaction) == 1 else transaction)
 
 
 # --- locking ------------------------------------------------------------------------
