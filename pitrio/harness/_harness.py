@@ -930,8 +930,10 @@ class Harness:
         Agent's context: it is asked again, as a retry is (see _continue)."""
         messages = self._agent.state.messages
         end = len(messages)
-        while end and isinstance(last := messages[end - 1], AssistantMessage) and (
-            last.stop_reason in _ERROR_STOPS
+        while (
+            end
+            and isinstance(last := messages[end - 1], AssistantMessage)
+            and (last.stop_reason in _ERROR_STOPS)
         ):
             end -= 1  # (a failed answer waiting for its retry, then the interrupted one)
         if end < len(messages):
@@ -1335,7 +1337,9 @@ class Watcher:
 
 
 def _branch(session: Session) -> list[Any]:
-    return list(session.get_branch())
+    # From the branch's last compaction down: all prepare_compaction() reads (a long
+    # session's older entries stay unread).
+    return session._state.context_path(session.leaf_id)
 
 
 def _check_model(model: object) -> None:
