@@ -930,10 +930,8 @@ class Harness:
         Agent's context: it is asked again, as a retry is (see _continue)."""
         messages = self._agent.state.messages
         end = len(messages)
-        while (
-            end
-            and isinstance(last := messages[end - 1], AssistantMessage)
-            and (last.stop_reason in _ERROR_STOPS)
+        while end and isinstance(last := messages[end - 1], AssistantMessage) and (
+            last.stop_reason in _ERROR_STOPS
         ):
             end -= 1  # (a failed answer waiting for its retry, then the interrupted one)
         if end < len(messages):
