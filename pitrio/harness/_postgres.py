@@ -574,12 +574,18 @@ class PostgresSessionStore(StoreBase):
     def _entries_sync(self, sid: str, seqs: Sequence[int]) -> list[Write]:
         """The entry writes with these sequence numbers, in that order."""
         with self._lock:
-            conn = self._shared()
+            # A store closed since the open keeps no connection for this: a short one.
+            closed = self._conn is None or self._conn.closed
             with self._errors():
-                rows = conn.execute(
-                    "SELECT seq, body FROM entries WHERE session_id = %s AND seq = ANY(%s)",
-                    (sid, list(seqs)),
-                ).fetchall()
+                conn = self._new_connection() if closed else self._shared()
+                try:
+                    rows = conn.execute(
+                        "SELECT seq, body FROM entries WHERE session_id = %s AND seq = ANY(%s)",
+                        (sid, list(seqs)),
+                    ).fetchall()
+                finally:
+                    if closed:
+                        conn.close()
         bodies: dict[int, str] = dict(rows)
         missing = [seq for seq in seqs if seq not in bodies]
         if missing:
