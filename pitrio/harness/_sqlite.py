@@ -430,14 +430,20 @@ class SqliteSessionStore(StoreBase):
         """The entry writes with these sequence numbers, in that order."""
         bodies: dict[int, str] = {}
         with self._lock:
+            closed = self._conn is None  # (the store closed since the open: not kept open)
             conn = self._connect()
-            for start in range(0, len(seqs), 500):
-                part = seqs[start : start + 500]
-                query = (
-                    "SELECT seq, body FROM entries WHERE session_id = ? AND seq IN "
-                    f"({','.join('?' * len(part))})"
-                )
-                bodies.update(conn.execute(query, (sid, *part)))
+            try:
+                for start in range(0, len(seqs), 500):
+                    part = seqs[start : start + 500]
+                    query = (
+                        "SELECT seq, body FROM entries WHERE session_id = ? AND seq IN "
+                        f"({','.join('?' * len(part))})"
+                    )
+                    bodies.update(conn.execute(query, (sid, *part)))
+            finally:
+                if closed:
+                    conn.close()
+                    self._conn = None
         missing = [seq for seq in seqs if seq not in bodies]
         if missing:
             msg = (

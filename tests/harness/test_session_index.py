@@ -121,6 +121,14 @@ async def test_resume_reads_only_the_branch_after_its_last_compaction(tmp_path: 
         assert len(loaded) == 301
         await session.close()
         if isinstance(store, SqliteSessionStore):
+            reader = await store.open(session.id, read_only=True)
+            await store.aclose()
+            assert len(reader.get_branch()) == 301  # read back after the store closed
+            assert store._conn is None  # with a connection of its own, closed again
+            await store.delete(session.id)
+            reader._state._cache.clear()
+            with pytest.raises(SessionFormatError, match="is gone"):
+                reader.get_branch()
             await store.aclose()
 
 
