@@ -353,30 +353,6 @@ def _finish(header: Mapping[str, Any], state: SessionState) -> None:
         state.next_seq = max(state.next_seq, next_seq)
 
 
-def load_file(path: str, data: bytes) -> _Loaded:
-    """Parse a whole session file (``data``), dropping a torn last line."""
-    end = data.rfind(b"\n") + 1
-    torn = data[end:]
-    lines = data[:end].split(b"\n")[:-1] if end else []
-    if not lines or not lines[0].strip():
-        raise _no_header(path)
-    fmt, header = parse_header(lines[0], path)
-    if fmt == "v3":
-        return _legacy_loaded(path, header, lines[1:], torn, end)
-    _check_storage_version(header, path)
-    state = SessionState()
-    source = _Source(path)
-    at = len(lines[0]) + 1
-    for number in range(2, len(lines) + 1):
-        line = lines[number - 1]
-        _scan_line(state, source, line, at, path, number)
-        at += len(line) + 1
-    source.lines = len(lines)
-    _finish(header, state)
-    state.loader = source.load
-    return _Loaded(header, state, None, None, torn, end, source)
-
-
 def _scan_line(
     state: SessionState, source: _Source, line: bytes, at: int, path: str, number: int
 ) -> None:
@@ -436,7 +412,10 @@ def read_session(path: str, fd: int, *, use_index: bool = True) -> _Loaded:
     start, number = len(head) + 1, 1
     saved = _read_index(path, fd, stat, header["id"]) if use_index else None
     if saved is not None:
-        start, number = saved.restore(state, source)
+        try:
+            start, number = saved.restore(state, source)
+        except (SessionFormatError, ValueError, KeyError, TypeError):  # a damaged index
+            saved, state, source = None, SessionState(), _Source(path)
     rest = b""
     at = start  # where the next line begins
     pos = start

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import unittest.mock
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +336,107 @@ def test_an_indexed_open_equals_a_full_load(
 
     with unittest.mock.patch.object(_jsonl, "INDEX_MIN_ENTRIES", 0):
         trio.run(main)
+
+
+def duplicate_an_id(index: Path) -> None:
+    data = index.read_bytes()
+    magic = b"pitrio-session-index 1\n"
+    end = data.index(b"\n", len(magic))
+    meta = json.loads(data[len(magic) : end])
+    meta["ids"][1] = meta["ids"][0]
+    index.write_bytes(magic + json.dumps(meta).encode() + data[end:])
+
+
+@pytest.mark.usefixtures("small_index")
+async def test_an_index_naming_an_entry_twice_is_ignored(
+    tmp_path: Path, scanned: list[int]
+) -> None:
+    store = JsonlSessionStore(tmp_path)
+    session = await long_session(store, 12, compact_at=4)
+    before = facts(session)
+    await session.close()
+    assert session.path is not None
+    duplicate_an_id(Path(_jsonl.index_path(session.path)))
+    scanned.clear()
+    again = await store.open(session.id)
+    assert scanned  # scanned whole
+    assert facts(again) == before
+    await again.close()
+
+
+@pytest.mark.usefixtures("small_index")
+async def test_an_index_that_cannot_be_saved_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JsonlSessionStore(tmp_path)
+    session = await long_session(store, 12, compact_at=4)
+
+    def refuse(src: str, dst: str) -> None:
+        raise PermissionError(13, "refused", dst)
+
+    monkeypatch.setattr(os, "replace", refuse)
+    await session.close()  # closes all the same
+    monkeypatch.undo()
+    assert session.path is not None
+    directory = os.path.dirname(session.path)
+    assert sorted(os.listdir(directory)) == [os.path.basename(session.path)]  # no tmp left
+    again = await store.open(session.id)
+    assert len(again.entries) == 13
+    await again.close()
+
+
+def write_file(path: Path, *lines: Any) -> None:
+    header = {"v": 4, "kind": "header", "id": "s1", "storageVersion": 1}
+    header |= {"createdAt": 1, "cwd": "/p"}
+    path.write_text("".join(json.dumps(x) + "\n" for x in (header, *lines)))
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        ({"type": "message", "parentId": None, "message": {}}, "missing the field 'timestamp'"),
+        ({"type": "note", "parentId": None, "timestamp": 1}, "unknown session entry type 'note'"),
+    ],
+)
+async def test_an_entry_the_open_cannot_index_names_its_line(
+    tmp_path: Path, entry: dict[str, Any], error: str
+) -> None:
+    path = tmp_path / "2026-01-01T00-00-00-000Z_s1.jsonl"
+    write_file(path, {"kind": "entry", "id": "e1", "seq": 1, **entry})
+    with pytest.raises(SessionFormatError, match=rf"line 2: .*{error}"):
+        await JsonlSessionStore(tmp_path / "root").open(str(path))
+
+
+async def test_an_entry_that_does_not_structure_fails_when_read(tmp_path: Path) -> None:
+    path = tmp_path / "2026-01-01T00-00-00-000Z_s1.jsonl"
+    entry = {"kind": "entry", "id": "e1", "seq": 1, "parentId": None, "timestamp": 1}
+    tip = {"kind": "value", "op": "set", "seq": 2, "namespace": "pi.branch.tip", "key": "main"}
+    write_file(path, [{**entry, "type": "message", "message": {"role": 5}}, {**tip, "value": "e1"}])
+    session = await JsonlSessionStore(tmp_path / "root").open(str(path), read_only=True)
+    assert session.leaf_id == "e1"
+    with pytest.raises(SessionFormatError, match="entry 'e1'"):
+        session.build_context()
+
+
+@pytest.mark.parametrize(
+    ("rows", "error"),
+    [
+        ([("a", None, 2, "message"), ("b", "a", 1, "message")], "must increase"),
+        ([("a", None, 1, "message"), ("a", None, 2, "message")], "duplicate"),
+        ([("a", "zz", 1, "message")], "parent that does not exist"),
+        ([("a", None, 1, "note")], "unknown session entry type"),
+    ],
+)
+def test_a_database_index_is_checked_as_writes_are(
+    rows: list[tuple[str, str | None, int, str]], error: str
+) -> None:
+    with pytest.raises(SessionFormatError, match=error):
+        SessionState().index_entries(rows)
+
+
+def test_a_saved_index_must_hold_arrays_of_one_length() -> None:
+    state = SessionState()
+    with pytest.raises(SessionFormatError, match="different lengths"):
+        state.restore_index(["a"], array("i"), array("q", [1]), bytearray(1))
+    with pytest.raises(SessionFormatError, match="twice"):
+        state.restore_index(["a", "a"], array("i", [-1, 0]), array("q", [1, 2]), bytearray(2))
