@@ -27,6 +27,7 @@ from pitrio.harness import (
 from pitrio.harness._entries import entry_to_wire
 from pitrio.harness._session_state import SessionState
 
+from .test_session_interop import run_pi
 from .test_session_properties import OPS, apply, snapshot
 
 
@@ -440,3 +441,23 @@ def test_a_saved_index_must_hold_arrays_of_one_length() -> None:
         state.restore_index(["a"], array("i"), array("q", [1]), bytearray(1))
     with pytest.raises(SessionFormatError, match="twice"):
         state.restore_index(["a", "a"], array("i", [-1, 0]), array("q", [1, 2]), bytearray(2))
+
+
+@pytest.mark.usefixtures("small_index")
+async def test_a_file_pi_appended_to_after_the_index_reads_as_pi_left_it(
+    pi_node_modules: Path, tmp_path: Path, scanned: list[int]
+) -> None:
+    store = JsonlSessionStore(tmp_path)
+    session = await long_session(store, 20, compact_at=10)
+    await session.close()
+    assert session.path is not None
+    pi = await run_pi(pi_node_modules, "read", session.path, "from pi")  # Pi appends
+    scanned.clear()
+    again = await store.open(session.id)
+    assert scanned  # Pi's lines, scanned on top of the index
+    assert min(scanned) > 22  # (not the lines the index covers)
+    assert again.leaf_id == pi["tip"]
+    assert again.build_context().messages[-1].content == "from pi"
+    expected = _session_from(full_load(session.path), again)
+    assert facts(again) == facts(expected)
+    await again.close()
