@@ -18,12 +18,24 @@ jsonl_turns    ``JsonlSessionStore(fsync="never")`` (Pi's policy) as the harness
                turn's tool results with ``write=False``, ``flush()`` at the end of each
                turn (the save point), then ``close()``
 jsonl_synced   the same with the default policy, ``fsync="flush"``: a sync per turn
+jsonl_group    ``JsonlSessionStore(fsync="never")``, a turn's 4 messages appended with
+               ``write=False`` then one ``write()`` (a group commit: one worker-thread hop)
+sqlite         ``SqliteSessionStore(fsync="never")``: ``append_message`` per message
+sqlite_group   the same, a turn's 4 messages in one ``write()`` (one transaction)
+postgres       ``PostgresSessionStore`` (``--postgres URL``, default a throwaway server as
+               the tests start one): ``append_message`` per message
+postgres_group the same, a turn's 4 messages in one ``write()``
 ============== ===========================================================================
+
+Every ``append_message`` that writes waits for its write (one worker-thread hop, as
+STYLE.md wants file and database calls); Pi's ``appendFileSync`` writes in the caller's
+thread. The ``_group`` rows are what a caller gets by batching appends into one hop.
 
 Reported: entries/s (wall, ``perf_counter``) and CPU µs per entry (the process's CPU time,
 all threads), medians over ``--reps`` (default 5). Usage::
 
     python -m benchmarks.bench_pi_sessions [--entries 1000] [--reps 5] [--json]
+                                           [--subjects a,b] [--postgres URL]
 
 Needs Node and Pi's coding agent (``--pi-dir``, default the oracle's install). Timings use
 the real clock; nothing here belongs in a test assertion.
@@ -32,26 +44,45 @@ the real clock; nothing here belongs in a test assertion.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import trio
 
-from benchmarks.bench_sessions import turn_messages
-from pitrio.harness import JsonlSessionStore, PiSessionStore
+from benchmarks.bench_sessions import _throwaway_postgres, turn_messages
+from pitrio.harness import (
+    JsonlSessionStore,
+    PiSessionStore,
+    PostgresSessionStore,
+    SqliteSessionStore,
+)
 
 PI_DIR: Final = Path(
     "/root/.cache/pitrio-oracle-coding-agent/node_modules/@earendil-works/pi-coding-agent"
 )
 SCRIPT: Final = Path(__file__).with_name("pi_session_append.mjs")
-SUBJECTS: Final = ("pi_node", "pi_store", "jsonl", "jsonl_turns", "jsonl_synced")
+SUBJECTS: Final = (
+    "pi_node",
+    "pi_store",
+    "jsonl",
+    "jsonl_turns",
+    "jsonl_synced",
+    "jsonl_group",
+    "sqlite",
+    "sqlite_group",
+    "postgres",
+    "postgres_group",
+)
+POSTGRES_URL: list[str] = []  # the server of the postgres subjects, set by main()
 
 
 def _messages(n: int) -> list[Any]:
@@ -79,12 +110,20 @@ def pi_node(n: int, where: Path, pi_dir: Path) -> dict[str, float]:
     return {"wall_s": result["wall_s"], "cpu_s": result["cpu_s"]}
 
 
-async def pitrio_appends(subject: str, n: int, where: Path) -> dict[str, float]:
-    store: PiSessionStore | JsonlSessionStore
+def _store(subject: str, where: Path) -> Any:
+    backend = subject.removesuffix("_group")
     if subject == "pi_store":
-        store = PiSessionStore(where)
-    else:
-        store = JsonlSessionStore(where, fsync="never" if subject == "jsonl_turns" else "flush")
+        return PiSessionStore(where)
+    if backend == "sqlite":
+        return SqliteSessionStore(where / "sessions.db", fsync="never")
+    if backend == "postgres":
+        return PostgresSessionStore(POSTGRES_URL[0], schema=f"bench_{uuid.uuid4().hex[:12]}")
+    synced = subject in ("jsonl", "jsonl_synced")
+    return JsonlSessionStore(where, fsync="flush" if synced else "never")
+
+
+async def pitrio_appends(subject: str, n: int, where: Path) -> dict[str, float]:
+    store = _store(subject, where)
     messages = _messages(n)
     cpu, start = time.process_time(), time.perf_counter()
     session = await store.create(cwd="/bench/project")
@@ -93,6 +132,10 @@ async def pitrio_appends(subject: str, n: int, where: Path) -> dict[str, float]:
             await session.append_message(message, write=message.role != "toolResult")
             if index % 4 == 3:
                 await session.flush()
+        elif subject.endswith("_group"):
+            await session.append_message(message, write=False)
+            if index % 4 == 3:
+                await session.write()
         else:
             await session.append_message(message)
     await session.close()
@@ -101,6 +144,8 @@ async def pitrio_appends(subject: str, n: int, where: Path) -> dict[str, float]:
     if len(again.entries) != n:
         msg = f"{subject}: {len(again.entries)} entries stored, expected {n}"
         raise RuntimeError(msg)
+    if isinstance(store, SqliteSessionStore | PostgresSessionStore):
+        await store.aclose()
     return {"wall_s": wall, "cpu_s": cpu}
 
 
@@ -133,11 +178,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--subjects", default=",".join(SUBJECTS))
     p.add_argument("--pi-dir", type=Path, default=PI_DIR)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--postgres", metavar="URL", help="the server of the postgres subjects")
     a = p.parse_args(argv)
-    for subject in [s for s in a.subjects.split(",") if s]:
+    subjects = [s for s in a.subjects.split(",") if s]
+    for subject in subjects:
         if subject not in SUBJECTS:
             print(f"unknown subject {subject!r}; pick among {', '.join(SUBJECTS)}")
             return 2
+    with contextlib.ExitStack() as stack:
+        if any(s.startswith("postgres") for s in subjects):
+            POSTGRES_URL[:] = [a.postgres or stack.enter_context(_throwaway_postgres())]
+        _report(subjects, a)
+    return 0
+
+
+def _report(subjects: list[str], a: argparse.Namespace) -> None:
+    for subject in subjects:
         row = measure(subject, a.entries, a.reps, a.pi_dir)
         if a.json:
             print(json.dumps(row), flush=True)
@@ -146,7 +202,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{subject:>12}: {row['entries_per_s']:>9,.0f} entries/s, "
                 f"{row['cpu_us_per_entry']:>7,.1f} CPU µs/entry"
             )
-    return 0
 
 
 if __name__ == "__main__":

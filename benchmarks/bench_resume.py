@@ -2,23 +2,29 @@
 
 ``python -m benchmarks.bench_resume [--entries N] [--backend jsonl|sqlite]`` writes an
 ``N``-entry session of coding turns with a compaction every 1,000 entries (the session of
-``bench_sessions --big``), then opens it as a restarted harness does: ``store.open()`` and
-``build_context()`` of the active branch. For JSONL it splits the open into its phases,
-each timed on its own: reading the file, parsing every line as JSON, and the whole load
-(parsing, structuring each entry's message, applying the writes to the session's state).
-The memory row is the peak traced by ``tracemalloc`` during one open and context build.
+``bench_sessions --big``), closes it, then opens it as a restarted harness does:
+``store.open()`` and ``build_context()`` of the active branch.
 
-What the split says (see benchmarks/results.md): the open reads, parses and structures
-every entry of every branch, although the context needs only the active branch after its
-last compaction; the structuring alone is most of the time. Meeting the issue's targets
-(0.5 s, 50 MB for 100,000 entries) needs an index of the entries' places and parents
-(reading only the branch's lines), not just a faster parse.
+Rows: ``open_s``, the open and context build (JSONL: with the sidecar index the close
+wrote); ``peak_mb``, the peak traced by ``tracemalloc`` during one; ``rss_mb``, how much
+one raises the peak resident set of a fresh process (``VmHWM``, after its imports);
+``messages``, the resumed context's length. For JSONL also ``scan_s``, the same open
+without the index (the first open of a file Pi wrote: every line parsed, no entry
+structured), ``read_s`` and ``parse_s`` (reading the file; ``json.loads`` of every line,
+the floor of any scan), and ``file_mb``.
+
+What the rows say (see benchmarks/results.md): an open structures only the entries of the
+active branch after its last compaction; the rest of the file is an index of places,
+parents and types (the JSONL sidecar index, an SQLite covering index).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -29,8 +35,8 @@ from typing import Any
 import trio
 
 from benchmarks.bench_sessions import make_store, write_big_session
-from pitrio.harness import SqliteSessionStore
-from pitrio.harness._jsonl import load_file
+from pitrio.harness import JsonlSessionStore, SqliteSessionStore
+from pitrio.harness._jsonl import index_path
 
 __all__ = ["main", "measure"]
 
@@ -42,23 +48,31 @@ def _timed(fn: Callable[[], Any], clock: Callable[[], float]) -> tuple[float, An
 
 
 async def measure(
-    backend: str, entries: int, *, clock: Callable[[], float] = time.perf_counter
+    backend: str,
+    entries: int,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    rss: bool = True,
 ) -> dict[str, float]:
-    """The rows of one backend: seconds for each phase, the peak MB, the file's MB and the
-    number of messages the resumed context has."""
+    """The rows of one backend (see the module docstring); ``rss=False`` leaves out the
+    child process that measures ``rss_mb``."""
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         store = make_store(backend, Path(tmp))
         sid = await write_big_session(store, entries)
-        if backend == "jsonl":
+        if isinstance(store, JsonlSessionStore):
             path = store._find(sid)
             read_s, data = _timed(lambda: Path(path).read_bytes(), clock)
             lines = data.splitlines()
             parse_s, _ = _timed(lambda: [json.loads(line) for line in lines], clock)
-            load_s, _ = _timed(lambda: load_file(path, data), clock)
-            out |= {"read_s": read_s, "parse_s": parse_s, "load_s": load_s}
-            out["file_mb"] = len(data) / 1e6
+            out |= {"read_s": read_s, "parse_s": parse_s, "file_mb": len(data) / 1e6}
             del data, lines
+            saved = _take_index(path)
+            start = clock()
+            session = await store.open(sid, read_only=True)
+            session.build_context()
+            out["scan_s"] = clock() - start
+            _put_index(path, saved)
         start = clock()
         session = await store.open(sid)
         context = session.build_context()
@@ -76,14 +90,69 @@ async def measure(
         out["messages"] = float(len(context.messages))
         if isinstance(store, SqliteSessionStore):
             await store.aclose()
+        if rss:
+            out["rss_mb"] = _rss_in_child(backend, tmp, sid)
     return out
+
+
+def _take_index(path: str) -> bytes | None:
+    """Remove the sidecar index of ``path``, returning it (a short session has none)."""
+    index = Path(index_path(path))
+    saved = index.read_bytes() if index.exists() else None
+    index.unlink(missing_ok=True)
+    return saved
+
+
+def _put_index(path: str, saved: bytes | None) -> None:
+    if saved is not None:
+        Path(index_path(path)).write_bytes(saved)
+
+
+def _rss_in_child(backend: str, where: str, sid: str) -> float:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_resume", "--rss-of", backend, where, sid],
+        capture_output=True, text=True, timeout=600, check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    return float(proc.stdout.split()[-1])
+
+
+def _peak_rss_kib() -> int:
+    """This process's peak resident set in KiB: Linux's ``VmHWM`` (``ru_maxrss`` keeps
+    the peak of the process that ran ``exec``), elsewhere ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # pragma: no cover
+
+
+async def _open_once(backend: str, where: str, sid: str) -> float:
+    store = make_store(backend, Path(where))
+    before = _peak_rss_kib()
+    session = await store.open(sid)
+    session.build_context()
+    after = _peak_rss_kib()
+    await session.close()
+    if isinstance(store, SqliteSessionStore):
+        await store.aclose()
+    return (after - before) / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--backend", choices=["jsonl", "sqlite"], action="append")
+    parser.add_argument(
+        "--rss-of", nargs=3, metavar=("BACKEND", "DIR", "ID"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
+    if args.rss_of:
+        print(f"rss_mb {trio.run(_open_once, *args.rss_of):.2f}")
+        return 0
     for backend in args.backend or ["jsonl", "sqlite"]:
         rows = trio.run(measure, backend, args.entries)
         shown = ", ".join(f"{k} {v:,.2f}" for k, v in rows.items())

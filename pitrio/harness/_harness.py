@@ -1770,7 +1770,9 @@ class Watcher:
 
 
 def _branch(session: Session) -> list[Any]:
-    return list(session.get_branch())
+    # From the branch's last compaction down: all prepare_compaction() reads (a long
+    # session's older entries stay unread).
+    return session._state.context_path(session.leaf_id)
 
 
 def _check_model(model: object) -> None:

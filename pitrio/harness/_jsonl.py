@@ -21,6 +21,17 @@ what was dropped in :attr:`Session.recovered`. Every complete line is kept. Any 
 damage (a complete line that is not a valid write) raises :class:`SessionFormatError`
 naming the file and line.
 
+Resuming a long session: opening reads each line's JSON but structures no entry; it
+keeps where each entry's line is, its parent and its type, and the context of the active
+branch reads back only the lines from its last compaction on (other entries are read when
+first used). A session of :data:`INDEX_MIN_ENTRIES` entries or more also gets a private
+sidecar index (``<file>.idx``, ``0600``) when it is closed: those places and the stored
+values, checked on the next open against the file's inode, size, modification time and
+the digests of its first and last bytes. A valid index spares the scan of the lines it
+covers; lines appended since (by Pi, or by a process killed before it closed the file)
+are scanned on top of it; a stale or damaged one is ignored and the file scanned whole.
+The ``.jsonl`` file stays exactly Pi's.
+
 Concurrency: an open session holds an exclusive ``flock`` on its file; a second store
 or process opening it gets :class:`SessionLockedError` instead of interleaving writes.
 All file I/O runs in worker threads (:func:`trio.to_thread.run_sync`).
@@ -34,13 +45,16 @@ from __future__ import annotations
 
 import abc
 import builtins
+import contextlib
 import datetime
 import errno
+import hashlib
 import json
 import os
 import sys
 import urllib.parse
 import warnings
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
@@ -49,6 +63,7 @@ import trio
 
 from ._entries import Write, new_id, now_ms
 from ._errors import (
+    SessionError,
     SessionExistsError,
     SessionFormatError,
     SessionLockedError,
@@ -142,9 +157,22 @@ def _dumps(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"))
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE_ASCII = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _encoded(value: Any) -> bytes:
+    """``value`` as one JSON line, UTF-8 (one encoding pass; a lone surrogate, which
+    UTF-8 cannot hold, is escaped as JavaScript escapes it)."""
+    text = _ENCODE(value)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return _ENCODE_ASCII(value).encode() + b"\n"
+
+
 def _line(transaction: Sequence[Write]) -> bytes:
-    body = transaction[0] if len(transaction) == 1 else list(transaction)
-    return (_dumps(body) + "\n").encode()
+    return _encoded(transaction[0] if len(transaction) == 1 else transaction)
 
 
 # --- locking ------------------------------------------------------------------------
@@ -237,6 +265,7 @@ class _Loaded:
     legacy_usage: dict[str, Any] | None
     torn: bytes
     complete_size: int
+    source: _Source | None = None
 
 
 def _parse_json(line: bytes, path: str, number: int) -> Any:
@@ -285,53 +314,300 @@ def parse_header(line: bytes, path: str) -> tuple[str, dict[str, Any]]:
     raise SessionFormatError(msg)
 
 
-def load_file(path: str, data: bytes) -> _Loaded:
-    """Parse a whole session file (``data``), dropping a torn last line."""
-    end = data.rfind(b"\n") + 1
-    torn = data[end:]
-    lines = data[:end].split(b"\n")[:-1] if end else []
-    if not lines or not lines[0].strip():
-        msg = f"{path}: the file has no complete header line; it is not a session file"
-        raise SessionFormatError(msg)
-    fmt, header = parse_header(lines[0], path)
-    if fmt == "v3":
-        writes, usage = legacy_v3_writes(
-            [_parse_json(line, path, i + 2) for i, line in enumerate(lines[1:]) if line.strip()],
-            path,
-        )
-        state = SessionState()
-        try:
-            state.apply(writes)
-        except SessionFormatError as exc:
-            msg = f"{path}: {exc}"
-            raise SessionFormatError(msg) from None
-        state.next_seq += 1  # reserved for the usage row Pi writes when it upgrades the file
-        v4 = legacy_v3_header(header)
-        v4["nextSeq"] = state.next_seq
-        return _Loaded(v4, state, writes, usage, torn, end)
+def _no_header(path: str) -> SessionFormatError:
+    msg = f"{path}: the file has no complete header line; it is not a session file"
+    return SessionFormatError(msg)
+
+
+def _check_storage_version(header: Mapping[str, Any], path: str) -> None:
     if header["storageVersion"] != STORAGE_VERSION:
         msg = (
             f"{path}: session {header['id']} uses storage version "
             f"{header['storageVersion']}; pitrio reads version {STORAGE_VERSION}"
         )
         raise SessionFormatError(msg)
+
+
+def _legacy_loaded(
+    path: str, header: dict[str, Any], lines: list[bytes], torn: bytes, end: int
+) -> _Loaded:
+    writes, usage = legacy_v3_writes(
+        [_parse_json(line, path, i + 2) for i, line in enumerate(lines) if line.strip()],
+        path,
+    )
     state = SessionState()
-    for index in range(1, len(lines)):
-        line = lines[index]
-        value = _parse_json(line, path, index + 1)
-        transaction = value if isinstance(value, list) else [value]
-        if not all(isinstance(w, dict) for w in transaction):
-            msg = f"{path}, line {index + 1}: a transaction must hold JSON objects"
-            raise SessionFormatError(msg)
-        try:
-            state.apply(transaction)
-        except SessionFormatError as exc:
-            msg = f"{path}, line {index + 1}: {exc}"
-            raise SessionFormatError(msg) from None
+    try:
+        state.apply(writes)
+    except SessionFormatError as exc:
+        msg = f"{path}: {exc}"
+        raise SessionFormatError(msg) from None
+    state.next_seq += 1  # reserved for the usage row Pi writes when it upgrades the file
+    v4 = legacy_v3_header(header)
+    v4["nextSeq"] = state.next_seq
+    return _Loaded(v4, state, writes, usage, torn, end)
+
+
+def _finish(header: Mapping[str, Any], state: SessionState) -> None:
     next_seq = header.get("nextSeq")
     if isinstance(next_seq, int):
         state.next_seq = max(state.next_seq, next_seq)
-    return _Loaded(header, state, None, None, torn, end)
+
+
+def _scan_line(
+    state: SessionState, source: _Source, line: bytes, at: int, path: str, number: int
+) -> None:
+    """Apply one transaction line at byte ``at`` to ``state``, indexing its entries."""
+    value = _parse_json(line, path, number)
+    transaction = value if isinstance(value, list) else [value]
+    if not all(isinstance(w, dict) for w in transaction):
+        msg = f"{path}, line {number}: a transaction must hold JSON objects"
+        raise SessionFormatError(msg)
+    try:
+        state.apply(transaction, lazy=True)
+    except SessionFormatError as exc:
+        msg = f"{path}, line {number}: {exc}"
+        raise SessionFormatError(msg) from None
+    if transaction is value:
+        for slot, write in enumerate(transaction):
+            if write["kind"] == "entry":
+                source.add(at, len(line), slot)
+    elif value["kind"] == "entry":
+        source.add(at, len(line), -1)
+
+
+_CHUNK = 1 << 20
+
+
+def _first_line(fd: int, size: int) -> bytes | None:
+    """The file's first line (without its newline); ``None`` if it has none."""
+    data = b""
+    while len(data) < size:
+        block = os.pread(fd, min(_CHUNK, size - len(data)), len(data))
+        if not block:
+            break
+        data += block
+        end = data.find(b"\n")
+        if end >= 0:
+            return data[:end]
+    return None
+
+
+def read_session(path: str, fd: int, *, use_index: bool = True) -> _Loaded:
+    """Read the session file open as ``fd``: its header, then each line after what a
+    valid sidecar index covers (all of them without one), a chunk at a time. Entries are
+    indexed, not structured (legacy v3 files excepted)."""
+    stat = os.fstat(fd)
+    size = stat.st_size
+    head = _first_line(fd, size)
+    if head is None or not head.strip():
+        raise _no_header(path)
+    fmt, header = parse_header(head, path)
+    if fmt == "v3":
+        data = _read_all(fd, size)
+        end = data.rfind(b"\n") + 1
+        return _legacy_loaded(path, header, data[:end].split(b"\n")[1:-1], data[end:], end)
+    _check_storage_version(header, path)
+    state = SessionState()
+    source = _Source(path)
+    start, number = len(head) + 1, 1
+    saved = _read_index(path, fd, stat, header["id"]) if use_index else None
+    if saved is not None:
+        try:
+            start, number = saved.restore(state, source)
+        except (SessionFormatError, ValueError, KeyError, TypeError):  # a damaged index
+            saved, state, source = None, SessionState(), _Source(path)
+    rest = b""
+    at = start  # where the next line begins
+    pos = start
+    while pos < size:
+        block = os.pread(fd, min(_CHUNK, size - pos), pos)
+        if not block:
+            break
+        pos += len(block)
+        parts = (rest + block if rest else block).split(b"\n")
+        rest = parts.pop()
+        for line in parts:
+            number += 1
+            _scan_line(state, source, line, at, path, number)
+            at += len(line) + 1
+    source.lines = number
+    source.dirty = saved is None or at > start
+    _finish(header, state)
+    state.loader = source.load
+    return _Loaded(header, state, None, None, rest, at, source)
+
+
+# --- the sidecar index --------------------------------------------------------------
+
+INDEX_MIN_ENTRIES = 512
+"""A session with fewer entries gets no sidecar index (scanning it is quick)."""
+
+_INDEX_MAGIC = b"pitrio-session-index 1\n"
+_DIGEST_SPAN = 4096
+
+
+def index_path(path: str) -> str:
+    """Where the sidecar index of the session file ``path`` lives."""
+    return f"{path}.idx"
+
+
+def _digest(fd: int, start: int, end: int) -> str:
+    data = os.pread(fd, end - start, start) if end > start else b""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@final
+class _Source:
+    """Where each entry of a JSONL session is in its file (by position: the line's
+    offset and length, the write's slot in the line's array or ``-1``), and how to read
+    entries back from there."""
+
+    __slots__ = ("dirty", "fd", "lengths", "lines", "offsets", "path", "slots")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None  # the open session's locked descriptor, if any
+        self.offsets = array("q")
+        self.lengths = array("i")
+        self.slots = array("i")
+        self.lines = 1
+        self.dirty = False
+
+    def add(self, offset: int, length: int, slot: int) -> None:
+        self.offsets.append(offset)
+        self.lengths.append(length)
+        self.slots.append(slot)
+
+    def load(self, positions: Sequence[int]) -> list[Write]:
+        """The entry writes at ``positions``, read back from their lines."""
+        fd = self.fd
+        try:
+            own = os.open(self.path, os.O_RDONLY) if fd is None else None
+        except OSError as exc:
+            msg = f"{self.path}: cannot read the session's entries back ({exc})"
+            raise SessionError(msg) from exc
+        try:
+            reader = own if own is not None else fd
+            assert reader is not None
+            out: list[Write] = []
+            for position in positions:
+                offset, slot = self.offsets[position], self.slots[position]
+                line = os.pread(reader, self.lengths[position], offset)
+                try:
+                    value = json.loads(line)
+                    write = value[slot] if slot >= 0 else value
+                except (ValueError, IndexError, KeyError, TypeError):
+                    write = None
+                if not isinstance(write, dict):
+                    msg = (
+                        f"{self.path}: the line at byte {offset} is no longer the entry it "
+                        "was when the session was opened (the file changed); open it again"
+                    )
+                    raise SessionFormatError(msg)
+                out.append(write)
+            return out
+        except OSError as exc:
+            msg = f"{self.path}: cannot read the session's entries back ({exc})"
+            raise SessionError(msg) from exc
+        finally:
+            if own is not None:
+                os.close(own)
+
+
+@attrs.define
+class _SavedIndex:
+    meta: dict[str, Any]
+    body: memoryview
+
+    def restore(self, state: SessionState, source: _Source) -> tuple[int, int]:
+        """Fill ``state`` and ``source``; return where the scan goes on (byte, line)."""
+        meta, body = self.meta, self.body
+        n = len(meta["ids"])
+        parents, seqs, offsets = array("i"), array("q"), array("q")
+        lengths, slots = array("i"), array("i")
+        at = 0
+        for arr in (parents, seqs, offsets, lengths, slots):
+            size = n * arr.itemsize
+            arr.frombytes(body[at : at + size])
+            at += size
+        state.restore_index(meta["ids"], parents, seqs, bytearray(body[at : at + n]))
+        source.offsets, source.lengths, source.slots = offsets, lengths, slots
+        for namespace, key, value, seq in meta["values"]:
+            state.values[namespace, key] = (value, seq)
+        for namespace, key, elements in meta["lists"]:
+            state.lists[namespace, key] = [(seq, value) for seq, value in elements]
+        state.usage[:] = meta["usage"]
+        state.next_seq = max(state.next_seq, meta["nextSeq"])
+        return meta["size"], meta["lines"]
+
+
+def _read_index(path: str, fd: int, stat: os.stat_result, session_id: str) -> _SavedIndex | None:
+    """The sidecar index of ``path`` if it is there and still describes the file."""
+    try:
+        with open(index_path(path), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        if not data.startswith(_INDEX_MAGIC):
+            return None
+        end = data.index(b"\n", len(_INDEX_MAGIC))
+        meta = json.loads(data[len(_INDEX_MAGIC) : end])
+        size = meta["size"]
+        n = len(meta["ids"])
+        if (
+            meta["id"] != session_id
+            or meta["ino"] != stat.st_ino
+            or not 0 < size <= stat.st_size
+            or (size == stat.st_size and meta["mtimeNs"] != stat.st_mtime_ns)
+            or len(data) - end - 1 != n * (4 + 8 + 8 + 4 + 4 + 1)
+            or _digest(fd, 0, min(size, _DIGEST_SPAN)) != meta["head"]
+            or _digest(fd, max(0, size - _DIGEST_SPAN), size) != meta["tail"]
+            or os.pread(fd, 1, size - 1) != b"\n"
+        ):
+            return None
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    return _SavedIndex(meta, memoryview(data)[end + 1 :])
+
+
+def write_index(path: str, fd: int, session_id: str, state: SessionState, source: _Source) -> None:
+    """Save the sidecar index of the session file open as ``fd`` (whose every line
+    ``state`` and ``source`` describe), atomically; a failure leaves no index."""
+    target = index_path(path)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        stat = os.fstat(fd)
+        meta = {
+            "id": session_id,
+            "size": size,
+            "ino": stat.st_ino,
+            "mtimeNs": stat.st_mtime_ns,
+            "head": _digest(fd, 0, min(size, _DIGEST_SPAN)),
+            "tail": _digest(fd, max(0, size - _DIGEST_SPAN), size),
+            "lines": source.lines,
+            "nextSeq": state.next_seq,
+            "values": [[ns, key, v, seq] for (ns, key), (v, seq) in state.values.items()],
+            "lists": [[ns, key, elements] for (ns, key), elements in state.lists.items()],
+            "usage": state.usage,
+            "ids": state.ids,
+        }
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        try:
+            _write_all(out, _INDEX_MAGIC + json.dumps(meta, separators=(",", ":")).encode())
+            _write_all(out, b"\n")
+            for arr in (state.parents, state.seqs, source.offsets, source.lengths, source.slots):
+                _write_all(out, arr.tobytes())
+            _write_all(out, bytes(state.types))
+        finally:
+            os.close(out)
+        os.replace(tmp, target)
+        source.dirty = False
+    except (OSError, ValueError, TypeError):
+        # Only a cache: without it the next open scans the file.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 # --- legacy v3 ----------------------------------------------------------------------
@@ -670,7 +946,7 @@ class _Appender:
     Each append is complete or absent: a failed write truncates the file back to where
     it began, so no half line is left for the next append or reader."""
 
-    __slots__ = ("_fd", "_fsync", "_unsynced", "header", "path")
+    __slots__ = ("_fd", "_fsync", "_offset", "_unsynced", "header", "path")
 
     def __init__(
         self, path: str, fd: int, header: dict[str, Any], *, fsync: FsyncPolicy, unsynced: bool
@@ -680,6 +956,7 @@ class _Appender:
         self._fd: int | None = fd
         self._fsync = fsync
         self._unsynced = unsynced
+        self._offset = 0  # where the last append began
 
     async def _append(self, data: bytes) -> None:
         await trio.to_thread.run_sync(self._append_sync, data)
@@ -701,6 +978,7 @@ class _Appender:
     def _append_sync(self, data: bytes) -> None:
         assert self._fd is not None
         size = os.lseek(self._fd, 0, os.SEEK_END)
+        self._offset = size
         try:
             _write_all(self._fd, data)
             if self._fsync == "always":
@@ -732,9 +1010,10 @@ class _Appender:
 
 @final
 class _JsonlWriter(_Appender):
-    """Appends transactions to one locked session file."""
+    """Appends transactions to one locked session file, keeping the file's index of
+    entries (:class:`_Source`) up to date, and saves that index when it closes."""
 
-    __slots__ = ("_legacy", "_legacy_usage")
+    __slots__ = ("_legacy", "_legacy_usage", "_source", "_state", "_written_seq")
 
     def __init__(
         self,
@@ -743,6 +1022,8 @@ class _JsonlWriter(_Appender):
         header: dict[str, Any],
         *,
         fsync: FsyncPolicy,
+        state: SessionState,
+        source: _Source | None,
         legacy: list[Write] | None = None,
         legacy_usage: dict[str, Any] | None = None,
         unsynced: bool = False,
@@ -750,12 +1031,19 @@ class _JsonlWriter(_Appender):
         super().__init__(path, fd, header, fsync=fsync, unsynced=unsynced)
         self._legacy = legacy
         self._legacy_usage = legacy_usage
+        self._state = state
+        self._source = source
+        self._written_seq = state.next_seq  # every write before it is in the file
+        if source is not None:
+            source.fd = fd
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         if self._legacy is not None:
             await trio.to_thread.run_sync(self._upgrade_sync, session, transactions)
             return
-        await self._append(b"".join(_line(t) for t in transactions))
+        lines = [_line(t) for t in transactions]
+        await self._append(b"".join(lines))
+        self._indexed(lines, transactions)
 
     async def write_and_sync(
         self, session: Session, transactions: Sequence[Sequence[Write]]
@@ -766,7 +1054,46 @@ class _JsonlWriter(_Appender):
             await self.write(session, transactions)
             await self.sync()
             return None
-        return await self._append_and_sync(b"".join(_line(t) for t in transactions))
+        lines = [_line(t) for t in transactions]
+        error = await self._append_and_sync(b"".join(lines))
+        self._indexed(lines, transactions)
+        return error
+
+    def _indexed(self, lines: Sequence[bytes], transactions: Sequence[Sequence[Write]]) -> None:
+        """Index the entries of lines just appended at ``self._offset``."""
+        if transactions:
+            self._written_seq = transactions[-1][-1]["seq"] + 1
+        source = self._source
+        if source is None:
+            return
+        at = self._offset
+        position = self._state.position
+        for line, transaction in zip(lines, transactions, strict=True):
+            for slot, write in enumerate(transaction):
+                if write["kind"] == "entry":
+                    if position.get(write["id"]) != len(source.offsets):
+                        self._source = None  # out of step: no index for this file
+                        return
+                    source.add(at, len(line) - 1, -1 if len(transaction) == 1 else slot)
+            at += len(line)
+        source.lines += len(lines)
+        source.dirty = True
+
+    async def close(self) -> None:
+        source = self._source
+        if (
+            source is not None
+            and self._fd is not None
+            and source.dirty
+            and self._written_seq == self._state.next_seq  # nothing committed is unwritten
+            and len(source.offsets) == len(self._state.ids) >= INDEX_MIN_ENTRIES
+        ):
+            await trio.to_thread.run_sync(
+                write_index, self.path, self._fd, self.header["id"], self._state, source
+            )
+        if source is not None:
+            source.fd = None  # read back through the path from now on
+        await super().close()
 
     def _upgrade_sync(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         """Rewrite a legacy v3 file as v4 (Pi's ``upgradeLegacyV3ToV4``), atomically."""
@@ -801,6 +1128,7 @@ class _JsonlWriter(_Appender):
             raise
         os.close(self._fd)  # the old inode's lock goes; the new file is locked already
         self._fd = fd
+        self._source = None
         self.header = header
         self._legacy = None
         session._state.usage.append(usage_row)
@@ -872,6 +1200,8 @@ class _FileStore(StoreBase):
         fd = open_locked(path, os.O_RDONLY, f"session {session_id}")
         try:
             os.unlink(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(index_path(path))
         finally:
             os.close(fd)
 
@@ -927,27 +1257,39 @@ class JsonlSessionStore(_FileStore):
             state.apply(initial)
             header["nextSeq"] = state.next_seq
         path = os.path.join(self.directory(cwd), session_file_name(created, sid))
-        fd = await trio.to_thread.run_sync(self._create_sync, path, sid, header, initial)
+        head = _dumps(header).encode() + b"\n"
+        lines = [_line([w]) for w in initial]
+        source = _Source(path)
+        at = len(head)
+        for write, line in zip(initial, lines, strict=True):
+            if write["kind"] == "entry":
+                source.add(at, len(line) - 1, -1)
+            at += len(line)
+        source.lines += len(lines)
+        source.dirty = True
+        data = head + b"".join(lines)
+        fd = await trio.to_thread.run_sync(self._create_sync, path, sid, data)
+        state.loader = source.load
+        writer = _JsonlWriter(
+            path, fd, header, fsync=self.fsync, state=state, source=source, unsynced=True
+        )
         return Session(
             session_id=sid,
             cwd=cwd,
             created_at=created,
             parent_session_id=parent_session_id,
             state=state,
-            writer=_JsonlWriter(path, fd, header, fsync=self.fsync, unsynced=True),
+            writer=writer,
             store=self,
             path=path,
         )
 
-    def _create_sync(
-        self, path: str, sid: str, header: dict[str, Any], initial: Sequence[Write]
-    ) -> int:
+    def _create_sync(self, path: str, sid: str, data: bytes) -> int:
         directory = os.path.dirname(path)
         make_private_dirs(directory)
         if any(_names_session(name, sid) for name in os.listdir(directory)):
             msg = f"a session with id {sid!r} exists already in {directory}"
             raise SessionExistsError(msg)
-        data = _dumps(header).encode() + b"\n" + b"".join(_line([w]) for w in initial)
         tmp = f"{path}.{os.getpid()}.tmp"
         fd = open_locked(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, f"session {sid}")
         try:
@@ -983,9 +1325,7 @@ class JsonlSessionStore(_FileStore):
         else:
             fd = open_locked(path, os.O_RDWR | os.O_APPEND, f"session {os.path.basename(path)}")
         try:
-            size = os.fstat(fd).st_size
-            data = _read_all(fd, size)
-            loaded = load_file(path, data)
+            loaded = read_session(path, fd)
             recovered = None
             if loaded.torn:
                 recovered = (
@@ -1024,6 +1364,8 @@ class JsonlSessionStore(_FileStore):
                 fd,
                 header,
                 fsync=self.fsync,
+                state=loaded.state,
+                source=loaded.source,
                 legacy=loaded.legacy_writes,
                 legacy_usage=loaded.legacy_usage,
             ),
@@ -1050,4 +1392,3 @@ class JsonlSessionStore(_FileStore):
             parent_session_id=header.get("parentSessionId"),
             path=path,
         )
-

@@ -49,6 +49,7 @@ from ._errors import SessionExistsError, SessionFormatError, SessionNotFoundErro
 from ._jsonl import (
     _Appender,
     _dumps,
+    _encoded,
     _FileStore,
     _names_session,
     _read_all,
@@ -314,7 +315,7 @@ class _PiWriter(_Appender):
 
     def _data(self, session: Session, transactions: Sequence[Sequence[Write]]) -> bytes:
         lines = [line for t in transactions for line in self._translator.lines(session, t)]
-        return "".join(_dumps(line) + "\n" for line in lines).encode()
+        return b"".join(_encoded(line) for line in lines)
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
         await self._append(self._data(session, transactions))

@@ -31,7 +31,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, final
 
 import trio
@@ -39,7 +39,13 @@ import trio
 from pitrio import UsageError
 
 from ._entries import Write, new_id, now_ms
-from ._errors import SessionError, SessionExistsError, SessionLockedError, SessionNotFoundError
+from ._errors import (
+    SessionError,
+    SessionExistsError,
+    SessionFormatError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from ._session import Session
 from ._session_state import SessionState
 from ._store import (
@@ -77,6 +83,7 @@ CREATE TABLE IF NOT EXISTS entries (
     PRIMARY KEY (session_id, seq)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON entries (session_id, id);
+CREATE INDEX IF NOT EXISTS entries_tree ON entries (session_id, seq, id, parent_id, type);
 CREATE TABLE IF NOT EXISTS kv (
     session_id TEXT NOT NULL,
     namespace TEXT NOT NULL,
@@ -534,40 +541,60 @@ class PostgresSessionStore(StoreBase):
             if row is None:
                 msg = f"no session {sid!r} in {self}"
                 raise SessionNotFoundError(msg)
-            writes: list[Write] = [
-                json.loads(b)
-                for (b,) in conn.execute(
-                    "SELECT body FROM entries WHERE session_id = %s ORDER BY seq", (sid,)
-                )
-            ]
-            writes.extend(
-                _rows_as_writes(
-                    "value",
-                    "set",
-                    conn.execute(
-                        "SELECT seq, namespace, key, value FROM kv WHERE session_id = %s", (sid,)
-                    ),
+            state = SessionState()
+            state.index_entries(
+                conn.execute(
+                    "SELECT id, parent_id, seq, type FROM entries WHERE session_id = %s"
+                    " ORDER BY seq",
+                    (sid,),
                 )
             )
-            writes.extend(
-                _rows_as_writes(
-                    "list",
-                    "append",
-                    conn.execute(
-                        "SELECT seq, namespace, key, value FROM list_items WHERE session_id = %s",
-                        (sid,),
-                    ),
-                )
-            )
-            writes.extend(
-                json.loads(b)
-                for (b,) in conn.execute("SELECT body FROM usage WHERE session_id = %s", (sid,))
-            )
-        writes.sort(key=lambda w: w["seq"])
-        state = SessionState()
-        state.apply(writes)
-        state.next_seq = max(state.next_seq, row[3])
+            last = state.next_seq - 1
+            for seq, namespace, key, value in conn.execute(
+                "SELECT seq, namespace, key, value FROM kv WHERE session_id = %s", (sid,)
+            ):
+                state.values[namespace, key] = (json.loads(value), seq)
+                last = max(last, seq)
+            for seq, namespace, key, value in conn.execute(
+                "SELECT seq, namespace, key, value FROM list_items WHERE session_id = %s"
+                " ORDER BY seq",
+                (sid,),
+            ):
+                state.lists.setdefault((namespace, key), []).append((seq, json.loads(value)))
+                last = max(last, seq)
+            for seq, body in conn.execute(
+                "SELECT seq, body FROM usage WHERE session_id = %s ORDER BY seq", (sid,)
+            ):
+                state.usage.append(json.loads(body))
+                last = max(last, seq)
+        state.next_seq = max(last + 1, row[3])
+        state.loader = lambda positions: self._entries_sync(sid, [state.seqs[p] for p in positions])
         return row, state
+
+    def _entries_sync(self, sid: str, seqs: Sequence[int]) -> list[Write]:
+        """The entry writes with these sequence numbers, in that order."""
+        with self._lock:
+            # A store closed since the open keeps no connection for this: a short one.
+            closed = self._conn is None or self._conn.closed
+            with self._errors():
+                conn = self._new_connection() if closed else self._shared()
+                try:
+                    rows = conn.execute(
+                        "SELECT seq, body FROM entries WHERE session_id = %s AND seq = ANY(%s)",
+                        (sid, list(seqs)),
+                    ).fetchall()
+                finally:
+                    if closed:
+                        conn.close()
+        bodies: dict[int, str] = dict(rows)
+        missing = [seq for seq in seqs if seq not in bodies]
+        if missing:
+            msg = (
+                f"session {sid} in {self}: the entry of sequence number {missing[0]} is gone "
+                "(the session was deleted or rewritten since it was opened)"
+            )
+            raise SessionFormatError(msg)
+        return [json.loads(bodies[seq]) for seq in seqs]
 
     async def list(
         self, *, cwd: str | os.PathLike[str] | None = None
@@ -619,20 +646,6 @@ class PostgresSessionStore(StoreBase):
         if not deleted:
             msg = f"no session {sid!r} in {self}"
             raise SessionNotFoundError(msg)
-
-
-def _rows_as_writes(kind: str, op: str, rows: Iterable[Any]) -> list[Write]:
-    return [
-        {
-            "kind": kind,
-            "op": op,
-            "seq": seq,
-            "namespace": namespace,
-            "key": key,
-            "value": json.loads(value),
-        }
-        for seq, namespace, key, value in rows
-    ]
 
 
 @final

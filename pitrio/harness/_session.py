@@ -239,7 +239,7 @@ class Session:
 
     def children(self, entry_id: str | None) -> list[SessionEntry]:
         """The entries whose parent is ``entry_id`` (``None``: the roots)."""
-        return [e for e in self._state.entries if e.parent_id == entry_id]
+        return self._state.load(self._state.child_positions(entry_id))
 
     def build_context(
         self,
@@ -253,7 +253,8 @@ class Session:
         reader does (:class:`~pitrio.harness.PiSessionStore`: Pi's coding agent shows
         them on resume)."""
         keep = bool(getattr(self._store, "keeps_failed_answers", False))
-        path = self.get_branch(leaf_id)
+        # Only the branch from its last compaction down: what the context shows.
+        path = self._state.context_path(self.leaf_id if leaf_id is None else leaf_id)
         return SessionContext(
             messages=tuple(build_session_context(path, projectors=projectors, keep_failed=keep)),
             model=self.model,

@@ -32,7 +32,12 @@ from typing import Any, final
 import trio
 
 from ._entries import Write, new_id, now_ms
-from ._errors import SessionExistsError, SessionLockedError, SessionNotFoundError
+from ._errors import (
+    SessionExistsError,
+    SessionFormatError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from ._jsonl import PRIVATE_FILE, make_private_dirs, open_locked
 from ._session import Session
 from ._session_state import SessionState
@@ -68,6 +73,7 @@ CREATE TABLE IF NOT EXISTS entries (
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON entries (session_id, id);
+CREATE INDEX IF NOT EXISTS entries_tree ON entries (session_id, seq, id, parent_id, type);
 CREATE TABLE IF NOT EXISTS kv (
     session_id TEXT NOT NULL,
     namespace TEXT NOT NULL,
@@ -382,52 +388,70 @@ class SqliteSessionStore(StoreBase):
         )
 
     def _load(self, sid: str) -> SessionState:
+        """The session's state: every entry indexed (id, parent, seq, type), none read;
+        the values, list elements and usage rows as stored."""
+        state = SessionState()
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN")
             try:
-                writes: list[Write] = [
-                    json.loads(b)
-                    for (b,) in conn.execute(
-                        "SELECT body FROM entries WHERE session_id = ? ORDER BY seq", (sid,)
+                state.index_entries(
+                    conn.execute(
+                        "SELECT id, parent_id, seq, type FROM entries WHERE session_id = ?"
+                        " ORDER BY seq",
+                        (sid,),
                     )
-                ]
+                )
+                last = state.next_seq - 1
                 for seq, namespace, key, value in conn.execute(
                     "SELECT seq, namespace, key, value FROM kv WHERE session_id = ?", (sid,)
                 ):
-                    writes.append(
-                        {
-                            "kind": "value",
-                            "op": "set",
-                            "seq": seq,
-                            "namespace": namespace,
-                            "key": key,
-                            "value": json.loads(value),
-                        }
-                    )
+                    state.values[namespace, key] = (json.loads(value), seq)
+                    last = max(last, seq)
                 for seq, namespace, key, value in conn.execute(
-                    "SELECT seq, namespace, key, value FROM list_items WHERE session_id = ?", (sid,)
+                    "SELECT seq, namespace, key, value FROM list_items WHERE session_id = ?"
+                    " ORDER BY seq",
+                    (sid,),
                 ):
-                    writes.append(
-                        {
-                            "kind": "list",
-                            "op": "append",
-                            "seq": seq,
-                            "namespace": namespace,
-                            "key": key,
-                            "value": json.loads(value),
-                        }
-                    )
-                writes.extend(
-                    json.loads(b)
-                    for (b,) in conn.execute("SELECT body FROM usage WHERE session_id = ?", (sid,))
-                )
+                    state.lists.setdefault((namespace, key), []).append((seq, json.loads(value)))
+                    last = max(last, seq)
+                for seq, body in conn.execute(
+                    "SELECT seq, body FROM usage WHERE session_id = ? ORDER BY seq", (sid,)
+                ):
+                    state.usage.append(json.loads(body))
+                    last = max(last, seq)
             finally:
                 conn.execute("COMMIT")
-        writes.sort(key=lambda w: w["seq"])
-        state = SessionState()
-        state.apply(writes)
+        state.next_seq = last + 1
+        state.loader = lambda positions: self._entries_sync(sid, [state.seqs[p] for p in positions])
         return state
+
+    def _entries_sync(self, sid: str, seqs: Sequence[int]) -> list[Write]:
+        """The entry writes with these sequence numbers, in that order."""
+        bodies: dict[int, str] = {}
+        with self._lock:
+            closed = self._conn is None  # (the store closed since the open: not kept open)
+            conn = self._connect()
+            try:
+                for start in range(0, len(seqs), 500):
+                    part = seqs[start : start + 500]
+                    query = (
+                        "SELECT seq, body FROM entries WHERE session_id = ? AND seq IN "
+                        f"({','.join('?' * len(part))})"
+                    )
+                    bodies.update(conn.execute(query, (sid, *part)))
+            finally:
+                if closed:
+                    conn.close()
+                    self._conn = None
+        missing = [seq for seq in seqs if seq not in bodies]
+        if missing:
+            msg = (
+                f"session {sid} in {self.path}: the entry of sequence number {missing[0]} is "
+                "gone (the session was deleted or rewritten since it was opened)"
+            )
+            raise SessionFormatError(msg)
+        return [json.loads(bodies[seq]) for seq in seqs]
 
     async def list(
         self, *, cwd: str | os.PathLike[str] | None = None

@@ -275,6 +275,38 @@ async def test_schemas_are_separate_stores(postgres_url: str) -> None:
         assert [i.id for i in await one.list()] == ["same"]
 
 
+async def test_entries_are_read_on_first_use_even_after_the_store_closed(
+    postgres_url: str,
+) -> None:
+    store = PostgresSessionStore(postgres_url, schema=fresh_schema())
+    session = await store.create()
+    for i in range(5):
+        await session.append_message(UserMessage(content=f"m{i}", timestamp=i))
+    await session.append_compaction("s", tokens_before=1)
+    await session.append_message(UserMessage(content="last", timestamp=9))
+    await session.close()
+    again = await store.open(session.id, read_only=True)
+    loaded: list[int] = []
+    loader = again._state.loader
+    assert loader is not None
+
+    def counted(positions: Any) -> Any:
+        loaded.extend(positions)
+        return loader(positions)
+
+    again._state.loader = counted
+    assert [m.role for m in again.build_context().messages] == ["compactionSummary", "user"]
+    assert loaded == [5, 6]  # the compaction and what follows it
+    await store.aclose()
+    # The rest, after the store's connection closed: one short-lived connection.
+    assert [e.message.content for e in again.entries if isinstance(e, MessageEntry)][:2] == [
+        "m0",
+        "m1",
+    ]
+    assert loaded == [5, 6, 0, 1, 2, 3, 4]
+    assert store._conn is None
+
+
 def test_importing_the_harness_does_not_import_psycopg() -> None:
     code = (
         "import sys, pitrio.harness\n"
