@@ -39,6 +39,7 @@ the file and database stores in ``_jsonl`` and ``_sqlite``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, final
@@ -59,7 +60,7 @@ from ._entries import (
     new_id,
     now_ms,
 )
-from ._errors import SessionClosedError, SessionError, SessionNotFoundError
+from ._errors import SessionClosedError, SessionError, SessionFormatError, SessionNotFoundError
 from ._session_state import (
     BRANCH_TIP,
     ENTRY_LABEL,
@@ -152,9 +153,9 @@ class Session:
         """What opening dropped when the last write was torn (a crash mid-write);
         ``None`` when the stored session was complete."""
         self.read_only = read_only
+        """Opened with ``read_only=True``: changes are refused, and other writers are not."""
         self.path = path
         """The file (JSONL) or database (SQLite) holding the session; ``None`` in memory."""
-        """Opened with ``read_only=True``: changes are refused, and other writers are not."""
         self._state = state
         self._writer = writer
         self._store = store
@@ -163,6 +164,14 @@ class Session:
         self._closed = False
         self._lane = MAIN_BRANCH
         self._root: Session | None = None  # the session a lane view shares storage with
+        leaf = self.leaf_id
+        if state.loader is not None and leaf in state.position:
+            # Opened lazily, in the store's worker thread: the active branch's context is
+            # structured here, so build_context() and a restore read nothing from storage
+            # on the event loop's thread. An entry that does not structure fails when it is
+            # used, as one read later does, not here, where the store still holds its file.
+            with contextlib.suppress(SessionFormatError):
+                state.context_path(leaf)
 
     def __repr__(self) -> str:
         return f"<Session {self.id} cwd={self.cwd!r} entries={len(self._state.entries)}>"
