@@ -4,7 +4,8 @@
 unsafe ``write`` and the safe ``read``, fails once with a retryable error and backs off,
 compacts at the threshold, asks for ``write`` again and answers) and counts its points:
 before and after each session write, each streamed update, the back-off, each
-compaction's start, each tool before and after its effect (88 points). For each point a
+compaction's start, each tool before and after its effect (about 100 points; the last
+answer streams as a network answer does, its frames written as it streams). For each point a
 forked child is SIGKILLed there and a fresh one restores and finishes the session. Every
 case must: finish (the run's ``pi.result`` completed, the lane idle, no operation records
 left); never repeat an unsafe effect (``write n`` at most once); leave the transcript of
@@ -127,6 +128,15 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
         assert any(
             "[Tool execution was interrupted." in row[2] for case in cases for row in case["rows"]
         )
+        # A kill mid-stream of the last answer left its frames: the interrupted request
+        # was settled with the committed partial (a prefix of "finished"), then retried.
+        partials = {
+            row[2]
+            for case in cases
+            for row in case["rows"]
+            if row[0] == "failed assistant" and row[2] and "finished".startswith(row[2])
+        }
+        assert partials
     assert sum(case["interrupted"] is not None for case in cases) > len(cases) // 2
 
 
