@@ -715,8 +715,9 @@ class Harness:
 
         When the session's last run was left unfinished (:attr:`interrupted`: its
         process was killed mid-request or mid-tool), recover that run instead, from the
-        state its records name: an interrupted request is settled as an error and made
-        again; of its tool batch, recorded outcomes are used, calls that never started
+        state its records name: an interrupted request is settled as an error (with what
+        its committed frames had streamed) and, after the retry back-off, made again; of
+        its tool batch, recorded outcomes are used, calls that never started
         run, and calls that started without a recorded outcome run again only when their
         tool's replay policy is ``"safe"`` (else they end with Pi's interrupted result);
         then the run goes on. :class:`RecoveryStart` and :class:`RecoveryEnd` frame what

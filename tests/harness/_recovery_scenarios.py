@@ -62,7 +62,7 @@ class Script:
         self.ran += 1
         return text_result(f"seen {params['path']}")
 
-    def harness(self, session: Any) -> Harness:
+    def harness(self, session: Any, retry: RetrySettings = RETRY) -> Harness:
         tool = Tool(
             name="look",
             description="look at a file",
@@ -74,7 +74,7 @@ class Script:
             stream_fn=ScriptedModel(self.respond),
             session=session,
             tools=[tool],
-            retry=RETRY,
+            retry=retry,
         )
 
 

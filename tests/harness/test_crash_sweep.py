@@ -4,8 +4,9 @@
 unsafe ``write`` and the safe ``read``, fails once with a retryable error and backs off,
 compacts at the threshold, asks for ``write`` again and answers) and counts its points:
 before and after each session write, each streamed update, the back-off, each
-compaction's start, each tool before and after its effect (about 100 points; the last
-answer streams as a network answer does, its frames written as it streams). For each point a
+compaction's start, each tool before and after its effect (88 points; the last answer
+streams as a network answer does, its frames written as it streams: a kill mid-stream
+leaves a committed partial, and the frame writes are no points of their own). For each point a
 forked child is SIGKILLed there and a fresh one restores and finishes the session. Every
 case must: finish (the run's ``pi.result`` completed, the lane idle, no operation records
 left); never repeat an unsafe effect (``write n`` at most once); leave the transcript of

@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 import trio
 
+from pitrio.harness import JsonlSessionStore, RetrySettings, restore_session
+
 from . import _recovery_scenarios as scenarios
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -90,6 +92,60 @@ async def test_pitrio_restores_each_cut_pi_left_as_pi_does(scenario: str, tmp_pa
     if scenario == "queue":
         assert ["user", None, "f1", None] in messages  # cut before the cancel
         assert [m[2] for m in got[-1]["messages"]] == ["s1", "n1", "go", "finished"]
+
+
+def _cut_at(scenario: str, at: str, root: Path) -> Path:
+    """The first cut of Pi's session that stopped at ``at`` (``pi.op.state``)."""
+    recorded = _fixture()[scenario]
+    for path in scenarios.cuts(recorded["lines"], root):
+        states = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+        writes = [w for s in states for w in (s if isinstance(s, list) else [s])]
+        ops = [
+            w["value"]["at"] for w in writes if w.get("namespace") == "pi.op.state" and "value" in w
+        ]
+        if ops and ops[-1] == at:
+            return path
+    raise AssertionError(f"no cut of {scenario} stops at {at}")
+
+
+async def test_an_interrupted_request_with_no_attempt_left_ends_the_run_failed(
+    tmp_path: Path,
+) -> None:
+    """Pi's publishResponse: a recovered request whose attempt was the last allowed fails
+    the run (``run_end`` failed) instead of waiting to retry."""
+    path = _cut_at("tool", "assistant.effect_pending", tmp_path)
+    session = await JsonlSessionStore(path.parent.parent).open(path)
+    script = scenarios.Script("tool")
+    harness = script.harness(session, RetrySettings(max_retries=0))
+    events: list[str] = []
+    harness.subscribe(lambda event: events.append(event.type))
+    await harness.resume()
+    assert scenarios.branch_messages(session)[-1][3].startswith(INTERRUPTED)
+    assert "auto_retry_start" not in events
+    assert events[-1] == "settled"
+    lane = restore_session(session)["main"]
+    assert lane.operation is None
+    assert session.get_value("pi.result", lane.last_operation_id or "")["status"] == "failed"
+    await session.close()
+
+
+async def test_an_abort_in_the_recovered_back_off_ends_the_run_aborted(tmp_path: Path) -> None:
+    path = _cut_at("retry", "assistant.effect_pending", tmp_path)
+    session = await JsonlSessionStore(path.parent.parent).open(path)
+    script = scenarios.Script("retry")
+    harness = script.harness(session, RetrySettings(base_delay=30, jitter=0))
+
+    def listener(event: object) -> None:
+        if getattr(event, "type", None) == "auto_retry_start":
+            harness.abort()
+
+    harness.subscribe(listener)
+    with trio.fail_after(10):
+        await harness.resume()
+    lane = restore_session(session)["main"]
+    assert session.get_value("pi.result", lane.last_operation_id or "")["status"] == "aborted"
+    assert [m[0] for m in scenarios.branch_messages(session)] == ["user", "assistant"]
+    await session.close()
 
 
 async def test_the_recorded_traces_are_pis_today(tmp_path: Path, pi_node_modules: Path) -> None:
