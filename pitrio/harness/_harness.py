@@ -865,7 +865,9 @@ class Harness:
         key = None
         if self._ops is not None:
             names = self._tool_names()
-            await self._ops.before_request(model, self.retry.max_retries + 1, names)
+            retry = self.retry
+            delay = round(retry.base_delay * 1000)
+            await self._ops.before_request(model, retry.max_retries + 1, names, delay)
             key = self._ops.frames_key
         returned = self._bridge.stream(model, context, options)
         stream = returned if isinstance(returned, EventStream) else await returned

@@ -331,9 +331,17 @@ class OperationRecorder:
         out["activeToolNames"] = list(tool_names)
         return out
 
-    async def before_request(self, model: Model, attempts: int, tool_names: Sequence[str]) -> None:
+    async def before_request(
+        self,
+        model: Model,
+        attempts: int,
+        tool_names: Sequence[str],
+        base_delay_ms: int = 1000,
+    ) -> None:
         """Before a request is sent: ``checkpoint`` -> ``assistant.ready`` ->
-        ``assistant.effect_pending``, each its own transaction (Pi's)."""
+        ``assistant.effect_pending``, each its own transaction (Pi's). The retry policy
+        recorded is ``attempts`` and ``base_delay_ms`` (what Pi's drive waits before it
+        asks again)."""
         if self._op_id is None:
             return
         state = self._state
@@ -361,7 +369,7 @@ class OperationRecorder:
                     "triggerEntryId": state.get("triggerEntryId", trigger),
                     "configuration": self._configuration(model, tool_names),
                     "streamOptions": {},
-                    "retryPolicy": {"maxAttempts": attempts, "baseDelayMs": 1000},
+                    "retryPolicy": {"maxAttempts": attempts, "baseDelayMs": base_delay_ms},
                     "overflowRecoveryUsed": False,
                 },
                 "nextAttempt": 1,
