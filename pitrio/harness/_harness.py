@@ -974,21 +974,7 @@ class Harness:
         else:
             delay = retry_delay(attempt, settings, error, random=self._random) or 0.0
         self._retry_attempt = attempt
-        await self._bus.emit(
-            AutoRetryStart(
-                attempt=attempt,
-                max_attempts=settings.max_retries,
-                delay=delay,
-                error_message=error,
-            )
-        )
-        with self._abort_scope() as scope:
-            await trio.sleep(delay)
-        self._cancel_scope = None
-        if scope.cancelled_caught or self._abort_requested:
-            await self._end_retry(False, "Retry cancelled")
-            return False
-        return True
+        return await self._wait_for_retry(delay, error)
 
     def _drop_trailing_failure(self) -> None:
         """The settled interrupted request (or a failed answer waiting for its retry), in
@@ -1080,15 +1066,23 @@ class Harness:
                 await self._end_retry(False, error)
             return False
         self._retry_attempt += 1
+        return await self._wait_for_retry(delay, error, message)
+
+    async def _wait_for_retry(
+        self, delay: float, error: str, failed: AssistantMessage | None = None
+    ) -> bool:
+        """Announce the retry (:class:`AutoRetryStart`), drop the ``failed`` answer from
+        the context, wait ``delay`` seconds; ``False`` when an abort ended the wait."""
         await self._bus.emit(
             AutoRetryStart(
                 attempt=self._retry_attempt,
-                max_attempts=settings.max_retries,
+                max_attempts=self.retry.max_retries,
                 delay=delay,
                 error_message=error,
             )
         )
-        self._drop_failed(message)
+        if failed is not None:
+            self._drop_failed(failed)
         with self._abort_scope() as scope:
             await trio.sleep(delay)
         self._cancel_scope = None
