@@ -1,7 +1,7 @@
 """The scenarios of tests/harness/test_recovery_traces.py on pitrio's side.
 
 The same scripted runs as ``node/pi_recovery_trace.mjs`` (``tool``, ``retry``,
-``queue``): a model that answers by the context, the unsafe tool ``look``. A run writes
+``queue``, ``steer``): a model that answers by the context, the unsafe tool ``look``. A run writes
 a JSONL session; a *cut* is a copy of it with only its first K transactions (what a
 process killed after its K-th write left); :func:`restore` brings a cut back with
 pitrio's harness and reports what Pi's script reports: the operation it found, how the
@@ -27,8 +27,13 @@ from pitrio.testing import ScriptedModel, ScriptedResponse
 
 MODEL = Model(id="scripted", api="scripted", provider="local")
 RETRY = RetrySettings(base_delay=0.001, jitter=0)
-SCENARIOS = ("tool", "retry", "queue")
-PROMPT = {"tool": "look at a.txt", "retry": "look at a.txt", "queue": "go"}
+SCENARIOS = ("tool", "retry", "queue", "steer")
+PROMPT = {
+    "tool": "look at a.txt",
+    "retry": "look at a.txt",
+    "queue": "go",
+    "steer": "look at a.txt",
+}
 
 
 class Script:
@@ -39,12 +44,16 @@ class Script:
         self.scenario = scenario
         self.error_served = error_served
         self.ran = 0
+        self.current: Harness | None = None
 
     def respond(self, context: Any) -> ScriptedResponse:
         messages = context.messages
-        if messages and messages[-1].role == "toolResult":
+        last = messages[-1] if messages else None
+        if last is not None and (
+            last.role == "toolResult" or (self.scenario == "steer" and _text(last) == "s2")
+        ):
             return ScriptedResponse.text("finished", chunk_size=4, checkpoint_each_event=True)
-        if self.scenario == "tool":
+        if self.scenario in ("tool", "steer"):
             return ScriptedResponse(
                 content=(
                     TextContent(text="let me look"),
@@ -60,6 +69,8 @@ class Script:
 
     async def look(self, call_id: str, params: Any, sig: Any, on_update: Any) -> Any:
         self.ran += 1
+        if self.scenario == "steer" and self.current is not None:
+            await self.current.enqueue("steer", "s2")  # steered while the tool runs
         return text_result(f"seen {params['path']}")
 
     def harness(self, session: Any, retry: RetrySettings = RETRY) -> Harness:
@@ -69,13 +80,14 @@ class Script:
             execute=self.look,
             parameters={"type": "object", "properties": {"path": {"type": "string"}}},
         )
-        return Harness(
+        self.current = Harness(
             model=MODEL,
             stream_fn=ScriptedModel(self.respond),
             session=session,
             tools=[tool],
             retry=retry,
         )
+        return self.current
 
 
 async def run(scenario: str, root: Path) -> Path:
@@ -232,9 +244,9 @@ def pitrio_trace(events: list[Any], *, retrying: bool = False) -> list[list[Any]
     a retried request part of its step's: the ``turn_end`` of a failed request followed
     by a retry and the ``turn_start`` of the retried request are left out (and, with
     ``retrying``, the first turn's start: a restore at ``assistant.ready`` of a later
-    attempt). A prompt's first ``turn_start`` comes before the prompt's messages in
-    pitrio's Agent (as in Pi's ``Agent``), after them in Pi's harness: it is moved
-    after them."""
+    attempt). A turn's ``turn_start`` comes before the user messages it takes (the
+    prompt's, delivered steering) in pitrio's Agent (as in Pi's ``Agent``), after them
+    in Pi's harness: it is moved after them."""
     out: list[list[Any]] = []
     recovery = False
     for event in events:
@@ -272,18 +284,19 @@ def pitrio_trace(events: list[Any], *, retrying: bool = False) -> list[list[Any]
 
 
 def _turn_after_prompt(rows: list[list[Any]]) -> list[list[Any]]:
+    """Each ``turn_start`` moved after the user messages that follow it (the prompt's,
+    delivered steering)."""
     out = list(rows)
-    for i, row in enumerate(rows):
-        if row[0] != "turn_start":
-            continue
+    i = 0
+    while i < len(out):
         j = i + 1
-        while (
-            j < len(rows)
-            and rows[j][0] in ("message_start", "message_end")
-            and rows[j][1] == "user"
-        ):
-            j += 1
-        if j > i + 1:
-            out = [*rows[:i], *rows[i + 1 : j], row, *rows[j:]]
-        break
+        if out[i][0] == "turn_start":
+            while (
+                j < len(out)
+                and out[j][0] in ("message_start", "message_end")
+                and out[j][1] == "user"
+            ):
+                j += 1
+            out[i:j] = [*out[i + 1 : j], out[i]]
+        i = j
     return out

@@ -1,9 +1,9 @@
 """Recovery and the queue, event for event with Pi 0.85.0's AgentHarness, both ways.
 
-``node/pi_recovery_trace.mjs`` runs three scripted scenarios on Pi's own harness (a tool
+``node/pi_recovery_trace.mjs`` runs four scripted scenarios on Pi's own harness (a tool
 call, a retried error, a queue of steer / follow-up / next-run messages with one
-cancelled) and restores each *cut* of their sessions: the session with only its first K
-transactions, what a process killed after its K-th write left (before the request is
+cancelled, a steering message queued while a tool runs) and restores each *cut* of their
+sessions: the session with only its first K transactions, what a process killed after its K-th write left (before the request is
 sent, mid-stream with K of its frames, after the answer, with a tool's intent or outcome
 committed, in the retry back-off, with messages queued). ``data/recovery/pi_left.json``
 holds Pi's sessions and, for each cut, what Pi's restore did: the operation it found,
@@ -89,6 +89,16 @@ async def test_pitrio_restores_each_cut_pi_left_as_pi_does(scenario: str, tmp_pa
         assert [case["ran"] for case in got].count(0) > 5
     if scenario == "retry":
         assert any(row[0] == "retry_start" for case in got for row in case["events"])
+    if scenario == "steer":
+        # steered while the tool ran, then killed before its outcome: the call ends as
+        # interrupted and the steering message is still delivered after it
+        rows = [[m[0], m[2][:12]] for m in messages]
+        assert ["toolResult", "[Tool execut"] in rows
+        assert any(
+            [m[0] for m in case["messages"]][2:4] == ["toolResult", "user"]
+            and case["messages"][2][2].startswith("[Tool execution was interrupted.")
+            for case in got
+        )
     if scenario == "queue":
         assert ["user", None, "f1", None] in messages  # cut before the cancel
         assert [m[2] for m in got[-1]["messages"]] == ["s1", "n1", "go", "finished"]

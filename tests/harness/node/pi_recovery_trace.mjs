@@ -52,7 +52,8 @@ function answer(context) {
 	const messages = context.messages;
 	const last = messages[messages.length - 1];
 	if (last?.role === "toolResult") return fauxAssistantMessage("finished");
-	if (scenario === "tool")
+	if (scenario === "steer" && text(last) === "s2") return fauxAssistantMessage("finished");
+	if (scenario === "tool" || scenario === "steer")
 		return fauxAssistantMessage([fauxText("let me look"), fauxToolCall("look", { path: "a.txt" }, { id: "call_1" })], {
 			stopReason: "toolUse",
 		});
@@ -64,6 +65,7 @@ function answer(context) {
 }
 
 let ran = 0;
+let currentLane;
 const tool = {
 	name: "look",
 	label: "look",
@@ -71,6 +73,7 @@ const tool = {
 	parameters: { type: "object", properties: { path: { type: "string" } } },
 	async execute(_id, params) {
 		ran += 1;
+		if (scenario === "steer" && currentLane !== undefined) await currentLane.steer("s2", undefined, C);
 		return { content: [{ type: "text", text: `seen ${params.path}` }], details: {} };
 	},
 };
@@ -94,6 +97,7 @@ async function run(root, id) {
 	const session = await repo.create({ cwd: "/work/project", id }, C);
 	const { harness } = await core.AgentHarness.create(options(session), C);
 	const lane = await harness.lane("main", { createAt: null }, C);
+	currentLane = lane;
 	if (scenario === "queue") {
 		await lane.steer("s1", undefined, C);
 		const follow = await lane.followUp("f1", undefined, C);
@@ -152,6 +156,7 @@ async function restore(file) {
 		return emitBatch(batch, context);
 	};
 	const lane = await harness.lane("main", C);
+	currentLane = lane;
 	let result = null;
 	if (open.length !== 0) {
 		const resumed = await lane.resume(C);
