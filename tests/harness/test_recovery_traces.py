@@ -3,12 +3,12 @@
 ``node/pi_recovery_trace.mjs`` runs four scripted scenarios on Pi's own harness (a tool
 call, a retried error, a queue of steer / follow-up / next-run messages with one
 cancelled, a steering message queued while a tool runs) and restores each *cut* of their
-sessions: the session with only its first K transactions, what a process killed after its
-K-th write left (before the request is sent, mid-stream with K of its frames, after the answer, with a tool's intent or outcome
-committed, in the retry back-off, with messages queued). ``data/recovery/pi_left.json``
-holds Pi's sessions and, for each cut, what Pi's restore did: the operation it found,
-how the run ended, the tool's runs, its events (ids renamed in order of appearance) and
-the branch's messages.
+sessions: the session with only its first K transactions, what a process killed after
+its K-th write left (before the request is sent, mid-stream with K of its frames, after
+the answer, with a tool's intent or outcome committed, in the retry back-off, with
+messages queued). ``data/recovery/pi_left.json`` holds Pi's sessions and, for each cut,
+what Pi's restore did: the operation it found, how the run ended, the tool's runs, its
+events (ids renamed in order of appearance) and the branch's messages.
 
 pitrio restores the same cuts (``_recovery_scenarios``) and must do the same, event for
 event on the events both have (``_recovery_scenarios.COMPARED``). The other way, Pi
