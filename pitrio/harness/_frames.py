@@ -12,9 +12,10 @@ committed (``reduceAssistantMessageFrames``, ``drive/recovery.js``): its partial
 survives.
 
 Pi issues one write per frame. :class:`FramedStream` encodes the same frames, one per
-event, but batches their writes: one write in flight at a time, the frames that came
-meanwhile in the next (each frame still its own transaction, as Pi's). It stops writing
-at the answer's end (that answer's entry is written next and deletes them).
+event, but batches their writes: one write in flight at a time, at most one every
+:data:`FRAME_INTERVAL`, the frames that came meanwhile in the next (each frame still its
+own transaction, as Pi's). It stops writing at the answer's end (that answer's entry is
+written next and deletes them).
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ from ._session import Session
 __all__ = ["PENDING_FRAMES", "FrameEncoder", "FramedStream", "reduce_frames"]
 
 PENDING_FRAMES: Final = "pi.pending.assistant_frame"
+FRAME_INTERVAL = 0.05
+"""Seconds from one frame write's start to the next's, at the least: a fast stream's
+frames go in a write or two a tenth of a second (a crash loses at most that much more of
+the newest output than Pi's write per frame would). Read at each write (a test may set
+it to 0: a write as soon as the last one ended)."""
 _EMPTY_ARGUMENTS: Final = json.dumps(parse_streaming_json(""), separators=(",", ":"))
 
 
@@ -267,11 +273,22 @@ def committed_partial(session: Session, key: str) -> dict[str, Any] | None:
 
 class FramedStream(EventStream[AssistantMessageEvent, AssistantMessage]):
     """A provider's stream, its events unchanged, with each one's frame written to the
-    session (one write in flight; the frames that came meanwhile in the next). The
-    writes run in the nursery the request's stream runs in; before the terminal event
-    is handed on, the write in flight ends and no other starts."""
+    session: one write in flight, the events that came meanwhile encoded and written
+    in the next, at most one write every :data:`FRAME_INTERVAL` seconds. The writes run
+    in the nursery the request's stream runs in; before the terminal event is handed
+    on, the write in flight ends and no other starts (what was not written is dropped
+    unencoded: a stream that never yields, a scripted one, costs no encoding)."""
 
-    __slots__ = ("_buffer", "_encoder", "_flushed", "_inner", "_key", "_nursery", "_session")
+    __slots__ = (
+        "_encoder",
+        "_flushed",
+        "_inner",
+        "_key",
+        "_nursery",
+        "_pause",
+        "_pending",
+        "_session",
+    )
 
     def __init__(
         self,
@@ -284,9 +301,10 @@ class FramedStream(EventStream[AssistantMessageEvent, AssistantMessage]):
         self._session = session
         self._key = key
         self._encoder = FrameEncoder()
-        self._buffer: list[Write] | None = []
+        self._pending: list[AssistantMessageEvent] | None = []
         self._nursery: trio.Nursery | None = None
         self._flushed: trio.Event | None = None
+        self._pause: trio.CancelScope | None = None
 
     @property
     def has_producer(self) -> bool:
@@ -318,27 +336,36 @@ class FramedStream(EventStream[AssistantMessageEvent, AssistantMessage]):
         if type(event) is DoneEvent or type(event) is ErrorEvent:
             await self._seal()
             return event
-        frame = self._encoder.encode(event)
-        buffer = self._buffer
-        if frame is not None and buffer is not None:
-            buffer.append(_append(self._key, frame))
+        pending = self._pending
+        if pending is not None:
+            pending.append(event)
             if self._flushed is None and self._nursery is not None:
                 self._flushed = trio.Event()
                 self._nursery.start_soon(self._flush, self._flushed)
         return event
 
     async def _flush(self, done: trio.Event) -> None:
+        encode, key = self._encoder.encode, self._key
         try:
-            while self._buffer:
-                batch, self._buffer = self._buffer, []
-                await self._session._record([[write] for write in batch])
+            while self._pending:
+                started = trio.current_time()
+                events, self._pending = self._pending, []
+                writes = [[_append(key, f)] for f in map(encode, events) if f is not None]
+                if writes:
+                    await self._session._record(writes)
+                with trio.CancelScope(deadline=started + FRAME_INTERVAL) as self._pause:
+                    if self._pending is not None:
+                        await trio.sleep_forever()
+                self._pause = None
         finally:
             self._flushed = None
             done.set()
 
     async def _seal(self) -> None:
         """No more writes; the one in flight ends first."""
-        self._buffer = None
+        self._pending = None
+        if self._pause is not None:
+            self._pause.cancel()
         flushed = self._flushed
         if flushed is not None:
             await flushed.wait()

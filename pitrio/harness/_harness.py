@@ -871,8 +871,8 @@ class Harness:
             key = self._ops.frames_key
         returned = self._bridge.stream(model, context, options)
         stream = returned if isinstance(returned, EventStream) else await returned
-        if key is None or self._session is None:
-            return stream
+        if key is None or self._session is None or not stream.has_producer:
+            return stream  # (a stream filled already streams without a pause to write in)
         return FramedStream(stream, self._session, key)
 
     def _tool_names(self) -> list[str]:

@@ -38,9 +38,14 @@ from pitrio.harness import (
     PiSessionStore,
     RetrySettings,
     SqliteSessionStore,
+    _frames,
     current_invocation,
 )
 from pitrio.testing import ScriptedModel, ScriptedResponse
+
+# The scripted stream is faster than any network: each frame write as soon as the last
+# one ended, so that a kill mid-stream finds a committed partial.
+_frames.FRAME_INTERVAL = 0
 
 STORES: dict[str, Any] = {
     "jsonl": JsonlSessionStore,

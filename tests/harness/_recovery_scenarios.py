@@ -21,6 +21,7 @@ from pitrio.harness import (
     JsonlSessionStore,
     MessageEntry,
     RetrySettings,
+    _frames,
     restore_session,
 )
 from pitrio.testing import ScriptedModel, ScriptedResponse
@@ -91,7 +92,17 @@ class Script:
 
 
 async def run(scenario: str, root: Path) -> Path:
-    """The scenario uninterrupted on a new JSONL session under ``root``; its file."""
+    """The scenario uninterrupted on a new JSONL session under ``root``; its file. Its
+    answers' frames are written as they stream, a write as soon as the last one ended
+    (``FRAME_INTERVAL`` 0: the scripted stream is faster than any network)."""
+    interval, _frames.FRAME_INTERVAL = _frames.FRAME_INTERVAL, 0
+    try:
+        return await _run(scenario, root)
+    finally:
+        _frames.FRAME_INTERVAL = interval
+
+
+async def _run(scenario: str, root: Path) -> Path:
     store = JsonlSessionStore(root, fsync="never")
     session = await store.create(cwd="/work/project", session_id=scenario)
     harness = Script(scenario).harness(session)

@@ -28,7 +28,7 @@ from pitrio import (
     ToolCallStartEvent,
     wire,
 )
-from pitrio.harness import Harness, JsonlSessionStore
+from pitrio.harness import Harness, JsonlSessionStore, _frames as frames_module
 from pitrio.harness._frames import (
     PENDING_FRAMES,
     FramedStream,
@@ -181,7 +181,15 @@ class SlowSession:
         self.in_flight -= 1
 
 
-async def test_frames_are_written_one_write_in_flight_and_not_after_the_answer() -> None:
+@pytest.fixture
+def no_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame write as soon as the last one ended."""
+    monkeypatch.setattr(frames_module, "FRAME_INTERVAL", 0)
+
+
+async def test_frames_are_written_one_write_in_flight_and_not_after_the_answer(
+    no_interval: None,
+) -> None:
     events = await _events(ANSWER)
 
     async def produce(stream: AssistantMessageEventStream) -> None:
@@ -234,7 +242,36 @@ async def test_a_cancelled_stream_cancels_the_provider() -> None:
     assert terminal.reason == "aborted"
 
 
-async def test_a_harness_keeps_the_frames_while_the_request_is_out(tmp_path: Any) -> None:
+async def test_frame_writes_are_at_least_the_interval_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream faster than the interval: its frames go in one write per interval."""
+    monkeypatch.setattr(frames_module, "FRAME_INTERVAL", 0.2)
+    events = await _events(ANSWER)
+
+    async def produce(stream: AssistantMessageEventStream) -> None:
+        for event in events:
+            await trio.sleep(0.01)
+            stream.push(event)
+
+    session = SlowSession()
+    session.total = len(events)
+    framed = FramedStream(AssistantMessageEventStream(produce), session, "k")  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        framed.start_producer(nursery)
+        started = trio.current_time()
+        async for _ in framed:
+            session.taken = session.total  # writes end at once
+        elapsed = trio.current_time() - started
+    # the stream took about 0.27 s: a write at its start, one after 0.2 s, no more
+    assert 1 <= session.calls <= 1 + int(elapsed / 0.2)
+    assert session.calls < len(_frames(events))
+    assert elapsed < 1  # the pause ended with the stream, not after it
+
+
+async def test_a_harness_keeps_the_frames_while_the_request_is_out(
+    tmp_path: Any, no_interval: None
+) -> None:
     store = JsonlSessionStore(tmp_path, fsync="never")
     session = await store.create(cwd="/work/project", session_id="frames")
     answer = ScriptedResponse.text("a streamed answer", chunk_size=2, checkpoint_each_event=True)
