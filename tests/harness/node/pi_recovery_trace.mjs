@@ -7,11 +7,12 @@
 //
 // SCENARIO: "tool" (a prompt; the model says "let me look" and calls the unsafe tool
 // "look", then answers "finished"), "retry" (the first answer is a retryable error, then
-// "finished") or "queue" (steer, follow-up and next-run messages queued on an idle lane,
-// the follow-up cancelled, then the prompt "go" takes the rest: "finished").
+// "finished"), "queue" (steer, follow-up and next-run messages queued on an idle lane,
+// the follow-up cancelled, then the prompt "go" takes the rest: "finished") or "steer"
+// (as "tool", but the tool steers "s2" while it runs; the model answers it "finished").
 // The model (pi-ai's faux provider) answers by the context, so that a restore asks it
-// what the cut run would have: after a tool result "finished", after a user message a
-// tool call (tool) or, the first time, an error (retry).
+// what the cut run would have: after a tool result or "s2" "finished", after a user
+// message a tool call (tool, steer) or, the first time, an error (retry).
 //
 // record: runs the scenario uninterrupted on a new session under ROOT, then restores each
 // prefix of its transactions (the session as a kill after the K-th write left it, K = 1..)
@@ -19,8 +20,8 @@
 // restore: AgentHarness.create on each file (its open operations), then lane("main")
 // .resume() when an operation is open; for "queue", the prompt "go" when no run has
 // ended yet. Prints the events the harness emitted (ids renamed in order of
-// appearance, times and usage numbers left out), the branch's messages and the
-// assistant frames the session still holds.
+// appearance; times, usage numbers and the faux api's name left out), the tool's runs
+// and the branch's messages.
 //
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core and pi-ai.
