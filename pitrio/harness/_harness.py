@@ -95,6 +95,7 @@ from ._events import (
     SavePoint,
     Settled,
 )
+from ._frames import FramedStream
 from ._hook_bridge import HookBridge
 from ._hooks import Hooks
 from ._invocation import InvokedTool
@@ -526,7 +527,10 @@ class Harness:
                 msg = "Cannot queue a pending assistant message"
                 raise UsageError(msg)
         entry_id = new_id()
-        await session._record([enqueue_writes(session, entry_id, kind, message)])
+        assert self._ops is not None
+        names = self._tool_names() or [t.name for t in self._config.build(session).tools]
+        config = self._ops._lane_config(self._config.model, names)
+        await session._record([enqueue_writes(session, entry_id, kind, message, config)])
         if self._busy and kind != "next_run":
             self._deliver(entry_id, kind, message)
         await self._bus.emit(QueueUpdate(queued=self.queued))
@@ -731,8 +735,9 @@ class Harness:
 
         When the session's last run was left unfinished (:attr:`interrupted`: its
         process was killed mid-request or mid-tool), recover that run instead, from the
-        state its records name: an interrupted request is settled as an error and made
-        again; of its tool batch, recorded outcomes are used, calls that never started
+        state its records name: an interrupted request is settled as an error (with what
+        its committed frames had streamed) and, after the retry back-off, made again; of
+        its tool batch, recorded outcomes are used, calls that never started
         run, and calls that started without a recorded outcome run again only when their
         tool's replay policy is ``"safe"`` (else they end with Pi's interrupted result);
         then the run goes on. :class:`RecoveryStart` and :class:`RecoveryEnd` frame what
@@ -816,7 +821,7 @@ class Harness:
     ) -> None:
         if not recovered:
             self._last_assistant = None
-        self._retry_attempt = 0
+            self._retry_attempt = 0
         overflow_attempted = False
         try:
             if prompts is not None:
@@ -887,12 +892,20 @@ class Harness:
 
     async def _recorded_stream(self, model: Model, context: Any, options: StreamOptions) -> Any:
         """The stream function with a session: the request is recorded as
-        ``assistant.effect_pending`` before it is sent."""
+        ``assistant.effect_pending`` before it is sent, and its answer's frames are
+        written as they stream (``_frames``: Pi's ``pi.pending.assistant_frame``)."""
+        key = None
         if self._ops is not None:
             names = self._tool_names()
-            await self._ops.before_request(model, self.retry.max_retries + 1, names)
+            retry = self.retry
+            delay = round(retry.base_delay * 1000)
+            await self._ops.before_request(model, retry.max_retries + 1, names, delay)
+            key = self._ops.frames_key
         returned = self._bridge.stream(model, context, options)
-        return returned if isinstance(returned, EventStream) else await returned
+        stream = returned if isinstance(returned, EventStream) else await returned
+        if key is None or self._session is None or not stream.has_producer:
+            return stream  # (a stream filled already streams without a pause to write in)
+        return FramedStream(stream, self._session, key)
 
     def _tool_names(self) -> list[str]:
         """The names of the tools the latest request offered."""
@@ -914,20 +927,29 @@ class Harness:
 
     async def _recover(self, operation: Operation, task_status: trio.TaskStatus[None]) -> None:
         """Bring an interrupted run to its end, from the state its records name (Pi's
-        drive on a restored lane): an interrupted request is settled as an error and
-        made again; of a tool batch, recorded outcomes are used, calls never started
-        run, calls started without an outcome run again only when their tool's replay
-        policy is ``"safe"`` (else they end as interrupted); then the run goes on."""
+        drive on a restored lane): an interrupted request is settled as an error (with
+        its committed frames) and, as a retry, made again; of a tool batch, recorded
+        outcomes are used, calls never started run, calls started without an outcome
+        run again only when their tool's replay policy is ``"safe"`` (else they end as
+        interrupted); then the run goes on."""
         session, ops = self._session, self._ops
         assert session is not None
         assert ops is not None
         self._interrupted = None
         self._last_assistant = None
+        self._retry_attempt = 0
         ops.adopt(operation)
         self._deliver_inbox()
         await self._bus.emit(RecoveryStart(operation_id=operation.id, at=operation.at))
+        left = False
+
+        async def leave() -> None:
+            nonlocal left
+            left = True
+            await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=True))
+
         try:
-            go_on = await _recovery.settle(self, session, ops, operation)
+            go_on = await _recovery.settle(self, session, ops, operation, leave)
         except BaseException:
             with trio.CancelScope(shield=True):
                 try:
@@ -937,7 +959,11 @@ class Harness:
             raise
         self._agent.state.messages = list(session.build_context().messages)
         self._drop_trailing_failure()
-        await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=go_on))
+        if not left:
+            await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=go_on))
+        retried = go_on and await self._recovered_retry(ops.state, operation.at)
+        ended = go_on and not retried  # retries used up, or the back-off aborted
+        go_on = retried
         if go_on and self._threshold_reached(self._agent.state.messages):
             # The killed run would have compacted before this request (the check a
             # run's later requests get in prepare_next_turn; Pi's drive compacts at a
@@ -947,7 +973,7 @@ class Harness:
         if not go_on:
             with trio.CancelScope(shield=True):
                 try:
-                    await ops.finish("completed")
+                    await ops.finish(self._outcome() if ended else "completed")
                     await session.flush()
                 finally:
                     self._release()
@@ -955,6 +981,32 @@ class Harness:
             await self._bus.emit(Settled(message=self._last_assistant))
             return
         await self._drive(None, task_status, recovered=True)
+
+    async def _recovered_retry(self, state: Mapping[str, Any], found_at: str) -> bool:
+        """A request the run was retrying is retried as Pi's drive does: from
+        ``assistant.retry_wait`` (a failed answer, or the interrupted request just
+        settled) after the back-off (what is left of it when the wait was found in the
+        session), with :class:`AutoRetryStart`; from ``assistant.ready`` of a later
+        attempt at once. The retry's end (:class:`AutoRetryEnd`) follows its answer.
+        ``False`` when the retries are used up (the run ends failed)."""
+        at = state.get("at")
+        if at == "assistant.ready":
+            self._retry_attempt = max(0, int(state.get("nextAttempt", 1)) - 1)
+            return True
+        if at != "assistant.retry_wait":
+            return True
+        settings = self.retry
+        attempt = max(1, int(state.get("nextAttempt", 2)) - 1)
+        error = str(state.get("errorMessage") or "Assistant request failed")
+        if not settings.enabled or attempt > settings.max_retries:
+            self._last_assistant = AssistantMessage(stop_reason="error", error_message=error)
+            return False
+        if found_at == "assistant.retry_wait":
+            delay = max(0.0, (float(state.get("notBefore") or 0) - now_ms()) / 1000)
+        else:
+            delay = retry_delay(attempt, settings, error, random=self._random) or 0.0
+        self._retry_attempt = attempt
+        return await self._wait_for_retry(delay, error)
 
     def _drop_trailing_failure(self) -> None:
         """The settled interrupted request (or a failed answer waiting for its retry), in
@@ -1046,15 +1098,23 @@ class Harness:
                 await self._end_retry(False, error)
             return False
         self._retry_attempt += 1
+        return await self._wait_for_retry(delay, error, message)
+
+    async def _wait_for_retry(
+        self, delay: float, error: str, failed: AssistantMessage | None = None
+    ) -> bool:
+        """Announce the retry (:class:`AutoRetryStart`), drop the ``failed`` answer from
+        the context, wait ``delay`` seconds; ``False`` when an abort ended the wait."""
         await self._bus.emit(
             AutoRetryStart(
                 attempt=self._retry_attempt,
-                max_attempts=settings.max_retries,
+                max_attempts=self.retry.max_retries,
                 delay=delay,
                 error_message=error,
             )
         )
-        self._drop_failed(message)
+        if failed is not None:
+            self._drop_failed(failed)
         with self._abort_scope() as scope:
             await trio.sleep(delay)
         self._cancel_scope = None

@@ -14,8 +14,8 @@ request is out, ``assistant.retry_wait``, ``tools`` with each call ``planned``,
 events of pitrio's Agent; :func:`restore_session` reads them back as Pi's
 ``restoreSession`` does (``runtime/restore.js``).
 
-Not written: the streamed frames of a request (``pi.pending.assistant_frame``; an
-interrupted request is recovered without its partial output) and usage rows.
+The streamed frames of a request (``pi.pending.assistant_frame``) are written by
+``_frames`` while it is out; its answer's entry deletes them. Not written: usage rows.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pitrio import AgentTool, AssistantMessage, Model, ToolCall, ToolResultMessa
 
 from ._entries import JSONValue, Write, new_id, now_ms
 from ._errors import SessionFormatError
+from ._frames import delete_frames, frames_key
 from ._session import Session
 from ._session_state import BRANCH_TIP, IDLE_LANE, LANE_CONFIG, LANE_STATE, MAIN_BRANCH
 
@@ -341,9 +342,17 @@ class OperationRecorder:
         out["activeToolNames"] = list(tool_names)
         return out
 
-    async def before_request(self, model: Model, attempts: int, tool_names: Sequence[str]) -> None:
+    async def before_request(
+        self,
+        model: Model,
+        attempts: int,
+        tool_names: Sequence[str],
+        base_delay_ms: int = 1000,
+    ) -> None:
         """Before a request is sent: ``checkpoint`` -> ``assistant.ready`` ->
-        ``assistant.effect_pending``, each its own transaction (Pi's)."""
+        ``assistant.effect_pending``, each its own transaction (Pi's). The retry policy
+        recorded is ``attempts`` and ``base_delay_ms`` (what Pi's drive waits before it
+        asks again)."""
         if self._op_id is None:
             return
         state = self._state
@@ -371,7 +380,7 @@ class OperationRecorder:
                     "triggerEntryId": state.get("triggerEntryId", trigger),
                     "configuration": self._configuration(model, tool_names),
                     "streamOptions": {},
-                    "retryPolicy": {"maxAttempts": attempts, "baseDelayMs": 1000},
+                    "retryPolicy": {"maxAttempts": attempts, "baseDelayMs": base_delay_ms},
                     "overflowRecoveryUsed": False,
                 },
                 "nextAttempt": 1,
@@ -398,6 +407,14 @@ class OperationRecorder:
             return value
         return None
 
+    @property
+    def frames_key(self) -> str | None:
+        """The key of the frame list of the request that is out (``None`` when none is)."""
+        entry_id = self.response_entry_id
+        if entry_id is None or self._op_id is None:
+            return None
+        return frames_key(self._op_id, entry_id)
+
     async def assistant_end(self, message: AssistantMessage, *, retry: bool) -> str:
         """The response is in: its entry under the reserved id with the next state (a
         tool batch of ``planned`` calls, a ``checkpoint`` that may finish, or
@@ -406,6 +423,7 @@ class OperationRecorder:
         entry_id = self.response_entry_id
         if entry_id is None or message.stop_reason == "pending":
             return await session.append_message(message)
+        frames = [delete_frames(frames_key(str(self._op_id), entry_id))]
         pending = self._state
         self._state = {**pending, "latestAssistantEntryId": entry_id}
         scope = self._scope()
@@ -426,7 +444,7 @@ class OperationRecorder:
                     "triggerEntryId": entry_id,
                 }
                 return await session._append_message_with(
-                    message, entry_id=entry_id, after=[self._put(state)]
+                    message, entry_id=entry_id, after=[*frames, self._put(state)]
                 )
             state = {
                 **scope,
@@ -460,7 +478,7 @@ class OperationRecorder:
                 "triggerEntryId": entry_id,
             }
         return await session._append_message_with(
-            message, entry_id=entry_id, after=[self._put(state)]
+            message, entry_id=entry_id, after=[*frames, self._put(state)]
         )
 
     def _call(self, tool_call_id: str) -> tuple[int, dict[str, Any]] | None:
@@ -613,6 +631,8 @@ class OperationRecorder:
                 prefix
             ):
                 writes.append(_delete(namespace, key))
+        if self.frames_key is not None:
+            writes.append(delete_frames(self.frames_key))
         if self._state.get("at") == "tools":
             for call in self._state["batch"]["calls"]:
                 if (PENDING_ENTRY, call["resultEntryId"]) in session._state.values:

@@ -23,7 +23,7 @@ from pitrio import AgentMessage, wire
 from ._entries import Write
 from ._operations import PENDING_ENTRY, _delete, _set
 from ._session import Session
-from ._session_state import IDLE_LANE, LANE_STATE
+from ._session_state import BRANCH_TIP, IDLE_LANE, LANE_STATE
 
 __all__ = ["QueueKind", "QueuedMessage"]
 
@@ -87,11 +87,21 @@ def lane_state(session: Session, items: Sequence[Mapping[str, Any]]) -> Write:
 
 
 def enqueue_writes(
-    session: Session, entry_id: str, kind: QueueKind, message: AgentMessage
+    session: Session,
+    entry_id: str,
+    kind: QueueKind,
+    message: AgentMessage,
+    config: Sequence[Write] = (),
 ) -> list[Write]:
+    """The writes that queue ``message``; on a session whose lane has no tip yet, the
+    lane's tip and ``config`` (its configuration when it has none) first, as Pi's lane
+    creation writes them: Pi's restore needs all three of a lane."""
     payload = {"type": "message", "payload": wire.unstructure(message)}
     items = [*inbox(session), {"entryId": entry_id, "kind": PI_KINDS[kind]}]
-    return [_set(PENDING_ENTRY, entry_id, payload), lane_state(session, items)]
+    lane: list[Write] = []
+    if (BRANCH_TIP, session._lane) not in session._state.values:
+        lane = [_set(BRANCH_TIP, session._lane, session.leaf_id), *config]
+    return [*lane, _set(PENDING_ENTRY, entry_id, payload), lane_state(session, items)]
 
 
 def take_writes(session: Session, entry_ids: Sequence[str]) -> list[Write]:

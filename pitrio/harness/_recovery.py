@@ -1,16 +1,21 @@
 """Settling what an interrupted run left open (Pi's drive on a restored lane).
 
-The state its records name says what to do (pi-agent-core 0.85.0, ``runtime/drive.js``):
+The state its records name says what to do (pi-agent-core 0.85.0, ``runtime/drive/``):
 
 * ``assistant.effect_pending``: a request was out. Its outcome is unknown, so it is
-  settled as an error message under the reserved entry id (Pi's
-  ``recoverAssistantGeneration``, with Pi's text), and the run asks again
-  (``assistant.retry_wait``, as Pi's recovery does);
+  settled, without another provider call, as an error message under the reserved entry
+  id that keeps the answer's committed frames (``_frames``: Pi's
+  ``recoverAssistantGeneration``, with Pi's text); then, as Pi's recovery does, the run
+  waits in ``assistant.retry_wait`` and asks again (the harness's back-off);
 * ``tools``: of the batch, a call ``completed`` is in the transcript; one
   ``outcome_ready`` has its result recorded (used, never run again); one ``planned`` never
   started and runs now; one ``effect_pending`` started without a recorded outcome and
   runs again only if its record and its tool both say ``replay="safe"`` (Pi's
-  ``recoverToolInvocation``), else it ends with Pi's interrupted result (an error);
+  ``recoverToolInvocation``), else it ends with Pi's interrupted result (an error). A
+  batch with a call to recover is Pi's recovered turn (``turn_start`` ... ``turn_end``
+  with ``recovery: true``: between :class:`RecoveryStart` and :class:`RecoveryEnd`); a
+  batch of planned calls only is not a recovery (Pi runs it as it would have): the
+  recovery ends before it runs;
 * ``checkpoint`` that may finish: only the run's end was left to write;
 * anything else (``starting``, ``checkpoint``, ``assistant.ready``,
   ``assistant.retry_wait``): no request was out; the run goes on.
@@ -18,8 +23,10 @@ The state its records name says what to do (pi-agent-core 0.85.0, ``runtime/driv
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
+
+import attrs
 
 from pitrio import (
     AbortSignal,
@@ -33,11 +40,15 @@ from pitrio import (
     ToolExecutionStart,
     ToolResult,
     ToolResultMessage,
+    TurnEnd,
     TurnStart,
+    Usage,
     error_result,
+    wire,
 )
 
 from ._entries import MessageEntry, now_ms
+from ._frames import committed_partial, frames_key
 from ._invocation import interrupted_result, new_invocation, run_tool
 from ._operations import (
     INTERRUPTED_REQUEST,
@@ -61,21 +72,27 @@ class Harness(Protocol):
     _bus: Any
     _config: Any
 
+
 __all__ = ["settle"]
 
 
 async def settle(
-    harness: Harness, session: Session, ops: OperationRecorder, operation: Operation
+    harness: Harness,
+    session: Session,
+    ops: OperationRecorder,
+    operation: Operation,
+    leave: Callable[[], Awaitable[None]],
 ) -> bool:
     """Settle what ``operation`` left open; return whether the run goes on (asks the
-    model again)."""
+    model again). ``leave`` ends the recovery early (a batch with nothing to recover
+    runs after it)."""
     state = operation.state
     at = operation.at
     if at == "assistant.effect_pending":
-        await _interrupted_request(harness, session, ops, state)
+        await _interrupted_request(harness, session, ops, operation)
         return True
     if at == "tools":
-        return await _tools(harness, session, ops, operation)
+        return await _tools(harness, session, ops, operation, leave)
     continuation = state.get("continuation")
     return not (
         at == "checkpoint"
@@ -85,13 +102,36 @@ async def settle(
 
 
 async def _interrupted_request(
-    harness: Harness, session: Session, ops: OperationRecorder, state: Mapping[str, Any]
+    harness: Harness, session: Session, ops: OperationRecorder, operation: Operation
 ) -> None:
-    if str(state.get("responseEntryId")) in session._state.by_id:
+    state = operation.state
+    entry_id = str(state.get("responseEntryId"))
+    if entry_id in session._state.by_id:
         return  # its answer is in (the state did not move on): nothing was lost
+    message = interrupted_message(harness, session, operation.id, state)
+    bus = harness._bus
+    await bus.emit(MessageStart(message=message))
+    await ops.assistant_end(message, retry=True)
+    await bus.emit(MessageEnd(message=message))
+
+
+def interrupted_message(
+    harness: Harness, session: Session, operation_id: str, state: Mapping[str, Any]
+) -> AssistantMessage:
+    """Pi's ``interruptedAssistantMessage``: the answer's committed partial (its frames)
+    with no usage, an error with Pi's text; without frames an empty one."""
+    key = frames_key(operation_id, str(state.get("responseEntryId")))
+    partial = committed_partial(session, key)
+    if partial is not None:
+        try:
+            message = wire.structure_message({**partial, "stopReason": "error"})
+        except Exception:  # a partial pitrio cannot read: settled without it
+            message = None
+        if isinstance(message, AssistantMessage):
+            return attrs.evolve(message, usage=Usage(), error_message=INTERRUPTED_REQUEST)
     context = state.get("generationContext") or {}
     identity = (context.get("configuration") or {}).get("model") or {}
-    message = AssistantMessage(
+    return AssistantMessage(
         api="unknown",
         provider=str(identity.get("provider", harness.model.provider)),
         model=str(identity.get("modelId", harness.model.id)),
@@ -99,10 +139,6 @@ async def _interrupted_request(
         error_message=INTERRUPTED_REQUEST,
         timestamp=now_ms(),
     )
-    bus = harness._bus
-    await bus.emit(MessageStart(message=message))
-    await ops.assistant_end(message, retry=True)
-    await bus.emit(MessageEnd(message=message))
 
 
 async def _execute(
@@ -127,7 +163,11 @@ async def _execute(
 
 
 async def _tools(
-    harness: Harness, session: Session, ops: OperationRecorder, operation: Operation
+    harness: Harness,
+    session: Session,
+    ops: OperationRecorder,
+    operation: Operation,
+    leave: Callable[[], Awaitable[None]],
 ) -> bool:
     batch = operation.state["batch"]
     entry = session.get_entry(str(batch["assistantEntryId"]))
@@ -139,8 +179,14 @@ async def _tools(
     turn = harness._config.build(session)
     tools = {t.name: t for t in turn.tools}
     bus = harness._bus
-    await bus.emit(TurnStart())
+    # Pi's runTools: a batch with a call to recover is a recovered turn; one of planned
+    # calls only runs as it would have.
+    if any(c["status"] in ("effect_pending", "outcome_ready") for c in batch["calls"]):
+        await bus.emit(TurnStart())
+    else:
+        await leave()
     terminate = True
+    results: list[ToolResultMessage] = []
     for call in batch["calls"]:
         block = blocks.get(int(call["sourceIndex"]))
         if not isinstance(block, ToolCall):
@@ -148,6 +194,9 @@ async def _tools(
         status = call["status"]
         if status == "completed":
             terminate = terminate and bool(call.get("terminate"))
+            done = session._state.by_id.get(str(call["resultEntryId"]))
+            if isinstance(done, MessageEntry) and isinstance(done.message, ToolResultMessage):
+                results.append(done.message)
             continue
         tool = tools.get(block.name)
         message: ToolResultMessage | None = None
@@ -162,44 +211,63 @@ async def _tools(
                 and replay_policy(tool) == "safe"
             )
             if status == "planned" or safe:
-                if status == "planned":
-                    args = tool.prepare_arguments(block.arguments) if tool else block.arguments
-                    await ops.tool_intent(block.id, args, tool)
-                else:
-                    args = stored_args(
-                        session, operation.id, str(batch["turnId"]), int(call["sourceIndex"])
-                    )
-                    await session._record([ops.clear_checkpoint(str(call["resultEntryId"]))])
-                await bus.emit(
-                    ToolExecutionStart(tool_call_id=block.id, tool_name=block.name, args=args)
-                )
-                result, is_error = await _execute(tool, block, args, session, ops)
-                ends = result.terminate is True
-                message = ToolResultMessage(
-                    tool_call_id=block.id,
-                    tool_name=block.name,
-                    content=result.content,
-                    details=result.details,
-                    usage=result.usage,
-                    added_tool_names=result.added_tool_names or None,
-                    is_error=is_error,
-                    timestamp=now_ms(),
-                )
-                await ops.tool_outcome(message, ends)
-                await bus.emit(
-                    ToolExecutionEnd(
-                        tool_call_id=block.id,
-                        tool_name=block.name,
-                        result=result,
-                        is_error=is_error,
-                    )
-                )
+                message, ends = await _run_call(session, ops, operation, call, block, tool, bus)
             else:
                 checkpoint = ops.checkpoint_of(str(call["resultEntryId"]))
                 message = interrupted_result(block, checkpoint, INTERRUPTED_TOOL)
                 await ops.tool_outcome(message, False)
+                await bus.emit(
+                    ToolExecutionEnd(
+                        tool_call_id=block.id,
+                        tool_name=block.name,
+                        result=ToolResult(content=message.content, details=message.details),
+                        is_error=True,
+                    )
+                )
         terminate = terminate and ends
+        results.append(message)
         await bus.emit(MessageStart(message=message))
         await ops.tool_result_end(message)
         await bus.emit(MessageEnd(message=message))
+    await bus.emit(TurnEnd(message=assistant, tool_results=tuple(results)))
     return not terminate
+
+
+async def _run_call(
+    session: Session,
+    ops: OperationRecorder,
+    operation: Operation,
+    call: Mapping[str, Any],
+    block: ToolCall,
+    tool: AgentTool | None,
+    bus: Any,
+) -> tuple[ToolResultMessage, bool]:
+    """Run a call that never started, or a safe one again; its result and whether it
+    ends the run."""
+    batch = operation.state["batch"]
+    if call["status"] == "planned":
+        args = tool.prepare_arguments(block.arguments) if tool else block.arguments
+        await ops.tool_intent(block.id, args, tool)
+    else:
+        args = stored_args(session, operation.id, str(batch["turnId"]), int(call["sourceIndex"]))
+        await session._record([ops.clear_checkpoint(str(call["resultEntryId"]))])
+    await bus.emit(ToolExecutionStart(tool_call_id=block.id, tool_name=block.name, args=args))
+    result, is_error = await _execute(tool, block, args, session, ops)
+    message = ToolResultMessage(
+        tool_call_id=block.id,
+        tool_name=block.name,
+        content=result.content,
+        details=result.details,
+        usage=result.usage,
+        added_tool_names=result.added_tool_names or None,
+        is_error=is_error,
+        timestamp=now_ms(),
+    )
+    ends = result.terminate is True
+    await ops.tool_outcome(message, ends)
+    await bus.emit(
+        ToolExecutionEnd(
+            tool_call_id=block.id, tool_name=block.name, result=result, is_error=is_error
+        )
+    )
+    return message, ends

@@ -2,7 +2,9 @@
 
 ``_crash_driver.py`` runs two prompts (a warm-up; then a run whose model asks for the
 unsafe ``write`` and the safe ``read``, fails once with a retryable error and backs off,
-compacts at the threshold, asks for ``write`` again and answers), then a manual
+compacts at the threshold, asks for ``write`` again and answers; the last answer streams
+as a network answer does, its frames written as it streams: a kill mid-stream leaves a
+committed partial, and the frame writes are no points of their own), then a manual
 compaction and a summarised tree navigation back to the warm-up's answer (each an
 operation of its own), and counts its points: before and after each session write, each
 streamed update, the back-off, each compaction's start, each tool before and after its
@@ -148,6 +150,15 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
         assert any(
             "[Tool execution was interrupted." in row[2] for case in cases for row in case["rows"]
         )
+        # A kill mid-stream of the last answer left its frames: the interrupted request
+        # was settled with the committed partial (a prefix of "finished"), then retried.
+        partials = {
+            row[2]
+            for case in cases
+            for row in case["rows"]
+            if row[0] == "failed assistant" and row[2] and "finished".startswith(row[2])
+        }
+        assert partials
     assert sum(case["interrupted"] is not None for case in cases) > len(cases) // 2
     # Some kills left the manual compaction or the navigation mid-summary.
     if step == 1:

@@ -210,8 +210,9 @@ async def test_pitrio_finishes_the_run_pi_left_mid_tool(
     assert isinstance(result, ToolResultMessage)
     assert result.is_error
     assert result.content == (TextContent(text=INTERRUPTED),)
-    assert events[:5] == ["recovery_start", "turn_start", "message_start", "message_end",
-                          "recovery_end"]  # fmt: skip
+    # Pi's recovered turn: the interrupted call's tool_end, its result, the turn's end.
+    assert events[:7] == ["recovery_start", "turn_start", "tool_execution_end", "message_start",
+                          "message_end", "turn_end", "recovery_end"]  # fmt: skip
     assert events[-1] == "settled"
     assert restore_lane(session).operation is None
     # The tool result took the id Pi reserved for it.
