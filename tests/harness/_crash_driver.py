@@ -23,10 +23,12 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 from pitrio import Model, Tool, ToolResult, text_result
 from pitrio.harness import (
@@ -171,7 +173,13 @@ class CountingWriter:
         if _frames_only(pending):
             # How a stream's frames batch into writes is the scheduler's: their writes
             # are no points (the same points in every run); "mid-stream" is one.
-            return await self._inner.write(owner, pending)
+            done = trio.Event()
+            frame_writes.append(done)
+            try:
+                return await self._inner.write(owner, pending)
+            finally:
+                frame_writes.remove(done)
+                done.set()
         point("before a session write")
         out = await self._inner.write(owner, pending)
         point("after a session write")
@@ -184,10 +192,24 @@ class CountingWriter:
         return out
 
 
-def listener(event: Any) -> None:
+frame_writes: list[trio.Event] = []
+"""The frame writes in flight (in a worker thread)."""
+
+
+async def _mid_stream() -> None:
+    # A kill mid-stream comes after the frames of the events so far have been handed to
+    # the writer and the writes in flight have reached the file, so what it leaves hangs
+    # neither on Trio's scheduling order nor on how fast a worker thread ran.
+    await trio.testing.wait_all_tasks_blocked()
+    while frame_writes:
+        await frame_writes[0].wait()
+    point("mid-stream")
+
+
+def listener(event: Any) -> Awaitable[None] | None:
     kind = event.type
     if kind == "message_update":
-        point("mid-stream")
+        return _mid_stream()
     elif kind == "auto_retry_start":
         point("in the back-off")
     elif kind == "compaction_start":
@@ -198,6 +220,7 @@ def listener(event: Any) -> None:
         point("mid-navigation")
     elif kind == "navigation_end" and event.status == "completed":
         point("after the leaf move")
+    return None
 
 
 def _harness() -> Harness:
