@@ -170,6 +170,11 @@ class _Run:
 
 async def _abort_when_cancelled(run: _Run) -> None:
     """Lives beside a run: a cancellation from outside becomes the run's abort()."""
+    if run.settled.is_set():
+        # The run ended before this task first ran (it never waited): nothing to
+        # watch, and no schedule point (Event.wait() makes one even when set), so
+        # the nursery's exit does not wait a second round for this task.
+        return
     try:
         await run.settled.wait()
     except trio.Cancelled:

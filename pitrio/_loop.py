@@ -55,7 +55,7 @@ from ._loop_config import (
     maybe_await,
 )
 from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
-from ._model import Context, StreamFn, StreamOptions
+from ._model import Context, StreamFn, StreamOptions, request_options
 from ._signal import AbortSignal
 from ._stream import EventStream
 from ._tool_batch import fail_truncated, run_tool_batch
@@ -426,7 +426,7 @@ class _Requests:
             and options.reasoning == reasoning
         ):
             return options
-        options = attrs.evolve(template, signal=signal, api_key=api_key, reasoning=reasoning)
+        options = request_options(template, signal, api_key, reasoning)
         self._template, self._options = template, options
         return options
 
