@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,6 +72,7 @@ HEADLINES: Final = {
     # from --instructions (pitrio and pi-ai-python only), in the ratios and the chart
     "instr_turn": Headline("per_turn_k4", "instructions/turn (K=4)"),
     "instr_tool": Headline("per_tool_call", "instructions/tool call"),
+    "instr_prompt": Headline("one_turn_prompt", "instructions/one-turn prompt"),
 }
 
 
@@ -230,40 +231,74 @@ def _irefs(cmd: Sequence[str], timeout: float) -> int:
     return sum(counts)
 
 
-def instructions(s: Settings) -> dict[str, Any]:
-    """Per turn (K=4), per extra tool call ((K8-K1)/(T*7)) and ``import pitrio``.
+INSTRUCTION_REPS: Final = 11
+"""The instruction method: a process running the workload ``INSTRUCTION_REPS`` times minus
+one running it once, divided by ``INSTRUCTION_REPS - 1`` (start-up, imports and warm-ups
+cancel out). With 3 minus 1 an occasional full garbage collection moved pi-ai-python's
+per-turn figure by ±15 %; 11 minus 1 repeats within 0.1 % (issue 21)."""
 
-    For each K: instructions of a turn run with 3 reps minus with 1 rep (same start-up
-    and warm-ups), halved, so a run's cost without the process's start-up. Only the
-    subjects that run on CPython (pitrio, pi-ai-python): Node's JIT makes counts
-    incomparable.
+
+def write_bytecode(timeout: float) -> None:
+    """Import pitrio and the workloads once with ``.pyc`` files written: with
+    ``PYTHONDONTWRITEBYTECODE`` set, every measured process would compile pitrio's sources
+    again (installed packages such as trio have theirs from pip), and the start-up figures
+    would count the compiler."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    modules = ("pitrio", "pitrio.providers", "pitrio.cli", "benchmarks.bench_loop")
+    code = "import " + ", ".join((*modules, "benchmarks._workloads"))
+    subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, check=False, timeout=timeout,
+        capture_output=True,
+    )  # fmt: skip
+
+
+def instructions(s: Settings) -> dict[str, Any]:
+    """Instructions per turn (K=4, K=1), per extra tool call ((K8-K1)/(T*7)), for a
+    one-turn prompt (T=0: a new agent, ``prompt()``, one text turn) and what that prompt
+    costs on top of its turn, and for ``import pitrio`` against ``import trio``.
+
+    Each run's figure is :data:`INSTRUCTION_REPS` reps minus 1 rep (same start-up and
+    warm-ups), divided by ``INSTRUCTION_REPS - 1``. Only the subjects that run on CPython
+    (pitrio, pi-ai-python): Node's JIT makes counts incomparable.
     """
     turns = 2 if s.quick else 20
-    out: dict[str, Any] = {"turns": turns}
+    reps = INSTRUCTION_REPS
+    out: dict[str, Any] = {"turns": turns, "reps": reps}
     subjects = ["pitrio", *[p for p in s.peers if p == "pi_py_port"]]
+    py = sys.executable
+    write_bytecode(s.timeout)  # no count includes compiling pitrio
     for subject in subjects:
-        per_run: dict[int, float] = {}
-        for k in (1, 4, 8):
-            flags = ["--turns", str(turns), "--k", str(k)]
+        per_run: dict[tuple[int, int], float] = {}
+        for t, k in ((turns, 1), (turns, 4), (turns, 8), (0, 1)):
+            flags = ["--turns", str(t), "--k", str(k)]
 
-            def cmd(reps: int, subject: str = subject, flags: list[str] = flags) -> list[str]:
+            def cmd(n: int, subject: str = subject, flags: list[str] = flags) -> list[str]:
                 if subject == "pitrio":
                     return [
-                        sys.executable, "-m", "benchmarks.bench_loop", "turn", "--json",
-                        "--model", "minimal", *flags, "--reps", str(reps),
+                        py, "-m", "benchmarks.bench_loop", "turn", "--json",
+                        "--model", "minimal", *flags, "--reps", str(n),
                     ]  # fmt: skip
-                return [str(s.peers_dir / "run"), subject, "turn", *flags, "--reps", str(reps)]
+                return [str(s.peers_dir / "run"), subject, "turn", *flags, "--reps", str(n)]
 
-            print(f"  instructions: {subject} K={k}", file=sys.stderr, flush=True)
-            per_run[k] = (_irefs(cmd(3), s.timeout) - _irefs(cmd(1), s.timeout)) / 2
+            print(f"  instructions: {subject} T={t} K={k}", file=sys.stderr, flush=True)
+            per_run[t, k] = (_irefs(cmd(reps), s.timeout) - _irefs(cmd(1), s.timeout)) / (
+                reps - 1
+            )
+        per_tool_call = (per_run[turns, 8] - per_run[turns, 1]) / (turns * 7)
+        one_turn = per_run[0, 1]
+        # a run of T tool turns (K=1) and its text turn, less the text turn's prompt: T
+        # tool turns; less their K tool calls: what a turn costs on its own
+        turn_k0 = (per_run[turns, 1] - one_turn) / turns - per_tool_call
         out[subject] = {
-            "per_turn_k4": per_run[4] / (turns + 1),
-            "per_turn_k1": per_run[1] / (turns + 1),
-            "per_tool_call": (per_run[8] - per_run[1]) / (turns * 7),
+            "per_turn_k4": per_run[turns, 4] / (turns + 1),
+            "per_turn_k1": per_run[turns, 1] / (turns + 1),
+            "per_tool_call": per_tool_call,
+            "one_turn_prompt": one_turn,
+            "prompt_extra": one_turn - turn_k0,
         }
-    py = sys.executable
     bare = _irefs([py, "-c", "pass"], s.timeout)
     out["pitrio"]["import"] = _irefs([py, "-c", "import pitrio"], s.timeout) - bare
+    out["pitrio"]["import_trio"] = _irefs([py, "-c", "import trio"], s.timeout) - bare
     return out
 
 
@@ -340,7 +375,8 @@ def targets(
     measurements: Sequence[Measurement],
     instr: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
-    """Issue 10's targets, each met, not met or not measured (``met`` None), with the figure."""
+    """Issues 10's and 21's targets, each met, not met or not measured (``met`` None), with
+    the figure."""
     out: list[dict[str, Any]] = []
 
     def add(target: str, met: bool | None, figure: str) -> None:
@@ -396,6 +432,7 @@ def targets(
             f"{batch:.1f} ms for tools sleeping {sleep:.0f} ms")  # fmt: skip
     else:
         add("batch wall ≤ max(tool) + 1 ms", None, "not measured")
+    _issue21_targets(summary, mine_i, theirs_i, add)
     p99 = _median(summary, "abort", "pitrio")
     if p99 is not None:
         parts = ", ".join(
@@ -406,6 +443,39 @@ def targets(
     else:
         add("abort settle p99 ≤ 5 ms", None, "not measured")
     return out
+
+
+def _issue21_targets(
+    summary: dict[str, dict[str, dict[str, Any]]],
+    mine_i: dict[str, float] | None,
+    theirs_i: dict[str, float] | None,
+    add: Callable[[str, bool | None, str], None],
+) -> None:
+    """Issue 21's: a one-turn prompt, start-up, and Node's throughput in the same sitting."""
+    target = "≥ 2x fewer instructions than pi-ai-python for a one-turn prompt"
+    if mine_i and theirs_i and "one_turn_prompt" in mine_i and "one_turn_prompt" in theirs_i:
+        mine, theirs = mine_i["one_turn_prompt"], theirs_i["one_turn_prompt"]
+        extra = f"{mine_i['prompt_extra']:,.0f} vs {theirs_i['prompt_extra']:,.0f}"
+        add(target, theirs / mine >= 2,
+            f"{mine:,.0f} vs {theirs:,.0f} instructions ({theirs / mine:.2f}x; "
+            f"on top of the turn {extra})")  # fmt: skip
+    else:
+        add(target, None, "not measured (needs --instructions and --peers pi_py_port)")
+    target = "import pitrio ≤ 1.1x import trio (instructions)"
+    if mine_i and "import_trio" in mine_i:
+        ours, trio_ = mine_i["import"], mine_i["import_trio"]
+        add(target, ours / trio_ <= 1.1,
+            f"{ours:,.0f} vs {trio_:,.0f} instructions ({ours / trio_:.2f}x)")  # fmt: skip
+    else:
+        add(target, None, "not measured (needs --instructions)")
+    for metric, what in (("concurrent", "runs/s"), ("stream", "deltas/s")):
+        target = f"{metric}: ≥ Pi on Node's {what} in the same sitting"
+        ours_w, node = _median(summary, metric, "pitrio"), _median(summary, metric, "pi_node")
+        if ours_w and node:
+            add(target, ours_w >= node,
+                f"{ours_w:,.0f} vs {node:,.0f} {what} ({ours_w / node:.2f}x)")  # fmt: skip
+        else:
+            add(target, None, "not measured (needs --peers pi_node)")
 
 
 # --------------------------------------------------------------------------------------
@@ -564,25 +634,34 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", "![pitrio's advantage over each peer](results/ratios.png)"]
     instr = report.get("instructions")
     if instr:
+        who = [s for s in instr if s not in ("turns", "reps")]
         lines += [
             "",
-            f"Instructions (cachegrind, `--cache-sim=no`; a run with 3 reps minus one with 1 rep, "
-            f"halved; T={instr['turns']}):",
+            "Instructions (cachegrind, `--cache-sim=no`; a process running the workload "
+            f"{instr.get('reps', 3)} times minus one running it once, divided by "
+            f"{instr.get('reps', 3) - 1}; T={instr['turns']}):",
             "",
-            "| | " + " | ".join(PEER_LABELS[s] for s in instr if s != "turns") + " |",
-            "| --- | " + " | ".join("---" for s in instr if s != "turns") + " |",
+            "| | " + " | ".join(PEER_LABELS[s] for s in who) + " |",
+            "| --- | " + " | ".join("---" for s in who) + " |",
         ]
         for key, label in (
             ("per_turn_k4", "per turn, K=4"),
             ("per_turn_k1", "per turn, K=1"),
             ("per_tool_call", "per extra tool call"),
+            ("one_turn_prompt", "one-turn prompt (a new agent, `prompt()`, T=0)"),
+            ("prompt_extra", "the prompt on top of its turn"),
             ("import", "`import pitrio`"),
+            ("import_trio", "`import trio`"),
         ):
-            cells = [
-                f"{instr[s][key]:,.0f}" if key in instr[s] else "" for s in instr if s != "turns"
-            ]
+            cells = [f"{instr[s][key]:,.0f}" if key in instr[s] else "" for s in who]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "Targets (issue 10):", ""]
+        mine_i = instr["pitrio"]
+        if mine_i.get("import_trio"):
+            r = mine_i["import"] / mine_i["import_trio"]
+            lines += [
+                "", f"`import pitrio` is {r:.2f}x `import trio` (each less `python -c pass`)."
+            ]
+    lines += ["", "Targets (issues 10 and 21):", ""]
     marks = {True: "**met**", False: "**not met**", None: "not measured"}
     lines += [f"- {marks[t['met']]}: {t['target']} — {t['figure']}" for t in report["targets"]]
     errors = [m for m in report["measurements"] if m["error"]]
@@ -653,6 +732,7 @@ def run(s: Settings, argv: Sequence[str] = ()) -> dict[str, Any]:
     if s.instructions and shutil.which("valgrind") is None:
         raise HarnessError("--instructions needs valgrind on PATH (apt-get install valgrind)")
     meta = _meta(s, argv)
+    write_bytecode(s.timeout)
     measurements: list[Measurement] = []
     for rnd in range(1, s.rounds + 1):
         for metric in s.metrics:
@@ -699,7 +779,13 @@ def build_report(
     found = ratios(summary)
     mine_i, theirs_i = (instr or {}).get("pitrio"), (instr or {}).get("pi_py_port")
     if mine_i and theirs_i:
-        for metric, key in (("instr_turn", "per_turn_k4"), ("instr_tool", "per_tool_call")):
+        for metric, key in (
+            ("instr_turn", "per_turn_k4"),
+            ("instr_tool", "per_tool_call"),
+            ("instr_prompt", "one_turn_prompt"),
+        ):
+            if key not in mine_i or key not in theirs_i:
+                continue  # a sitting recorded before the row existed
             found.append(
                 {
                     "metric": metric,

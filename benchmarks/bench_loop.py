@@ -122,9 +122,11 @@ class BenchmarkError(Exception):
     """A benchmark run did not do what it should (wrong answer, wrong tool-call count)."""
 
 
-def _check(condition: bool, message: str) -> None:
+def _check(condition: bool, message: str | Callable[[], str]) -> None:
+    """Raise :class:`BenchmarkError` unless ``condition``; ``message`` may be a function, so
+    that a run's check does not format anything (a message's repr) when it passes."""
     if not condition:
-        raise BenchmarkError(message)
+        raise BenchmarkError(message if isinstance(message, str) else message())
 
 
 # --------------------------------------------------------------------------------------
@@ -273,7 +275,7 @@ def _check_final(agent: Agent) -> None:
     _check(bool(messages), "the run left an empty transcript")
     last = messages[-1]
     text = last.content[0].text if last.role == "assistant" and last.content else None
-    _check(text == "done", f"bad final message: {last!r:.300}")
+    _check(text == "done", lambda: f"bad final message: {last!r:.300}")
 
 
 async def run_once(w: Workload) -> Agent:
@@ -284,7 +286,7 @@ async def run_once(w: Workload) -> Agent:
     _check_final(agent)
     _check(
         w.calls == w.turns * w.k,
-        f"executed {w.calls} tool calls, expected {w.turns * w.k}",
+        lambda: f"executed {w.calls} tool calls, expected {w.turns * w.k}",
     )
     return agent
 
@@ -312,7 +314,7 @@ async def run_many(w: Workload, runs: int) -> int:
             nursery.start_soon(one)
     _check(
         w.calls == runs * w.turns * w.k,
-        f"executed {w.calls} tool calls, expected {runs * w.turns * w.k}",
+        lambda: f"executed {w.calls} tool calls, expected {runs * w.turns * w.k}",
     )
     return ok
 
@@ -333,7 +335,7 @@ async def stream_once(deltas: int, model: str = "scripted") -> int:
     last = agent.state.messages[-1]
     _check(
         last.role == "assistant" and last.text == "x" * deltas,
-        f"bad final message: {last!r:.300}",
+        lambda: f"bad final message: {last!r:.300}",
     )
     return seen
 

@@ -102,11 +102,6 @@ from ._tools import (
     error_result as error_result,
     text_result as text_result,
 )
-from ._validation import (
-    ToolArgumentsError as ToolArgumentsError,
-    ToolSchemaError as ToolSchemaError,
-    ValidationAborted as ValidationAborted,
-)
 from ._wire import register_message_role as register_message_role
 
 if _typing.TYPE_CHECKING:
@@ -114,6 +109,11 @@ if _typing.TYPE_CHECKING:
     from ._output import OutputMode as OutputMode
     from ._run_context import RunContext as RunContext, ToolCallId as ToolCallId
     from ._run_result import RunResult as RunResult, UsageLimits as UsageLimits
+    from ._validation import (
+        ToolArgumentsError as ToolArgumentsError,
+        ToolSchemaError as ToolSchemaError,
+        ValidationAborted as ValidationAborted,
+    )
 
 __version__ = "0.1.0"
 
@@ -212,14 +212,18 @@ __all__ = [
     "wire",
 ]
 
-# Typed tools and one-call runs, imported when first used: ``import pitrio`` stays as fast as
-# it was for programs that write their tools as Pi does.
+# Typed tools, one-call runs and the validation of tool arguments, imported when first
+# used: ``import pitrio`` pays for none of them (the validation package is about a tenth
+# of its instructions; the loop imports it at the first tool call).
 _LAZY = {
     "OutputMode": "_output",
     "RunContext": "_run_context",
     "RunResult": "_run_result",
+    "ToolArgumentsError": "_validation",
     "ToolCallId": "_run_context",
+    "ToolSchemaError": "_validation",
     "UsageLimits": "_run_result",
+    "ValidationAborted": "_validation",
     "tool": "_function_tools",
 }
 

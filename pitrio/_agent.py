@@ -170,6 +170,11 @@ class _Run:
 
 async def _abort_when_cancelled(run: _Run) -> None:
     """Lives beside a run: a cancellation from outside becomes the run's abort()."""
+    if run.settled.is_set():
+        # The run ended before this task first ran (it never waited): nothing to
+        # watch, and no schedule point (Event.wait() makes one even when set), so
+        # the nursery's exit does not wait a second round for this task.
+        return
     try:
         await run.settled.wait()
     except trio.Cancelled:
@@ -574,7 +579,9 @@ class Agent:
         stream_options: StreamOptions | None = None,
     ) -> None:
         async def executor(signal: AbortSignal) -> None:
-            context = self._snapshot()
+            # run_agent_loop copies the transcript itself (with the prompts appended): the
+            # snapshot need not copy it first, once more per prompt.
+            context = self._snapshot(copy_messages=False)
             if extra_tools:
                 context.tools = [*context.tools, *extra_tools]
             config = self._loop_config(skip_initial_poll)
@@ -591,10 +598,11 @@ class Agent:
 
         await self._run_with_lifecycle(executor, task_status, deps)
 
-    def _snapshot(self) -> AgentContext:
+    def _snapshot(self, *, copy_messages: bool = True) -> AgentContext:
+        messages = self.state.messages
         return AgentContext(
             system_prompt=self.state.system_prompt,
-            messages=list(self.state.messages),
+            messages=list(messages) if copy_messages else messages,
             tools=list(self.state.tools),
         )
 

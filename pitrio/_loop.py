@@ -55,7 +55,7 @@ from ._loop_config import (
     maybe_await,
 )
 from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
-from ._model import Context, StreamFn, StreamOptions
+from ._model import Context, StreamFn, StreamOptions, request_options
 from ._signal import AbortSignal
 from ._stream import EventStream
 from ._tool_batch import fail_truncated, run_tool_batch
@@ -426,7 +426,7 @@ class _Requests:
             and options.reasoning == reasoning
         ):
             return options
-        options = attrs.evolve(template, signal=signal, api_key=api_key, reasoning=reasoning)
+        options = request_options(template, signal, api_key, reasoning)
         self._template, self._options = template, options
         return options
 
@@ -478,7 +478,19 @@ async def _consume(
 ) -> AssistantMessage:
     msgs = context.messages
     added_partial = False
-    async for event in response:
+    # The buffered events are taken straight from the stream's queue: ``async for`` would
+    # build and run a coroutine (``__anext__``) for every delta. Only when the queue is
+    # empty does the loop await the stream (which waits, or takes a lazily pushed event).
+    queue = response._queue
+    anext = response.__anext__
+    while True:
+        if queue:
+            event = queue.popleft()
+        else:
+            try:
+                event = await anext()
+            except StopAsyncIteration:
+                break
         # Dispatch on the exact class (the event classes are final), not match or
         # isinstance(): this runs for every streamed delta, where either costs ~4% of a
         # turn. Still checked by mypy: what is neither a start nor a terminal event must

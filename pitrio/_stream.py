@@ -332,7 +332,7 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
     stop reason ``error`` (the exception's text) or ``aborted``.
     """
 
-    __slots__ = ("_last_partial", "abort_message", "template")
+    __slots__ = ("_last", "abort_message", "template")
 
     def __init__(
         self,
@@ -346,13 +346,27 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
             template if template is not None else AssistantMessage(stop_reason="pending")
         )
         self.abort_message = abort_message
-        self._last_partial: AssistantMessage | None = None
+        self._last: AssistantMessageEvent | None = None
 
     def _push(self, event: AssistantMessageEvent) -> None:
-        partial = getattr(event, "partial", None)
-        if partial is not None:
-            self._last_partial = partial
-        super()._push(event)
+        # EventStream._push for this stream's events, inline: this runs for every delta
+        # a provider streams. The last event is kept for a failure's message (_fail):
+        # every event before a terminal one carries the partial message.
+        if self._done:
+            return
+        self._queue.append(event)
+        self._last = event
+        kind = type(event)
+        if kind is DoneEvent:
+            self._set_result(event.message)  # type: ignore[union-attr]  # a DoneEvent
+            self._done = True
+        elif kind is ErrorEvent:
+            self._set_result(event.error)  # type: ignore[union-attr]  # an ErrorEvent
+            self._done = True
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
 
     def push_lazily(self, events: Iterable[AssistantMessageEvent]) -> None:
         # Only a producer's failure reads the partial (see _fail).
@@ -361,13 +375,12 @@ class AssistantMessageEventStream(EventStream[AssistantMessageEvent, AssistantMe
     def _tracked(self, events: Iterable[AssistantMessageEvent]) -> Iterator[AssistantMessageEvent]:
         # What was streamed so far is kept by a failure's message (see _fail).
         for event in events:
-            partial = getattr(event, "partial", None)
-            if partial is not None:
-                self._last_partial = partial
+            self._last = event
             yield event
 
     def _fail(self, stop_reason: Literal["error", "aborted"], text: str) -> None:
-        base = self._last_partial if self._last_partial is not None else self.template
+        partial = getattr(self._last, "partial", None)
+        base = partial if partial is not None else self.template
         message = base.__class__(
             content=base.content,
             api=base.api,

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Coroutine, Generator, Sequence
-from typing import Any, Final, TypeAlias, final
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
 import attrs
 import trio
@@ -55,7 +55,9 @@ from ._tools import (
     Tool,
     error_result,
 )
-from ._validation import ToolArgumentsError, compile_validator
+
+if TYPE_CHECKING:
+    from ._validation import Validator
 
 __all__ = ["BatchOutcome", "fail_truncated", "run_tool_batch"]
 
@@ -66,6 +68,20 @@ _TRUNCATED = (
     'Tool call "{name}" was not executed: the response hit the output token limit, so its '
     "arguments may be truncated. Re-issue the tool call with complete arguments."
 )
+
+
+def _load_validation(schema: Mapping[str, Any]) -> Validator:
+    """The first tool call's: import the validation package (its compilers cost ``import
+    pitrio`` a tenth of its time, and a program may never call a tool), then hand over."""
+    global _compile_validator
+    from ._validation import compile_validator
+
+    _compile_validator = compile_validator
+    return compile_validator(schema)
+
+
+_compile_validator: Callable[[Mapping[str, Any]], Validator] = _load_validation
+"""``pitrio._validation.compile_validator``, imported on first use."""
 
 
 def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolResultMessage:
@@ -207,7 +223,7 @@ class _Batch:
             if prepare is not None:
                 arguments = prepare(arguments)
             # Inline for normal arguments; huge ones move to a thread that abort stops.
-            validator = compile_validator(tool.parameters)
+            validator = _compile_validator(tool.parameters)
             args = await validator.validate_async(tool.name, arguments, signal=signal)
             before_tool_call = self.config.before_tool_call
             if before_tool_call is not None:
@@ -233,9 +249,7 @@ class _Batch:
             if signal.aborted:
                 return _Finalized(call, error_result("Operation aborted"), True)
             return _Prepared(call, tool, args)
-        except ToolArgumentsError as exc:
-            return _Finalized(call, error_result(str(exc)), True)
-        except Exception as exc:
+        except Exception as exc:  # a ToolArgumentsError too: its text is the tool result
             return _Finalized(call, error_result(error_text(exc)), True)
 
     async def execute(

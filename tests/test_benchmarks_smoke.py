@@ -245,7 +245,7 @@ def test_targets_marked_met_not_met_or_not_measured() -> None:
         _measurement("pi_py_port", "concurrent", 300.0, rss=30.0),
     ]
     marks = {t["target"]: t["met"] for t in targets(summarise(ms), ms, None)}
-    assert len(marks) == 9
+    assert len(marks) == 13
 
     def mark(start: str) -> bool | None:
         found: list[bool | None] = [m for t, m in marks.items() if t.startswith(start)]
@@ -254,7 +254,64 @@ def test_targets_marked_met_not_met_or_not_measured() -> None:
 
     assert mark("1,000 concurrent runs: ≥ 2x") is True
     assert mark("1,000 concurrent runs: peak RSS") is False
-    assert mark("import pitrio") is None
+    assert mark("import pitrio ≤ 100 ms") is None
+    assert mark("import pitrio ≤ 1.1x import trio") is None
+    assert mark("≥ 2x fewer instructions than pi-ai-python for a one-turn prompt") is None
+    assert mark("concurrent: ≥ Pi on Node's runs/s") is None
+
+
+_INSTR: Any = {
+    "turns": 20,
+    "reps": 11,
+    "pitrio": {
+        "per_turn_k4": 500_000.0, "per_turn_k1": 200_000.0, "per_tool_call": 100_000.0,
+        "one_turn_prompt": 300_000.0, "prompt_extra": 150_000.0,
+        "import": 480_000_000.0, "import_trio": 400_000_000.0,
+    },
+    "pi_py_port": {
+        "per_turn_k4": 1_200_000.0, "per_turn_k1": 400_000.0, "per_tool_call": 200_000.0,
+        "one_turn_prompt": 630_000.0, "prompt_extra": 190_000.0,
+    },
+}  # fmt: skip
+
+
+def test_issue_21_targets_from_instructions_and_node_in_one_sitting() -> None:
+    from benchmarks._harness import summarise, targets
+
+    ms = [
+        _measurement("pitrio", "concurrent", 1500.0),
+        _measurement("pi_node", "concurrent", 1600.0),
+        _measurement("pitrio", "stream", 700_000.0),
+        _measurement("pi_node", "stream", 600_000.0),
+    ]
+    found = {t["target"]: t for t in targets(summarise(ms), ms, _INSTR)}
+    prompt = found["≥ 2x fewer instructions than pi-ai-python for a one-turn prompt"]
+    assert prompt["met"] is True
+    assert "300,000 vs 630,000 instructions (2.10x" in prompt["figure"]
+    assert "on top of the turn 150,000 vs 190,000" in prompt["figure"]
+    start = found["import pitrio ≤ 1.1x import trio (instructions)"]
+    assert start["met"] is False
+    assert "480,000,000 vs 400,000,000 instructions (1.20x)" in start["figure"]
+    assert found["concurrent: ≥ Pi on Node's runs/s in the same sitting"]["met"] is False
+    assert found["stream: ≥ Pi on Node's deltas/s in the same sitting"]["met"] is True
+
+
+def test_markdown_has_the_prompt_and_import_rows() -> None:
+    from benchmarks._harness import build_report, markdown
+
+    meta = {
+        "date": "2026-12-02T02:00:00+00:00", "command": "python -m benchmarks",
+        "commit": "abc", "rounds": 1, "machine": "x86_64", "loadavg": "1.00",
+    }  # fmt: skip
+    report = build_report(meta, [_measurement("pitrio", "turn", 100.0)], _INSTR)
+    text = markdown(report)
+    assert "a process running the workload 11 times minus one running it once" in text
+    assert "| one-turn prompt (a new agent, `prompt()`, T=0) | 300,000 | 630,000 |" in text
+    assert "| the prompt on top of its turn | 150,000 | 190,000 |" in text
+    assert "| `import trio` | 400,000,000 |  |" in text
+    assert "`import pitrio` is 1.20x `import trio`" in text
+    by = {r["metric"]: r["pitrio_advantage"] for r in report["ratios"]}
+    assert by["instr_prompt"] == pytest.approx(2.1)
 
 
 def test_update_markdown_replaces_only_its_section(tmp_path: Path) -> None:
@@ -313,7 +370,7 @@ def test_harness_quick_run_covers_every_workload(tmp_path: Path) -> None:
     if has_openai:
         assert by["openai_sdk", "sse"]["result"]["client"] == "openai"
     assert [r["peer"] for r in report["ratios"]] == (["openai_sdk"] if has_openai else [])
-    assert len(report["targets"]) == 9
+    assert len(report["targets"]) == 13
     assert {t["met"] for t in report["targets"]} <= {True, False, None}
     # the same sitting, rebuilt from its record: the same summary and targets
     again = subprocess.run(

@@ -17,6 +17,7 @@ NOT_AT_IMPORT = (
     "cattrs",
     "rich",
     "fastjsonschema",
+    "pitrio._validation",  # imported at the first tool call
     "yaml",
     "pitrio.providers",
     "pitrio.harness",
@@ -85,3 +86,21 @@ def test_help_and_version_load_no_layer_above_the_kernel(flag: str) -> None:
     assert "pitrio.cli._args" in loaded
     heavy = {"pitrio.harness", "pitrio.providers", "httpx", "rich", "cattrs"}
     assert not (heavy & loaded), sorted(heavy & loaded)
+
+
+def test_the_validation_package_is_imported_at_the_first_tool_call() -> None:
+    code = (
+        "import sys, trio, pitrio\n"
+        "from pitrio.testing import ScriptedModel, ScriptedResponse\n"
+        "async def go(i: int) -> pitrio.ToolResult:\n"
+        "    return pitrio.text_result('ok')\n"
+        "tool = pitrio.Tool(name='t', parameters={'type': 'object'},"
+        " execute=lambda call_id, params, signal, on_update: go(0))\n"
+        "model = ScriptedModel([ScriptedResponse.tool_calls(('c1', 't', {})),"
+        " ScriptedResponse.text('done')])\n"
+        "agent = pitrio.Agent(stream_fn=model, tools=[tool])\n"
+        "assert 'pitrio._validation' not in sys.modules\n"
+        "trio.run(agent.prompt, 'go')\n"
+        "assert agent.state.messages[2].content[0].text == 'ok', agent.state.messages\n"
+    )
+    assert _loaded(_modules_after(code), "pitrio._validation")

@@ -270,3 +270,25 @@ async def test_request_options_are_built_per_invocation() -> None:
     assert all(o.signal is signals[1] for o in second)
     assert second[0] is not first[0]
     assert template.signal is None  # the template itself is never changed
+
+
+def test_request_options_copy_every_field_of_the_template() -> None:
+    """The request's options are ``attrs.evolve(template, signal=..., api_key=...,
+    reasoning=...)``, field for field (the copier is written from the class's fields), and
+    a new object: the template is left as it was."""
+    import attrs
+
+    from pitrio import StreamOptions
+    from pitrio._model import request_options
+
+    values: dict[str, Any] = {}
+    for number, name in enumerate(attrs.fields_dict(StreamOptions)):
+        values[name] = {"extra": {"k": number}}.get(name, f"value {number}")
+    template = StreamOptions(**values)
+    signal = AbortSignal()
+    got = request_options(template, signal, "key", "high")
+    assert got == attrs.evolve(template, signal=signal, api_key="key", reasoning="high")
+    assert got is not template
+    assert (got.signal, got.api_key, got.reasoning) == (signal, "key", "high")
+    assert template.api_key == values["api_key"]
+    assert request_options(template, signal, None, None).session_id == values["session_id"]
