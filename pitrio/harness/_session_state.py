@@ -64,7 +64,9 @@ class SessionState:
     def apply(self, writes: Sequence[Write], message: AgentMessage | None = None) -> None:
         """Validate and apply one transaction (raise SessionFormatError, changing nothing,
         if it does not fit)."""
+        by_id = self.by_id
         seen: set[str] = set()
+        entries = False
         previous = self.next_seq - 1
         for write in writes:
             seq = write.get("seq")
@@ -73,47 +75,56 @@ class SessionState:
                 raise SessionFormatError(msg)
             previous = seq
             kind = write.get("kind")
-            if kind in ("entry", "usage"):
+            if kind == "value" or kind == "list":
+                continue
+            if kind == "entry" or kind == "usage":
                 wid = write.get("id")
-                if not isinstance(wid, str) or wid in self.by_id or wid in seen:
+                if not isinstance(wid, str) or wid in by_id or wid in seen:
                     msg = f"duplicate or missing entry id: {wid!r}"
                     raise SessionFormatError(msg)
                 if kind == "entry":
+                    entries = True
                     parent = write.get("parentId")
-                    if parent is not None and parent not in self.by_id and parent not in seen:
+                    if parent is not None and parent not in by_id and parent not in seen:
                         msg = f"entry {wid!r} names a parent that does not exist: {parent!r}"
                         raise SessionFormatError(msg)
                 seen.add(wid)
-            elif kind not in ("value", "list"):
+            else:
                 msg = f"unknown write kind {kind!r} (expected entry, value, list or usage)"
                 raise SessionFormatError(msg)
-        parsed = [
-            None
-            if w["kind"] != "entry"
-            else entry_from_wire(w)
-            if message is None
-            # Appending: the caller's message object itself, not a copy read back from JSON.
-            else MessageEntry(
-                id=w["id"],
-                parent_id=w["parentId"],
-                seq=w["seq"],
-                timestamp=w["timestamp"],
-                message=message,
-                terminate=bool(w.get("terminate", False)),
-            )
-            for w in writes
-        ]
-        for write, entry in zip(writes, parsed, strict=True):
+        # Entries read from storage are parsed before anything is applied (a malformed
+        # one changes nothing); an appended message is the caller's object itself, not
+        # a copy read back from JSON.
+        parsed = (
+            [entry_from_wire(w) if w["kind"] == "entry" else None for w in writes]
+            if entries and message is None
+            else None
+        )
+        values = self.values
+        for n, write in enumerate(writes):
             kind = write["kind"]
-            if entry is not None:
-                self.by_id[entry.id] = entry
-                self.entries.append(entry)
-            elif kind == "value":
+            if kind == "value":
                 address = (write["namespace"], write["key"])
                 if write.get("op") == "delete":
-                    self.values.pop(address, None)
+                    values.pop(address, None)
                 else:
-                    self.values[address] = (write.get("value"), write["seq"])
+                    values[address] = (write.get("value"), write["seq"])
+            elif kind == "entry":
+                entry = (
+                    parsed[n]
+                    if parsed is not None
+                    else MessageEntry(
+                        id=write["id"],
+                        parent_id=write["parentId"],
+                        seq=write["seq"],
+                        timestamp=write["timestamp"],
+                        message=message,
+                        terminate=bool(write.get("terminate", False)),
+                    )
+                )
+                assert entry is not None
+                by_id[entry.id] = entry
+                self.entries.append(entry)
             elif kind == "list":
                 address = (write["namespace"], write["key"])
                 if write.get("op") == "delete":
@@ -122,7 +133,8 @@ class SessionState:
                     self.lists.setdefault(address, []).append((write["seq"], write.get("value")))
             else:
                 self.usage.append(dict(write))
-            self.next_seq = write["seq"] + 1
+        if writes:
+            self.next_seq = writes[-1]["seq"] + 1
 
     def value(self, namespace: str, key: str = "", default: JSONValue = None) -> JSONValue:
         stored = self.values.get((namespace, key))

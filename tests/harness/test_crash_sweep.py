@@ -4,8 +4,9 @@
 unsafe ``write`` and the safe ``read``, fails once with a retryable error and backs off,
 compacts at the threshold, asks for ``write`` again and answers) and counts its points:
 before and after each session write, each streamed update, the back-off, each
-compaction's start, each tool before and after its effect (88 points). For each point a
-forked child is SIGKILLed there and a fresh one restores and finishes the session. Every
+compaction's start, each tool before and after its effect (76 points: the records between
+two effects share one write). For each point a forked child is SIGKILLed there and a
+fresh one restores and finishes the session. Every
 case must: finish (the run's ``pi.result`` completed, the lane idle, no operation records
 left); never repeat an unsafe effect (``write n`` at most once); leave the transcript of
 the uninterrupted run, apart from repeated requests (failed answers) and an unsafe call
@@ -114,7 +115,7 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
     points = set(out["points"])
     for name in ("mid-stream", "in the back-off", "mid-compaction", "tool c1 after its effect"):
         assert name in points
-    assert len(out["points"]) >= 80
+    assert len(out["points"]) >= 70
     assert len(cases) == len(range(1, len(out["points"]) + 1, step))
     failures = {
         f"{case['k']} ({case['point']})": problems
@@ -138,7 +139,7 @@ async def test_pi_restores_each_killed_and_each_finished_session(
     pitrio's)."""
     out = await _sweep("jsonl", "sequential", 1, tmp_path_factory.mktemp("sweep-jsonl-pi"))
     cases = [c for c in out["cases"] if c["killed_file"] is not None]
-    assert len(cases) > 80
+    assert len(cases) > 70
     files = [c["killed_file"] for c in cases] + [c["final_file"] for c in cases]
     with trio.fail_after(120):
         done = await trio.run_process(
