@@ -8,10 +8,12 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
   and the system prompt (a string, or a function of the turn state called every turn).
   A change made mid-run (:meth:`Harness.set_model`, :meth:`Harness.set_tools`, ...)
   applies from the next request;
-* every ``message_end`` is appended to the session, which writes it to storage at
-  once (a process killed mid-tool keeps the prompt and the tool call); after each
-  ``turn_end`` the session is flushed (synced by the store's ``fsync`` policy) and
-  :class:`SavePoint` emitted; after the prompt (retries included) :class:`Settled`;
+* every ``message_end`` is appended to the session, and what a run commits is written
+  to storage before the effect it guards (the request, a tool; a process killed mid-tool
+  keeps the prompt and the tool call), the transactions between two effects in one
+  write; after each ``turn_end`` the session is flushed (synced by the store's ``fsync``
+  policy) and :class:`SavePoint` emitted; after the prompt (retries included)
+  :class:`Settled`;
 * with a session, each run is recorded as Pi's harness records an operation (``_operations``:
   its state before each request and tool, each tool's outcome), so a run its process left
   unfinished is :attr:`Harness.interrupted` to the next harness and :meth:`Harness.resume`
