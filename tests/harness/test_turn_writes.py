@@ -217,3 +217,22 @@ async def test_a_result_entry_holds_the_message_the_transcript_holds(tmp_path: P
     reopened = await store.open(session.id)
     assert list(reopened.build_context().messages) == harness.messages
     await reopened.close()
+
+
+async def test_a_result_entry_reuses_its_outcome_s_json_only_for_the_same_result() -> None:
+    from pitrio.harness._operations import OperationRecorder
+
+    session = await InMemorySessionStore().create()
+    ops = OperationRecorder(session, {})
+    content = (TextContent(text="out"),)
+    outcome = ToolResultMessage(tool_call_id="c", tool_name="t", content=content, timestamp=1)
+    form = wire.unstructure(outcome)
+    ops._forms["c"] = (outcome, form)
+    later = ToolResultMessage(tool_call_id="c", tool_name="t", content=content, timestamp=9)
+    assert ops._wire_form(later) == wire.unstructure(later)
+    assert ops._wire_form(later) is None  # used once
+    other = ToolResultMessage(
+        tool_call_id="c", tool_name="t", content=(TextContent(text="out"),), timestamp=9
+    )
+    ops._forms["c"] = (outcome, form)
+    assert ops._wire_form(other) is None  # another content object: unstructured anew
