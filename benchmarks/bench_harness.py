@@ -29,7 +29,7 @@ turn without the process's start-up, imports and first-run warm-ups. It repeats 
 Usage::
 
     python -m benchmarks.bench_harness [--subjects agent,harness,jsonl,...]
-        [--turns 10,40,160] [--k 4] [--json]          # cachegrind, the table
+        [--turns 10,40,160] [--k 4] [--json] [--timeout S]   # cachegrind, the table
     python -m benchmarks.bench_harness run SUBJECT [--turns T] [--k K] [--runs N]
                                                        # one process: N runs, CPU time
 
@@ -154,8 +154,10 @@ def count_instructions(cmd: Sequence[str], timeout: float = 900) -> int:
     return sum(counts)
 
 
-def per_turn(subject: str, turns: int, k: int) -> dict[str, Any]:
-    """Instructions per turn: (11 runs - 1 run) / 10 / (T+1)."""
+def per_turn(subject: str, turns: int, k: int, timeout: float = 900) -> dict[str, Any]:
+    """Instructions per turn: (11 runs - 1 run) / 10 / (T+1); ``timeout``: seconds for
+    each valgrind process (a JSONL run at T=160 takes longer than 15 minutes on a busy
+    machine)."""
 
     def cmd(runs: int) -> list[str]:
         return [
@@ -163,8 +165,8 @@ def per_turn(subject: str, turns: int, k: int) -> dict[str, Any]:
             "--turns", str(turns), "--k", str(k), "--runs", str(runs),
         ]  # fmt: skip
 
-    one = count_instructions(cmd(1))
-    eleven = count_instructions(cmd(11))
+    one = count_instructions(cmd(1), timeout)
+    eleven = count_instructions(cmd(11), timeout)
     run = (eleven - one) / 10
     return {
         "subject": subject,
@@ -196,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--timeout", type=float, default=900, help="seconds per valgrind process")
     a = p.parse_args(argv)
     if a.command == "run":
         (turns,) = _ints(a.turns)[:1]
@@ -221,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for turns in _ints(a.turns):
         for subject in subjects:
             print(f"  cachegrind: {subject} T={turns}", file=sys.stderr, flush=True)
-            row = per_turn(subject, turns, a.k)
+            row = per_turn(subject, turns, a.k, a.timeout)
             if subject == "agent":
                 base[turns] = row["per_turn"]
             if turns in base:

@@ -66,15 +66,13 @@ def new_id(timestamp_ms: int | None = None) -> str:
         _sequence = secrets.randbits(40)
     else:
         _sequence += 1
-    rand = secrets.randbits(16)
     value = (
         (now & 0xFFFFFFFFFFFF) << 80
         | 0x7 << 76
         | ((_sequence >> 29) & 0xFFF) << 64
         | 0b10 << 62
         | ((_sequence & 0x1FFFFFFF) << 33)
-        | (rand << 17)
-        | secrets.randbits(17)
+        | secrets.randbits(33)  # Pi's 16 random bits, then 17 (one draw)
     )
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -8,10 +8,12 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
   and the system prompt (a string, or a function of the turn state called every turn).
   A change made mid-run (:meth:`Harness.set_model`, :meth:`Harness.set_tools`, ...)
   applies from the next request;
-* every ``message_end`` is appended to the session, which writes it to storage at
-  once (a process killed mid-tool keeps the prompt and the tool call); after each
-  ``turn_end`` the session is flushed (synced by the store's ``fsync`` policy) and
-  :class:`SavePoint` emitted; after the prompt (retries included) :class:`Settled`;
+* every ``message_end`` is appended to the session, and what a run commits is written
+  to storage before the effect it guards (the request, a tool; a process killed mid-tool
+  keeps the prompt and the tool call), the transactions between two effects in one
+  write; after each ``turn_end`` the session is flushed (synced by the store's ``fsync``
+  policy) and :class:`SavePoint` emitted; after the prompt (retries included)
+  :class:`Settled`;
 * with a session, each run is recorded as Pi's harness records an operation (``_operations``:
   its state before each request and tool, each tool's outcome), so a run its process left
   unfinished is :attr:`Harness.interrupted` to the next harness and :meth:`Harness.resume`
@@ -1014,8 +1016,10 @@ class Harness:
         Agent's context: it is asked again, as a retry is (see _continue)."""
         messages = self._agent.state.messages
         end = len(messages)
-        while end and isinstance(last := messages[end - 1], AssistantMessage) and (
-            last.stop_reason in _ERROR_STOPS
+        while (
+            end
+            and isinstance(last := messages[end - 1], AssistantMessage)
+            and (last.stop_reason in _ERROR_STOPS)
         ):
             end -= 1  # (a failed answer waiting for its retry, then the interrupted one)
         if end < len(messages):
@@ -1151,17 +1155,18 @@ class Harness:
     ) -> Awaitable[NextTurn | None] | None:
         """The loop's ``prepare_next_turn``: the next request's state.
 
-        Without a session (no compaction) and with a fixed system prompt, nothing needs
+        With a fixed system prompt, below the compaction threshold, nothing needs
         rebuilding unless something changed: then the loop goes on with no extra work.
         """
-        if self._session is None and self._config.unchanged():
+        compact = self._threshold_reached(turn.context.messages)
+        if not compact and self._config.unchanged():
             return None
-        return self._next_turn(turn)
+        return self._next_turn(turn, compact)
 
-    async def _next_turn(self, turn: TurnContext) -> NextTurn | None:
+    async def _next_turn(self, turn: TurnContext, compact: bool) -> NextTurn | None:
         messages = turn.context.messages
         replaced = False
-        if self._threshold_reached(messages) and await self._compact_mid_run():
+        if compact and await self._compact_mid_run():
             if self._replaced_messages is not None:
                 messages, replaced = self._replaced_messages, True
             self._replaced_messages = None
@@ -1181,11 +1186,7 @@ class Harness:
             message = event.message
             if message.role == "assistant":
                 self._last_assistant = message
-            if self._session is not None or (
-                message.role == "assistant"
-                and self._retry_attempt > 0
-                and message.stop_reason not in _ERROR_STOPS
-            ):
+            if self._session is not None or self._ends_retry(message):
                 return self._message_end(event)
         elif kind == "turn_end":
             return self._turn_end(event)
@@ -1219,15 +1220,21 @@ class Harness:
         else:
             await self._session.append_message(message)
 
-    async def _tool_start(self, event: Any) -> None:
-        assert self._ops is not None
+    def _tool_start(self, event: Any) -> Awaitable[None] | None:
+        """The call's intent, written before its tool runs (with its siblings' in a
+        parallel batch: see ``OperationRecorder.commit_tool_intent``)."""
+        ops = self._ops
+        assert ops is not None
         turn = self._config.turn
         tool = next((t for t in turn.tools if t.name == event.tool_name), None) if turn else None
-        await self._ops.tool_intent(event.tool_call_id, event.args, tool)
-        await self._bus.emit(event)
+        if ops.commit_tool_intent(event.tool_call_id, event.args, tool):
+            return self._write_then_emit(event)
+        return self._bus.deliver(event)
 
-    async def _tool_end(self, event: Any) -> None:
-        assert self._ops is not None
+    def _tool_end(self, event: Any) -> Awaitable[None] | None:
+        """The call's outcome, written at once while a sibling still runs."""
+        ops = self._ops
+        assert ops is not None
         result = event.result
         message = ToolResultMessage(
             tool_call_id=event.tool_call_id,
@@ -1239,23 +1246,60 @@ class Harness:
             is_error=event.is_error,
             timestamp=now_ms(),
         )
-        await self._ops.tool_outcome(message, result.terminate is True)
+        if ops.commit_tool_outcome(message, result.terminate is True):
+            return self._write_then_emit(event)
+        return self._bus.deliver(event)
+
+    async def _write_then_emit(self, event: Any) -> None:
+        assert self._session is not None
+        await self._session._write()
         await self._bus.emit(event)
 
-    async def _message_end(self, event: Any) -> None:
+    def _message_end(self, event: Any) -> Awaitable[None] | None:
+        """A message joins the session. The run's answers and tool results are
+        committed under the ids its records reserved and written by the next write
+        (before the next tool runs or request is sent, or the save point); prompts,
+        queued messages and others are written at once."""
+        message = event.message
+        ops = self._ops
+        if (
+            ops is not None
+            and ops.active
+            and not self._delivering
+            and isinstance(message, AssistantMessage | ToolResultMessage)
+            and ops.reserved(message)
+            and not any(m is message for m in self._prompts)
+        ):
+            if isinstance(message, AssistantMessage):
+                ops.commit_assistant_end(message, retry=self._will_retry(message))
+            else:
+                ops.commit_tool_result_end(message)
+            if self._ends_retry(message):
+                return self._emit_message_end(event)
+            return self._bus.deliver(event)
+        return self._record_message_end(event)
+
+    async def _record_message_end(self, event: Any) -> None:
         message = event.message
         ops = self._ops
         if ops is not None and (ops.active or any(m is message for m in self._prompts)):
             await self._record_message(ops, message)
         elif self._session is not None:
             await self._session.append_message(message)
+        await self._emit_message_end(event)
+
+    async def _emit_message_end(self, event: Any) -> None:
         await self._bus.emit(event)
-        if (
-            message.role == "assistant"
+        if self._ends_retry(event.message):
+            await self._end_retry(True, None)
+
+    def _ends_retry(self, message: AgentMessage) -> bool:
+        """Whether ``message`` is the answer that ends an automatic retry."""
+        return (
+            isinstance(message, AssistantMessage)
             and self._retry_attempt > 0
             and message.stop_reason not in _ERROR_STOPS
-        ):
-            await self._end_retry(True, None)
+        )
 
     async def _turn_end(self, event: Any) -> None:
         await self._bus.emit(event)

@@ -55,7 +55,7 @@ __all__ = ["HookBridge"]
 class HookBridge:
     """The hooks as the Agent calls them, around the stream function ``inner``."""
 
-    __slots__ = ("error_headers", "failure", "hooks", "inner")
+    __slots__ = ("_options", "error_headers", "failure", "hooks", "inner")
 
     def __init__(self, hooks: Hooks, inner: StreamFn) -> None:
         self.hooks = hooks
@@ -64,6 +64,9 @@ class HookBridge:
         """The first failure of the current prompt (a hook's, or the turn state's)."""
         self.error_headers: dict[str, str] | None = None
         """The headers of the HTTP error response that ended the latest request."""
+        # The latest request's options and what they became (the loop passes the same
+        # options object to the requests of a run: wrapped once, not per request).
+        self._options: tuple[StreamOptions, StreamOptions] | None = None
 
     def install(self, agent: Agent) -> None:
         """Give the Agent the tool and context callbacks the registered hooks need."""
@@ -131,9 +134,15 @@ class HookBridge:
         The headers of an HTTP error response ending the request are kept as
         :attr:`error_headers` (until the next request), for the retry's delay."""
         self.error_headers = None
-        options = attrs.evolve(
-            options, on_error_response=self._error_response_hook(options.on_error_response)
-        )
+        known = self._options
+        if known is not None and known[0] is options:
+            options = known[1]
+        else:
+            wrapped = attrs.evolve(
+                options, on_error_response=self._error_response_hook(options.on_error_response)
+            )
+            self._options = (options, wrapped)
+            options = wrapped
         inner = self.inner
         hooks = self.hooks
         if self.failure is None and not (

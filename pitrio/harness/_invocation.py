@@ -154,6 +154,7 @@ class ToolInvocation:
         """
         _check_name(name)
         self._check()
+        self._ops.note_memo()
         await self._session._record([[_set(OP_TOOL_MEMO, self._memo_key(name), value)]])
 
     async def delete_memo(self, name: str) -> None:
@@ -257,11 +258,19 @@ class InvokedTool:
     async def execute(
         self, tool_call_id: str, params: Any, signal: AbortSignal, on_update: ToolUpdateCallback
     ) -> ToolResult:
-        ids = self._ops.invocation_ids(tool_call_id)
-        invocation = (
-            None if ids is None else new_invocation(self._ops, self._session, ids, on_update)
-        )
-        return await run_tool(self.tool, invocation, tool_call_id, params, signal, on_update)
+        session = self._session
+        if session._pending:
+            # The records this call's effect needs (its intent, and what the run
+            # committed since the last write) reach storage before the tool runs.
+            await session._write()
+        ops = self._ops
+        ids = ops.invocation_ids(tool_call_id)
+        invocation = None if ids is None else new_invocation(ops, session, ids, on_update)
+        ops.tool_running(1)
+        try:
+            return await run_tool(self.tool, invocation, tool_call_id, params, signal, on_update)
+        finally:
+            ops.tool_running(-1)
 
 
 def interrupted_result(call: ToolCall, checkpoint: JSONValue, marker: str) -> ToolResultMessage:

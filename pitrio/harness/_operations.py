@@ -218,7 +218,18 @@ class OperationRecorder:
     the session before it returns (before the request is sent, before a tool runs).
     """
 
-    __slots__ = ("_calls", "_lane", "_meta", "_op_id", "_session", "_settings", "_state")
+    __slots__ = (
+        "_calls",
+        "_forms",
+        "_lane",
+        "_memos_set",
+        "_meta",
+        "_op_id",
+        "_running",
+        "_session",
+        "_settings",
+        "_state",
+    )
 
     def __init__(self, session: Session, settings: Mapping[str, Any]) -> None:
         self._session = session
@@ -229,6 +240,12 @@ class OperationRecorder:
         self._state: dict[str, Any] = {}
         # tool call id -> its call record's index in the batch
         self._calls: dict[str, int] = {}
+        # tool call id -> its outcome's message and wire form (the result entry's too)
+        self._forms: dict[str, tuple[ToolResultMessage, dict[str, Any]]] = {}
+        # Whether the operation may have memos (set, or adopted from the session): only
+        # then do outcomes look for memos to delete.
+        self._memos_set = False
+        self._running = 0  # tools running now (between their start and their return)
 
     @property
     def active(self) -> bool:
@@ -265,6 +282,8 @@ class OperationRecorder:
         self._meta = dict(operation.meta)
         self._state = dict(operation.state)
         self._calls = {}
+        self._forms = {}
+        self._memos_set = True
 
     def adopt_batch(self, call_ids: Mapping[int, str]) -> None:
         """The tool call ids of the adopted batch (by source index)."""
@@ -308,6 +327,8 @@ class OperationRecorder:
             "intent": {"kind": "run", "promptEntryIds": [prompt_entry_id] if prompt else []},
         }
         self._state = {}
+        self._forms = {}
+        self._memos_set = False
         starting = {**self._scope(), "at": "starting", "latestAssistantEntryId": None}
         return [
             *self._lane_config(model, tool_names),
@@ -329,6 +350,8 @@ class OperationRecorder:
             "intent": {"kind": "run", "promptEntryIds": []},
         }
         self._state = {}
+        self._forms = {}
+        self._memos_set = False
         starting = {**self._scope(), "at": "starting", "latestAssistantEntryId": None}
         writes = [_set(OP_META, op_id, self._meta), self._put(starting)]
         lane = [*self._lane_config(model, tool_names), self._lane_state(op_id, None)]
@@ -415,14 +438,30 @@ class OperationRecorder:
             return None
         return frames_key(self._op_id, entry_id)
 
+    def reserved(self, message: AssistantMessage | ToolResultMessage) -> bool:
+        """Whether ``message`` has an entry id reserved by the run's records (a settled
+        answer to the pending request, the result of a call of the batch):
+        :meth:`commit_assistant_end` and :meth:`commit_tool_result_end` take it."""
+        if isinstance(message, AssistantMessage):
+            return self.response_entry_id is not None and message.stop_reason != "pending"
+        return self._call(message.tool_call_id) is not None
+
     async def assistant_end(self, message: AssistantMessage, *, retry: bool) -> str:
         """The response is in: its entry under the reserved id with the next state (a
         tool batch of ``planned`` calls, a ``checkpoint`` that may finish, or
-        ``assistant.retry_wait`` when it failed and will be retried)."""
+        ``assistant.retry_wait`` when it failed and will be retried), written."""
+        if not self.reserved(message):
+            return await self._session.append_message(message)
+        entry_id = self.commit_assistant_end(message, retry=retry)
+        await self._session._write()
+        return entry_id
+
+    def commit_assistant_end(self, message: AssistantMessage, *, retry: bool) -> str:
+        """:meth:`assistant_end` without the write (the next write carries it: before a
+        tool runs, the next request, the save point); ``message`` is :meth:`reserved`."""
         session = self._session
         entry_id = self.response_entry_id
-        if entry_id is None or message.stop_reason == "pending":
-            return await session.append_message(message)
+        assert entry_id is not None
         frames = [delete_frames(frames_key(str(self._op_id), entry_id))]
         pending = self._state
         self._state = {**pending, "latestAssistantEntryId": entry_id}
@@ -443,7 +482,7 @@ class OperationRecorder:
                     "continuation": {"kind": "need_assistant", "overflowRecoveryUsed": False},
                     "triggerEntryId": entry_id,
                 }
-                return await session._append_message_with(
+                return session._commit_message(
                     message, entry_id=entry_id, after=[*frames, self._put(state)]
                 )
             state = {
@@ -477,7 +516,7 @@ class OperationRecorder:
                 "continuation": {"kind": "may_finish", "includeFinalAssistant": True},
                 "triggerEntryId": entry_id,
             }
-        return await session._append_message_with(
+        return session._commit_message(
             message, entry_id=entry_id, after=[*frames, self._put(state)]
         )
 
@@ -505,8 +544,14 @@ class OperationRecorder:
             for c in self._state["batch"]["calls"]
         )
 
+    def note_memo(self) -> None:
+        """A memo of the operation was written (see :meth:`_memos`)."""
+        self._memos_set = True
+
     def _memos(self, invocation_id: str | None = None) -> list[Write]:
         """Deletes of the memos of one call (or of the whole operation)."""
+        if not self._memos_set:
+            return []
         prefix = f"{self._op_id}:" if invocation_id is None else f"{self._op_id}:{invocation_id}:"
         return [
             _delete(OP_TOOL_MEMO, key)
@@ -535,10 +580,23 @@ class OperationRecorder:
 
     async def tool_intent(self, tool_call_id: str, args: JSONValue, tool: AgentTool | None) -> None:
         """Before a tool runs: its arguments and the call ``effect_pending`` with its
-        replay policy (Pi's ``publishToolIntent``)."""
+        replay policy (Pi's ``publishToolIntent``), written."""
         found = self._call(tool_call_id)
         if found is None or found[1]["status"] != "planned":
             return
+        self.commit_tool_intent(tool_call_id, args, tool)
+        await self._session._write()
+
+    def commit_tool_intent(
+        self, tool_call_id: str, args: JSONValue, tool: AgentTool | None
+    ) -> bool:
+        """:meth:`tool_intent` without the write; returns whether it must be written
+        now: no call of the batch is left ``planned`` (the calls of a parallel batch
+        start together; a tool run alone writes what is pending before it runs, see
+        ``_invocation.InvokedTool``)."""
+        found = self._call(tool_call_id)
+        if found is None or found[1]["status"] != "planned":
+            return False
         n, call = found
         intent = {
             "status": "effect_pending",
@@ -547,14 +605,31 @@ class OperationRecorder:
             "replay": replay_policy(tool),
         }
         writes = [_set(OP_TOOL_ARGS, self._args_key(call["sourceIndex"]), args)]
-        await self._session._record([[*writes, self._with_call(n, intent)]])
+        self._session._commit([*writes, self._with_call(n, intent)])
+        return all(c["status"] != "planned" for c in self._state["batch"]["calls"])
 
     async def tool_outcome(self, message: ToolResultMessage, terminate: bool) -> None:
         """A tool's result, before it joins the transcript: kept as ``pi.pending.entry``
-        and the call ``outcome_ready`` (Pi's ``publishToolOutcome``)."""
+        and the call ``outcome_ready`` (Pi's ``publishToolOutcome``), written."""
         found = self._call(message.tool_call_id)
         if found is None or found[1]["status"] not in ("planned", "effect_pending"):
             return
+        self.commit_tool_outcome(message, terminate)
+        await self._session._write()
+
+    def tool_running(self, delta: int) -> None:
+        """A tool starts (``+1``) or returns (``-1``): see :meth:`commit_tool_outcome`."""
+        self._running += delta
+
+    def commit_tool_outcome(self, message: ToolResultMessage, terminate: bool) -> bool:
+        """:meth:`tool_outcome` without the write; returns whether it must be written
+        now: a tool of the batch is still running (the outcome must not wait for a
+        sibling that stalls). Otherwise it waits for the next write, which comes
+        without waiting on any tool: the other calls' ends, the batch's result entries,
+        then the save point (or the next call's intent)."""
+        found = self._call(message.tool_call_id)
+        if found is None or found[1]["status"] not in ("planned", "effect_pending"):
+            return False
         n, call = found
         rid = call["resultEntryId"]
         ready = {
@@ -563,21 +638,33 @@ class OperationRecorder:
             "resultEntryId": rid,
             "terminate": terminate,
         }
-        payload = {"type": "message", "payload": wire.unstructure(message)}
+        form = wire.unstructure(message)
+        self._forms[message.tool_call_id] = (message, form)
+        payload = {"type": "message", "payload": form}
         writes = [
             _set(PENDING_ENTRY, rid, payload),
             _delete(PENDING_TOOL_OUTPUT, f"{self._op_id}:{rid}"),
             *self._memos(rid),
             self._with_call(n, ready),
         ]
-        await self._session._record([writes])
+        self._session._commit(writes)
+        return self._running > 0
 
     async def tool_result_end(self, message: ToolResultMessage) -> str:
         """A tool result joins the transcript under its reserved id; the call is
-        ``completed``, and the last one makes the run a ``checkpoint`` again."""
-        found = self._call(message.tool_call_id)
-        if found is None:
+        ``completed``, and the last one makes the run a ``checkpoint`` again; written."""
+        if not self.reserved(message):
             return await self._session.append_message(message)
+        entry_id = self.commit_tool_result_end(message)
+        await self._session._write()
+        return entry_id
+
+    def commit_tool_result_end(self, message: ToolResultMessage) -> str:
+        """:meth:`tool_result_end` without the write (the next write carries it: the
+        next tool's, the next request's, the save point's); ``message`` is
+        :meth:`reserved`."""
+        found = self._call(message.tool_call_id)
+        assert found is not None
         n, call = found
         rid = call["resultEntryId"]
         done = {
@@ -604,9 +691,28 @@ class OperationRecorder:
                     "triggerEntryId": rid,
                 }
             )
-        return await self._session._append_message_with(
-            message, entry_id=rid, after=[*after, write]
+        return self._session._commit_message(
+            message, entry_id=rid, after=[*after, write], wire_form=self._wire_form(message)
         )
+
+    def _wire_form(self, message: ToolResultMessage) -> dict[str, Any] | None:
+        """The result entry's message as JSON, from its outcome's (unstructured once):
+        the same result, stamped when the loop made its message; ``None`` when the
+        message is not the outcome's."""
+        known = self._forms.pop(message.tool_call_id, None)
+        if known is None:
+            return None
+        outcome, form = known
+        if not (
+            message.content is outcome.content
+            and message.details is outcome.details
+            and message.usage is outcome.usage
+            and message.added_tool_names == outcome.added_tool_names
+            and message.is_error == outcome.is_error
+            and message.tool_name == outcome.tool_name
+        ):
+            return None
+        return {**form, "timestamp": message.timestamp}
 
     async def finish(self, status: Literal["completed", "aborted", "failed"]) -> None:
         """The run is over: its records give way to ``pi.result`` and the lane is idle
@@ -641,6 +747,8 @@ class OperationRecorder:
         self._op_id = None
         self._state = {}
         self._calls = {}
+        self._forms = {}
+        self._memos_set = False
         await session._record([writes])
 
 

@@ -295,20 +295,22 @@ class Session:
                 "(no other writer may hold it) to change it"
             )
             raise SessionError(msg)
-        ts = now_ms()
+        ts: int | None = None
         committed: list[Write] = []
         seq = self._state.next_seq
         for write in writes:
-            if write["kind"] == "entry":
+            kind = write["kind"]
+            if kind == "value" or kind == "list":  # Pi's key order: kind, op, seq, namespace, ...
+                out = {"kind": kind, "op": write["op"], "seq": seq, **write}
+                out["seq"] = seq
+            elif kind == "entry":
+                if ts is None:
+                    ts = now_ms()
                 out = dict(write)
                 out["seq"] = seq
                 out["timestamp"] = ts
-            elif write["kind"] == "usage":  # Pi's {kind, ...row, seq}
+            else:  # usage: Pi's {kind, ...row, seq}
                 out = dict(write)
-                out["seq"] = seq
-            else:  # Pi's key order: kind, op, seq, namespace, key, value
-                out = {"kind": write["kind"], "op": write["op"], "seq": seq}
-                out.update(write)
                 out["seq"] = seq
             committed.append(out)
             seq += 1
@@ -336,6 +338,24 @@ class Session:
         self._commit([*before, entry, tip, *after], message)
         return entry_id
 
+    def _commit_message(
+        self,
+        message: AgentMessage,
+        *,
+        entry_id: str | None,
+        before: Sequence[Write] = (),
+        after: Sequence[Write] = (),
+        wire_form: Write | None = None,
+    ) -> str:
+        """Append ``message`` under ``entry_id`` with other writes in the same
+        transaction (the harness's operation records), without writing it yet: the
+        next write carries it (the harness writes before each effect a record guards).
+        ``wire_form``: the message's :func:`pitrio.wire.unstructure`, when the caller
+        has it already."""
+        form = wire.unstructure(message) if wire_form is None else wire_form
+        fields: Write = {"type": "message", "message": form}
+        return self._append_entry(fields, message, entry_id=entry_id, before=before, after=after)
+
     async def _append_message_with(
         self,
         message: AgentMessage,
@@ -346,10 +366,7 @@ class Session:
     ) -> str:
         """Append ``message`` (as :meth:`append_message`) under ``entry_id`` with other
         writes in the same transaction (the harness's operation records)."""
-        fields: Write = {"type": "message", "message": wire.unstructure(message)}
-        entry_id = self._append_entry(
-            fields, message, entry_id=entry_id, before=before, after=after
-        )
+        entry_id = self._commit_message(message, entry_id=entry_id, before=before, after=after)
         await self._write()
         return entry_id
 
@@ -671,27 +688,42 @@ class Session:
     async def _write(self, *, sync: bool = False) -> None:
         """Write the pending transactions in order (one writer at a time); with ``sync``
         also make them durable by the store's policy. Checkpoints."""
-        async with self._flush_lock:
-            if self._pending:
-                pending = list(self._pending)  # (the list a lane view shares)
-                self._pending.clear()
-                # A file store writes and syncs a save point in one worker-thread hop.
-                both = getattr(self._writer, "write_and_sync", None) if sync else None
-                sync_error: OSError | None = None
-                try:
-                    if both is not None:
-                        sync_error = await both(self, pending)
-                    else:
-                        await self._writer.write(self, pending)
-                except BaseException:
-                    self._pending[:0] = pending
-                    raise
+        lock = self._flush_lock
+        if lock.locked():
+            await lock.acquire()
+        else:
+            # The usual case: the lock costs no checkpoint (the write makes one), but a
+            # cancelled caller stops here, before the writer took the pending writes.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            lock.acquire_nowait()
+        try:
+            if not self._pending:
+                if sync:
+                    await self._writer.sync()
+                else:
+                    await trio.lowlevel.checkpoint()
+                return
+            pending = list(self._pending)  # (the list a lane view shares)
+            self._pending.clear()
+            # A file store writes and syncs a save point in one worker-thread hop.
+            both = getattr(self._writer, "write_and_sync", None) if sync else None
+            sync_error: OSError | None = None
+            try:
                 if both is not None:
-                    if sync_error is not None:
-                        raise sync_error
-                    return
+                    sync_error = await both(self, pending)
+                else:
+                    await self._writer.write(self, pending)
+            except BaseException:
+                self._pending[:0] = pending
+                raise
+            if both is not None:
+                if sync_error is not None:
+                    raise sync_error
+                return
             if sync:
                 await self._writer.sync()
+        finally:
+            lock.release()
 
     async def write(self) -> None:
         """Write the changes that wait to be written (appended with ``write=False``, or

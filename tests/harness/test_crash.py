@@ -9,7 +9,9 @@ process restores the session (``Harness.interrupted``, ``resume()``) and must fi
 run: the last answer is "finished", the operation is over (``pi.result`` completed, the
 lane idle), the unsafe ``write`` tool never had an effect twice (each effect appends a line
 to a file the test counts), and the context equals an uninterrupted run's, except that
-a ``write`` killed after its effect ends as interrupted (Pi's result) rather than run again.
+a ``write`` killed after its effect, before its outcome was written (the outcomes of a
+batch no tool still runs in are written with the turn's save point), ends as interrupted
+(Pi's result) rather than run again.
 """
 
 from __future__ import annotations
@@ -171,14 +173,19 @@ CASES = [
 ]
 
 # The unsafe calls that end as interrupted: started (their intent recorded) but killed
-# before their outcome was. In the parallel first batch, ``write`` c1 has run when
-# ``read`` c2 runs, but its outcome is recorded after both.
+# before their outcome was written. In the parallel first batch, ``write`` c1 has run
+# when ``read`` c2 runs, but its outcome is recorded after both; once no tool runs, the
+# outcomes and result entries wait for the turn's save point (no effect comes between
+# them), so a kill at a tool's end or its result's ``message_end`` finds them unwritten.
 INTERRUPTED = {
     "before-effect-c1": {"c1"},
     "after-effect-c1": {"c1"},
+    "outcome-c1": {"c1"},
     "after-effect-c2": {"c1"},
+    "end-c2": {"c1"},
     "before-effect-c3": {"c3"},
     "after-effect-c3": {"c3"},
+    "end-c3": {"c3"},
 }
 NO_EFFECT = {"before-effect-c1": "write 1", "before-effect-c3": "write 2"}
 
@@ -245,7 +252,7 @@ async def test_a_run_killed_at_any_point_is_resumed_and_finishes(
     reads = after.count("read")
     assert (
         reads == 2
-        if point == "after-effect-c2"
+        if point in ("after-effect-c2", "end-c2")
         else reads in ((1, 2) if point == "outcome-c1" else (1,))
     )
     # The context is an uninterrupted run's, but for the interrupted writes.
