@@ -20,7 +20,7 @@ so its work is in neither child's CPU time.
 Usage::
 
     python -m benchmarks.bench_cli [--rounds 5] [--workloads help,turn,tools,deltas]
-        [--deltas 10000] [--pi PATH] [--json]
+        [--deltas 10000] [--pi PATH] [--baseline SOURCE_TREE] [--json]
 
 ``--pi`` is the ``pi`` wrapper (default ``$PI_ORACLE`` or
 ``/work/shared/oracle/coding-agent/pi``, as ``tests/cli`` find it); its ``--oracle-path``
@@ -199,12 +199,21 @@ _ENDS: Final = {"turn": "echo: hello", "tools": "Done.", "deltas": "end."}
 
 
 def run_one(
-    subject: str, command: list[str], workload: str, *, deltas: int, url: str
+    subject: str,
+    command: list[str],
+    workload: str,
+    *,
+    deltas: int,
+    url: str,
+    source: str | None = None,
 ) -> dict[str, float]:
-    """One process of ``subject`` doing ``workload`` in a fresh HOME and project."""
+    """One process of ``subject`` doing ``workload`` in a fresh HOME and project
+    (``source``: a pitrio source tree to import instead of the installed one)."""
     with tempfile.TemporaryDirectory(prefix="pitrio-bench-cli-") as temp:
         root = Path(temp)
         env = _home(root, url)
+        if source is not None:
+            env["PYTHONPATH"] = source
         work = root / "work"
         work.mkdir()
         (work / "notes.txt").write_text("first line\nsecond line\n")
@@ -222,7 +231,8 @@ def run_one(
                 cwd=work,
             )  # fmt: skip
             assert child.stderr is not None
-            errors = child.stderr.read()
+            with child.stderr:
+                errors = child.stderr.read()
             _, status, usage = os.wait4(child.pid, 0)
             wall = time.perf_counter() - started
             child.returncode = os.waitstatus_to_exitcode(status)
@@ -244,15 +254,35 @@ def run_one(
     }
 
 
-def measure(*, workloads: Sequence[str], rounds: int, deltas: int, pi: Path) -> dict[str, Any]:
+def measure(
+    *,
+    workloads: Sequence[str],
+    rounds: int,
+    deltas: int,
+    pi: Path,
+    baseline: str | None = None,
+) -> dict[str, Any]:
+    """Every workload on every subject, ``rounds`` interleaved rounds (``baseline``: a
+    pitrio source tree measured too, as ``pitrio-baseline``)."""
     oracle = oracle_path(pi)
     runs: dict[tuple[str, str], list[dict[str, float]]] = {}
     with Server() as server:
         subjects = commands(oracle, server.url)
+        sources: dict[str, str | None] = dict.fromkeys(subjects)
+        if baseline is not None:
+            subjects["pitrio-baseline"] = subjects["pitrio"]
+            sources["pitrio-baseline"] = baseline
         for _ in range(rounds):
             for workload in workloads:
                 for subject, command in subjects.items():
-                    one = run_one(subject, command, workload, deltas=deltas, url=server.url)
+                    one = run_one(
+                        subject,
+                        command,
+                        workload,
+                        deltas=deltas,
+                        url=server.url,
+                        source=sources[subject],
+                    )
                     runs.setdefault((workload, subject), []).append(one)
     rows = []
     for (workload, subject), found in runs.items():
@@ -285,17 +315,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", type=_names, default=WORKLOADS)
     parser.add_argument("--deltas", type=int, default=DELTAS)
     parser.add_argument("--pi", type=Path, default=PI, help="the pi wrapper script")
+    parser.add_argument("--baseline", help="a pitrio source tree to measure too (before/after)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = measure(workloads=args.workloads, rounds=args.rounds, deltas=args.deltas, pi=args.pi)
+    result = measure(
+        workloads=args.workloads,
+        rounds=args.rounds,
+        deltas=args.deltas,
+        pi=args.pi,
+        baseline=args.baseline,
+    )
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"{args.rounds} interleaved rounds, medians (load average {result['load_average']})")
-    print("workload subject   wall ms   CPU ms  peak RSS MB  stdout B  session B")
+    print("workload subject           wall ms   CPU ms  peak RSS MB  stdout B  session B")
     for row in result["rows"]:
         print(
-            f"{row['workload']:<8} {row['subject']:<7} {row['wall_ms']:>8.0f} "
+            f"{row['workload']:<8} {row['subject']:<15} {row['wall_ms']:>8.0f} "
             f"{row['cpu_ms']:>8.0f} {row['peak_rss_mb']:>12.1f} {row['stdout_bytes']:>9.0f} "
             f"{row['session_bytes']:>10.0f}"
         )

@@ -18,9 +18,11 @@ answer). Reported per page count:
 * instructions per delta of the server process (valgrind's cachegrind,
   ``--cache-sim=no``): a process answering with ``--instruction-deltas`` deltas minus one
   answering with 1 delta, divided by the difference, which cancels start-up, imports,
-  connecting and the snapshot (``--instructions``: the page counts); with 0 pages that is
-  the harness and the scripted model alone, so the rows above it are what the page path
-  adds;
+  connecting and the snapshot (``--instructions``: the page counts), and a ``bare`` row
+  (no page, and the pages' listener ignoring every event: the harness and the scripted
+  model alone), so the rows above it are what the page path adds. The batches are timed
+  (``FRAME_SECONDS``), and cachegrind runs the server some 50x slower: a batch then holds
+  fewer deltas than without it (the frames per page are reported with each row);
 * for a ``--deltas`` answer to ``--pages`` pages: wall time per delta (from the prompt to
   every page having the answer's end; the pages run in this process, so it includes
   their reading), the server's CPU time per delta (``/proc/PID/stat``), and the WebSocket
@@ -206,16 +208,20 @@ INSTRUCTION_DELTAS = 2_001
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-async def _delta_child(sessions: str, cwd: str, deltas: str) -> None:
+async def _delta_child(sessions: str, cwd: str, deltas: str, mode: str) -> None:
     """The server of the per-delta workload: answers the prompt ``go`` (started when
     the parent writes ``go`` to stdin) with ``deltas`` deltas, prints ``done`` when the
-    run settled, and stops at EOF on stdin."""
+    run settled, and stops at EOF on stdin. In ``bare`` mode the pages' listener ignores
+    every event (the harness and the scripted model alone)."""
     import pitrio.web._serve as serve_module
     from pitrio.testing import ScriptedModel, ScriptedResponse
     from pitrio.web._pages import WebApp
 
     found: list[WebApp] = []
     original = WebApp
+    if mode == "bare":
+        listener = "_on_event"  # a name: the benchmark reaches in
+        setattr(WebApp, listener, lambda self, event: None)
 
     def capture(*args: Any, **kwargs: Any) -> WebApp:
         web = original(*args, **kwargs)
@@ -302,15 +308,18 @@ async def _lines(stream: trio.abc.ReceiveStream, buffer: bytearray) -> bytes:
     return line
 
 
-async def one_answer(*, pages: int, deltas: int, valgrind: bool = False) -> dict[str, Any]:
-    """Serve one ``deltas``-delta answer to ``pages`` pages in a child process."""
+async def one_answer(
+    *, pages: int, deltas: int, valgrind: bool = False, bare: bool = False
+) -> dict[str, Any]:
+    """Serve one ``deltas``-delta answer to ``pages`` pages in a child process (``bare``:
+    with the page path cut off)."""
     with tempfile.TemporaryDirectory(prefix="pitrio-bench-web-") as temp:
         cwd = os.path.join(temp, "project")
         os.mkdir(cwd)
         sessions = os.path.join(temp, "sessions")
         os.mkdir(sessions)
         command = [sys.executable, "-m", "benchmarks.bench_web", "--delta-serve", sessions]
-        command += [cwd, str(deltas)]
+        command += [cwd, str(deltas), "bare" if bare else "web"]
         if valgrind:
             vg = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
             command = [*vg, "--cachegrind-out-file=/dev/null", *command]
@@ -382,11 +391,17 @@ async def per_delta(
 ) -> dict[str, Any]:
     """The per-delta rows: instructions (N deltas minus 1) and wall/CPU per page count."""
     rows: list[dict[str, Any]] = []
+    if instruction_pages:
+        many = await one_answer(pages=0, deltas=instruction_deltas, valgrind=True, bare=True)
+        one = await one_answer(pages=0, deltas=1, valgrind=True, bare=True)
+        extra = (many["instructions"] - one["instructions"]) / (instruction_deltas - 1)
+        rows.append({"pages": "bare", "instructions_per_delta": extra, "frames_per_page": 0})
     for count in instruction_pages:
         many = await one_answer(pages=count, deltas=instruction_deltas, valgrind=True)
         one = await one_answer(pages=count, deltas=1, valgrind=True)
         extra = (many["instructions"] - one["instructions"]) / (instruction_deltas - 1)
-        rows.append({"pages": count, "instructions_per_delta": extra})
+        frames = many["frames_per_page"][0] if many["frames_per_page"] else 0
+        rows.append({"pages": count, "instructions_per_delta": extra, "frames_per_page": frames})
     timed: list[dict[str, Any]] = []
     for count in pages:
         run = await one_answer(pages=count, deltas=deltas)
@@ -428,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         "--serve", nargs=3, metavar=("SESSIONS", "CWD", "ID"), help=argparse.SUPPRESS
     )
     parser.add_argument(
-        "--delta-serve", nargs=3, metavar=("SESSIONS", "CWD", "N"), help=argparse.SUPPRESS
+        "--delta-serve", nargs=4, metavar=("SESSIONS", "CWD", "N", "MODE"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
     if args.serve:
@@ -452,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in found["instructions"]:
             print(
                 f"{row['pages']:>4} pages: {row['instructions_per_delta']:,.0f} instructions/delta"
+                f" ({row['frames_per_page']} frames/page under cachegrind)"
             )
         for row in found["timed"]:
             print(
