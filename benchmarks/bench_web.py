@@ -22,7 +22,8 @@ answer). Reported per page count:
   (no page, and the pages' listener ignoring every event: the harness and the scripted
   model alone), so the rows above it are what the page path adds. The batches are timed
   (``FRAME_SECONDS``), and cachegrind runs the server some 50x slower: a batch then holds
-  fewer deltas than without it (the frames per page are reported with each row);
+  fewer deltas than without it (the frames per page are reported with each row;
+  ``--frame-seconds 0`` sends a frame per message, the same count under cachegrind or not);
 * for a ``--deltas`` answer to ``--pages`` pages: wall time per delta (from the prompt to
   every page having the answer's end; the pages run in this process, so it includes
   their reading), the server's CPU time per delta (``/proc/PID/stat``), and the WebSocket
@@ -208,17 +209,22 @@ INSTRUCTION_DELTAS = 2_001
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-async def _delta_child(sessions: str, cwd: str, deltas: str, mode: str) -> None:
+async def _delta_child(sessions: str, cwd: str, deltas: str, mode: str, frame: str) -> None:
     """The server of the per-delta workload: answers the prompt ``go`` (started when
     the parent writes ``go`` to stdin) with ``deltas`` deltas, prints ``done`` when the
     run settled, and stops at EOF on stdin. In ``bare`` mode the pages' listener ignores
-    every event (the harness and the scripted model alone)."""
+    every event (the harness and the scripted model alone). ``frame``: the pages'
+    ``FRAME_SECONDS`` (``-`` keeps it)."""
     import pitrio.web._serve as serve_module
     from pitrio.testing import ScriptedModel, ScriptedResponse
     from pitrio.web._pages import WebApp
 
     found: list[WebApp] = []
     original = WebApp
+    if frame != "-":
+        import pitrio.web._pages as pages_module
+
+        vars(pages_module)["FRAME_SECONDS"] = float(frame)
     if mode == "bare":
         listener = "_on_event"  # a name: the benchmark reaches in
         setattr(WebApp, listener, lambda self, event: None)
@@ -309,7 +315,12 @@ async def _lines(stream: trio.abc.ReceiveStream, buffer: bytearray) -> bytes:
 
 
 async def one_answer(
-    *, pages: int, deltas: int, valgrind: bool = False, bare: bool = False
+    *,
+    pages: int,
+    deltas: int,
+    valgrind: bool = False,
+    bare: bool = False,
+    frame_seconds: float | None = None,
 ) -> dict[str, Any]:
     """Serve one ``deltas``-delta answer to ``pages`` pages in a child process (``bare``:
     with the page path cut off)."""
@@ -320,6 +331,7 @@ async def one_answer(
         os.mkdir(sessions)
         command = [sys.executable, "-m", "benchmarks.bench_web", "--delta-serve", sessions]
         command += [cwd, str(deltas), "bare" if bare else "web"]
+        command.append("-" if frame_seconds is None else str(frame_seconds))
         if valgrind:
             vg = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
             command = [*vg, "--cachegrind-out-file=/dev/null", *command]
@@ -387,9 +399,15 @@ async def one_answer(
 
 
 async def per_delta(
-    *, pages: Sequence[int], deltas: int, instruction_pages: Sequence[int], instruction_deltas: int
+    *,
+    pages: Sequence[int],
+    deltas: int,
+    instruction_pages: Sequence[int],
+    instruction_deltas: int,
+    frame_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """The per-delta rows: instructions (N deltas minus 1) and wall/CPU per page count."""
+    """The per-delta rows: instructions (N deltas minus 1) and wall/CPU per page count
+    (``frame_seconds``: the pages' batch interval instead of ``FRAME_SECONDS``)."""
     rows: list[dict[str, Any]] = []
     if instruction_pages:
         many = await one_answer(pages=0, deltas=instruction_deltas, valgrind=True, bare=True)
@@ -397,14 +415,16 @@ async def per_delta(
         extra = (many["instructions"] - one["instructions"]) / (instruction_deltas - 1)
         rows.append({"pages": "bare", "instructions_per_delta": extra, "frames_per_page": 0})
     for count in instruction_pages:
-        many = await one_answer(pages=count, deltas=instruction_deltas, valgrind=True)
-        one = await one_answer(pages=count, deltas=1, valgrind=True)
+        many = await one_answer(
+            pages=count, deltas=instruction_deltas, valgrind=True, frame_seconds=frame_seconds
+        )
+        one = await one_answer(pages=count, deltas=1, valgrind=True, frame_seconds=frame_seconds)
         extra = (many["instructions"] - one["instructions"]) / (instruction_deltas - 1)
         frames = many["frames_per_page"][0] if many["frames_per_page"] else 0
         rows.append({"pages": count, "instructions_per_delta": extra, "frames_per_page": frames})
     timed: list[dict[str, Any]] = []
     for count in pages:
-        run = await one_answer(pages=count, deltas=deltas)
+        run = await one_answer(pages=count, deltas=deltas, frame_seconds=frame_seconds)
         timed.append(
             {
                 "pages": count,
@@ -417,6 +437,7 @@ async def per_delta(
         "metric": "web_per_delta",
         "deltas": deltas,
         "instruction_deltas": instruction_deltas,
+        "frame_seconds": frame_seconds,
         "instructions": rows,
         "timed": timed,
     }
@@ -440,10 +461,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--instruction-deltas", type=int, default=INSTRUCTION_DELTAS)
     parser.add_argument(
+        "--frame-seconds", type=float, help="the batch interval (0: a frame per message)"
+    )
+    parser.add_argument(
         "--serve", nargs=3, metavar=("SESSIONS", "CWD", "ID"), help=argparse.SUPPRESS
     )
     parser.add_argument(
-        "--delta-serve", nargs=4, metavar=("SESSIONS", "CWD", "N", "MODE"), help=argparse.SUPPRESS
+        "--delta-serve",
+        nargs=5,
+        metavar=("SESSIONS", "CWD", "N", "MODE", "FRAME"),
+        help=argparse.SUPPRESS,
     )
     args = parser.parse_args(argv)
     if args.serve:
@@ -459,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
                 deltas=args.deltas,
                 instruction_pages=args.instructions,
                 instruction_deltas=args.instruction_deltas,
+                frame_seconds=args.frame_seconds,
             )
         )
         if args.json:
