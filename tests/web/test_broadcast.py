@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
 
 from pitrio.ui import Append, AppendDelta, Replace, Status, Transcript, UiMessage
+from pitrio.ui._protocol import new_delta
 from pitrio.web._http import Client, text_frame
 from pitrio.web._pages import FRAME_SECONDS, Broadcaster, message_text
 
@@ -53,6 +55,20 @@ def test_a_deltas_text_is_jsons(item: str, delta: str, channel: Any) -> None:
     message = AppendDelta(id=item, delta=delta, channel=channel)
     assert message_text(message) == json.dumps(message.to_json(), ensure_ascii=False)
     assert json.loads(message_text(message)) == message.to_json()
+
+
+@settings(deadline=None, max_examples=100)
+@given(item=st.text(), delta=st.text(), channel=st.sampled_from(["text", "thinking"]))
+def test_a_delta_built_by_its_slots_is_the_attrs_one(item: str, delta: str, channel: Any) -> None:
+    """``new_delta`` (the adapter's fast path) makes the value attrs' ``__init__`` makes:
+    equal, same hash and repr, still frozen."""
+    fast = new_delta(item, delta, channel)
+    made = AppendDelta(id=item, delta=delta, channel=channel)
+    assert fast == made
+    assert hash(fast) == hash(made)
+    assert repr(fast) == repr(made)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.delta = "x"  # type: ignore[misc]  # frozen: the point of the check
 
 
 @pytest.mark.parametrize(
