@@ -90,6 +90,32 @@ def _guess(parser: argparse.ArgumentParser, message: str) -> str:
     return ""
 
 
+@final
+class _VersionAction(argparse.Action):
+    """``--version``: prints ``pitrio VERSION`` and exits, as argparse's ``version``
+    action does, but looks the version up only then (``importlib.metadata`` and its
+    scan of the installed packages would cost every start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        print(f"pitrio {_version()}")
+        parser.exit()
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -142,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the first message (@FILE arguments are included in it: text inlined, images "
         "attached), then more messages sent one after another",
     )
-    add("-v", "--version", action="version", version=f"pitrio {_version()}")
+    add("-v", "--version", action=_VersionAction)
     add(
         "-p",
         "--print",

@@ -32,6 +32,11 @@ __all__ = ["main", "run"]
 
 def run() -> NoReturn:
     """The ``pitrio`` console script."""
+    if "httpx" not in sys.modules:
+        # httpx imports its own command line (click, rich.progress, rich.syntax,
+        # pygments: about 100 modules, half of what importing httpx costs) whenever
+        # click is installed; this process never runs it, so httpx.main stays a stub.
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]  # "not importable"
     sys.exit(main())
 
 

@@ -30,7 +30,16 @@ from pitrio import (
     UserMessage,
 )
 
-from ._protocol import Append, AppendDelta, ItemKind, ItemState, Replace, Status, UiMessage
+from ._protocol import (
+    Append,
+    AppendDelta,
+    ItemKind,
+    ItemState,
+    Replace,
+    Status,
+    UiMessage,
+    new_delta,
+)
 
 __all__ = ["Transcript", "UiAdapter", "tool_title"]
 
@@ -204,9 +213,9 @@ class UiAdapter:
             return []
         inner = event.assistant_message_event
         if isinstance(inner, TextDeltaEvent):
-            return [AppendDelta(id=item, delta=inner.delta)]
+            return [new_delta(item, inner.delta, "text")]
         if isinstance(inner, ThinkingDeltaEvent):
-            return [AppendDelta(id=item, delta=inner.delta, channel="thinking")]
+            return [new_delta(item, inner.delta, "thinking")]
         return []
 
     def _harness_event(self, event: Any) -> list[UiMessage]:
@@ -300,6 +309,13 @@ class Transcript:
     def apply(self, message: UiMessage) -> None:
         """Update the view with one message (unknown ids are ignored, as a view would)."""
         self.version += 1
+        if type(message) is AppendDelta:  # a stream's many messages: checked first
+            if (streamed := self._items.get(message.id)) is not None:
+                if message.channel == "thinking":
+                    streamed.thinking_chunks.append(message.delta)
+                else:
+                    streamed.chunks.append(message.delta)
+            return
         if isinstance(message, Status):
             self.working = message.working
         elif isinstance(message, Append):
@@ -310,11 +326,6 @@ class Transcript:
             self._items[message.id] = _Item(message.kind, message.title, [message.text], state)
         elif (item := self._items.get(message.id)) is None:
             return
-        elif isinstance(message, AppendDelta):
-            if message.channel == "thinking":
-                item.thinking_chunks.append(message.delta)
-            else:
-                item.chunks.append(message.delta)
         else:
             item.chunks = [message.text]
             item.state = message.state

@@ -55,7 +55,7 @@ from pitrio.worker import (
     submit_prompt,
 )
 
-from ._http import Client
+from ._http import Client, text_frame
 from ._pages import SNAPSHOT_CHARS, SNAPSHOT_ITEMS, Broadcaster, first_prompt, history_reply
 
 __all__ = ["ClusterPages"]
@@ -123,6 +123,7 @@ class ClusterPages(Broadcaster):
         cwd: str,
         banner: str,
     ) -> None:
+        super().__init__()
         self.store = store
         self.queue_url = queue_url
         self.events_url = events_url
@@ -130,7 +131,6 @@ class ClusterPages(Broadcaster):
         self.banner = banner
         self.queue = make_client_app(queue_url)
         self.session_id: str | None = None
-        self.clients: set[Client] = set()
         self.adapter = UiAdapter(harness=True)
         self.view = Transcript()
         self.active: set[str] = set()  # keys of jobs submitted or started, not ended
@@ -139,7 +139,6 @@ class ClusterPages(Broadcaster):
         self._follow_scope: trio.CancelScope | None = None
         self._switch_lock = trio.Lock()
         self._titles: dict[str, tuple[float, str]] = {}
-        self.nursery: trio.Nursery | None = None
 
     # -- the view ----------------------------------------------------------------------
 
@@ -256,8 +255,9 @@ class ClusterPages(Broadcaster):
     # -- pages -------------------------------------------------------------------------
 
     def connect(self, client: Client) -> None:
+        self.flush()  # as WebApp.connect
         for text in self.hello():
-            client.send.send_nowait(text)
+            client.send.send_nowait(text_frame(text))
         self.clients.add(client)
 
     def disconnect(self, client: Client) -> None:

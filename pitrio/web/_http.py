@@ -41,7 +41,7 @@ from typing import Any, Final, Protocol, final
 import attrs
 import trio
 
-__all__ = ["Client", "Gate", "Pages", "handle_connection"]
+__all__ = ["Client", "Gate", "Pages", "handle_connection", "text_frame"]
 
 _MAX_HEAD: Final = 16 * 1024
 _MAX_MESSAGE: Final = 1024 * 1024
@@ -69,13 +69,28 @@ _STATIC: Final = {
 
 @final
 class Client:
-    """One connected page: the queue of JSON texts its writer sends."""
+    """One connected page: the queue of WebSocket frames its writer sends (each a JSON
+    text: a message or an array of them, framed by :func:`text_frame`)."""
 
     __slots__ = ("closed", "send")
 
-    def __init__(self, send: trio.MemorySendChannel[str]) -> None:
+    def __init__(self, send: trio.MemorySendChannel[bytes]) -> None:
         self.send = send
         self.closed = False
+
+
+def text_frame(text: str) -> bytes:
+    """``text`` as one WebSocket text frame from a server (RFC 6455 5.2: final, not
+    masked): made once, the same bytes can go to every page."""
+    payload = text.encode()
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x81, size))
+    elif size < 65536:
+        head = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return head + payload
 
 
 class Pages(Protocol):
@@ -224,7 +239,7 @@ async def _handle(stream: trio.SocketStream, gate: Gate, pages: Pages) -> None:
     await _respond(stream, 200, content_type, body)
 
 
-async def _websocket(stream: trio.abc.Stream, pages: Pages) -> None:
+async def _websocket(stream: _Prefixed, pages: Pages) -> None:
     import trio_websocket
 
     async with trio.open_nursery() as nursery:
@@ -232,12 +247,12 @@ async def _websocket(stream: trio.abc.Stream, pages: Pages) -> None:
             nursery, stream, max_message_size=_MAX_MESSAGE
         )
         ws = await request.accept()
-        send, receive = trio.open_memory_channel[str](_CLIENT_QUEUE)
+        send, receive = trio.open_memory_channel[bytes](_CLIENT_QUEUE)
         client = Client(send)
         pages.connect(client)
         try:
             async with trio.open_nursery() as inner:
-                inner.start_soon(_writer, ws, receive, inner.cancel_scope)
+                inner.start_soon(_writer, ws, stream, receive, inner.cancel_scope)
                 await _read_commands(pages, client, ws)
                 inner.cancel_scope.cancel()
         finally:
@@ -260,20 +275,21 @@ async def _read_commands(pages: Pages, client: Client, ws: Any) -> None:
 
 
 async def _writer(
-    ws: Any, receive: trio.MemoryReceiveChannel[str], scope: trio.CancelScope
+    ws: Any, stream: _Prefixed, receive: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope
 ) -> None:
-    import trio_websocket
-
+    # The frames are written to the socket directly (trio-websocket frames only its own
+    # messages: the handshake, pongs, the close), so that one broadcast's bytes are made
+    # once for every page. Whatever queued up while the last frames were sent goes in
+    # one write: a fast stream costs a write per batch, not per delta.
     try:
-        async for text in receive:
-            # Whatever queued up while the last frame was sent goes as one JSON array:
-            # a fast stream costs a frame per batch, not per delta.
-            batch = [text]
+        async for frame in receive:
+            batch = [frame]
             with contextlib.suppress(trio.WouldBlock):
                 while len(batch) < _BATCH:
                     batch.append(receive.receive_nowait())
-            await ws.send_message(batch[0] if len(batch) == 1 else f"[{','.join(batch)}]")
-    except trio_websocket.ConnectionClosed:
+            if not await stream.send_frames(ws, frame if len(batch) == 1 else b"".join(batch)):
+                break
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     scope.cancel()  # the page is gone, or was dropped for not reading
 
@@ -285,6 +301,8 @@ class _Prefixed(trio.abc.Stream):
     def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
         self._stream = stream
         self._prefix = prefix
+        # trio-websocket's frames and the writer's take turns: one frame is one write.
+        self._send_lock = trio.StrictFIFOLock()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._prefix:
@@ -295,7 +313,17 @@ class _Prefixed(trio.abc.Stream):
         return await self._stream.receive_some(max_bytes)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._stream.send_all(data)
+        async with self._send_lock:
+            await self._stream.send_all(data)
+
+    async def send_frames(self, ws: Any, frames: bytes) -> bool:
+        """Write whole frames for the WebSocket ``ws``, unless it is closed or closing
+        (then nothing may follow its close frame): whether they were written."""
+        async with self._send_lock:
+            if ws.closed is not None:
+                return False
+            await self._stream.send_all(frames)
+            return True
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._stream.wait_send_all_might_not_block()
