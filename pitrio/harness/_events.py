@@ -126,8 +126,8 @@ class CompactionEnd:
 
     Attributes:
         reason: as in :class:`CompactionStart`.
-        status: ``completed`` (an entry was written), ``declined`` (nothing to compact),
-            ``aborted`` or ``failed``.
+        status: ``completed`` (an entry was written), ``declined`` (nothing to compact,
+            or a ``before_compaction`` hook declined it), ``aborted`` or ``failed``.
         entry_id: the compaction entry's id when completed.
         summary: the summary written when completed.
         tokens_before: the context's estimated size before compaction.
@@ -168,7 +168,8 @@ class NavigationEnd:
     """A tree navigation ended (Pi's ``navigation_end``).
 
     Attributes:
-        status: ``completed`` (the tip moved), ``aborted`` or ``failed`` (the tip stays).
+        status: ``completed`` (the tip moved), ``declined`` (by a ``before_navigation``
+            hook), ``aborted`` or ``failed`` (the tip stays).
         from_tip_id: the tip it left.
         tip_id: the tip now (the branch summary's entry when one was written).
         entry_id: the branch summary's entry, if one was written.
@@ -177,7 +178,7 @@ class NavigationEnd:
     """
 
     type: ClassVar[Literal["navigation_end"]] = "navigation_end"
-    status: Literal["completed", "aborted", "failed"]
+    status: Literal["completed", "declined", "aborted", "failed"]
     from_tip_id: str | None
     tip_id: str | None
     entry_id: str | None = None

@@ -99,7 +99,14 @@ from ._events import (
 )
 from ._frames import FramedStream
 from ._hook_bridge import HookBridge
-from ._hooks import Hooks
+from ._hooks import (
+    BeforeCompactionEvent,
+    BeforeCompactionResult,
+    BeforeNavigationEvent,
+    BeforeNavigationResult,
+    HookError,
+    Hooks,
+)
 from ._invocation import InvokedTool
 from ._listeners import EventBus, HarnessListener
 from ._messages import convert_to_llm as harness_convert_to_llm
@@ -1425,23 +1432,40 @@ class Harness:
             )
 
         result: CompactionResult | None = None
+        decision: BeforeCompactionResult | None = None
         try:
             with self._abort_scope() as scope:
-                if op is None:
+                if op is None or op.at == "summary.deciding":
+                    decision = await self.hooks.run_before_compaction(
+                        BeforeCompactionEvent(
+                            reason=reason,
+                            preparation=preparation,
+                            custom_instructions=custom_instructions,
+                            operation_id=None if op is None else op.id,
+                        )
+                    )
+                if decision is not None:
+                    result = decision.compaction
+                elif op is None:
                     result = await summarize(self._bridge.stream, None)
                 else:
                     result = await self._structural_summary(op, summarize)
-        except (CompactionError, SessionFormatError) as exc:
+        except (CompactionError, SessionFormatError, HookError) as exc:
             self._cancel_scope = None
             if op is not None and _open(session, op):
-                code = getattr(exc, "reason", "summarization_failed")
+                code = _failure_code(exc)
                 await op.finish("failed", error={"code": code, "message": str(exc)})
             return CompactionEnd(reason=reason, status="failed", error_message=str(exc))
         self._cancel_scope = None
+        if decision is not None and decision.decline and not scope.cancelled_caught:
+            if op is not None:
+                await op.finish("declined")
+            return CompactionEnd(reason=reason, status="declined")
         if result is None or scope.cancelled_caught:
             if op is not None:
                 await op.finish("aborted")
             return CompactionEnd(reason=reason, status="aborted")
+        from_hook = decision is not None
         if op is None:
             entry_id = await session.append_compaction(
                 result.summary,
@@ -1449,6 +1473,7 @@ class Harness:
                 retained_tail=result.retained_tail,
                 details=result.details,
                 usage=result.usage,
+                from_hook=from_hook,
             )
         else:
             entry_id, writes = op.compaction_writes(
@@ -1457,6 +1482,7 @@ class Harness:
                 retained_tail=result.retained_tail,
                 details=result.details,
                 usage=result.usage,
+                from_hook=from_hook,
             )
             await op.finish("completed", before=writes, tip_id=entry_id)
         await session.flush()
@@ -1738,23 +1764,40 @@ class Harness:
             )
 
         result = None
+        decision: BeforeNavigationResult | None = None
         try:
             with self._abort_scope() as scope:
-                result = await self._structural_summary(op, summarize)
-        except (BranchSummaryError, CompactionError, SessionFormatError) as exc:
+                if op.at == "summary.deciding":
+                    decision = await self.hooks.run_before_navigation(
+                        BeforeNavigationEvent(
+                            target_id=str(target),
+                            preparation=preparation,
+                            custom_instructions=instructions,
+                            operation_id=op.id,
+                        )
+                    )
+                if decision is not None:
+                    result = decision.summary
+                else:
+                    result = await self._structural_summary(op, summarize)
+        except (BranchSummaryError, CompactionError, SessionFormatError, HookError) as exc:
             self._cancel_scope = None
             if _open(session, op):
-                code = getattr(exc, "reason", "summarization_failed")
+                code = _failure_code(exc)
                 await op.finish("failed", error={"code": code, "message": str(exc)})
             return NavigationEnd(
                 status="failed", from_tip_id=source, tip_id=source, error_message=str(exc)
             )
         self._cancel_scope = None
+        if decision is not None and decision.decline and not scope.cancelled_caught:
+            await op.finish("declined")
+            return NavigationEnd(status="declined", from_tip_id=source, tip_id=source)
         if result is None or scope.cancelled_caught:
             await op.finish("aborted")
             return NavigationEnd(status="aborted", from_tip_id=source, tip_id=source)
         details = {"readFiles": result.read_files, "modifiedFiles": result.modified_files}
-        tip, writes = op.navigation_writes(target, label, (result.summary, details, result.usage))
+        summary = (result.summary, details, result.usage)
+        tip, writes = op.navigation_writes(target, label, summary, from_hook=decision is not None)
         await op.finish("completed", before=writes, tip_id=tip)
         return NavigationEnd(
             status="completed",
@@ -1812,6 +1855,14 @@ async def _finish_failed(op: StructuralOperation, exc: Exception) -> None:
         await op.finish("failed", error=error)
     except Exception:
         return
+
+
+def _failure_code(exc: Exception) -> str:
+    """The ``error.code`` of an operation that failed with ``exc`` (Pi's codes; a
+    failing hook is ``hook_failed``)."""
+    if isinstance(exc, HookError):
+        return "hook_failed"
+    return str(getattr(exc, "reason", "summarization_failed"))
 
 
 def _open(session: Session, op: StructuralOperation) -> bool:

@@ -24,11 +24,19 @@ request``                                                     (headers, timeout,
 payload``
 ``after_provider_         :class:`ProviderResponseEvent`      nothing (observe status and
 response``                                                    headers)
+``before_compaction``     :class:`BeforeCompactionEvent`      :class:`BeforeCompactionResult`
+                                                              (decline it, or give the
+                                                              compaction); the first wins
+``before_navigation``     :class:`BeforeNavigationEvent`      :class:`BeforeNavigationResult`
+                                                              (decline it, or give the
+                                                              summary); the first wins
 ========================  ==================================  =================================
 
 A handler that raises ends the run as an error run (its text names the hook); the
 harness is idle again afterwards. For the tool hooks the failing call's result is the
-error, and the run ends with the error once the turn is over.
+error, and the run ends with the error once the turn is over. A failing
+``before_compaction`` / ``before_navigation`` handler ends that operation as failed (no
+summary is asked of the model).
 """
 
 from __future__ import annotations
@@ -48,12 +56,21 @@ from pitrio import (
     UsageError,
 )
 
+from ._branch_summary import BranchPreparation, BranchSummaryResult
+from ._compaction import CompactionPreparation
+from ._events import CompactionReason
+from ._summary import CompactionResult
+
 JSONValue: TypeAlias = Any
 UserContent: TypeAlias = TextContent | ImageContent
 
 __all__ = [
     "BeforeAgentStartEvent",
     "BeforeAgentStartResult",
+    "BeforeCompactionEvent",
+    "BeforeCompactionResult",
+    "BeforeNavigationEvent",
+    "BeforeNavigationResult",
     "ContextEvent",
     "HookError",
     "HookName",
@@ -76,6 +93,8 @@ HookName: TypeAlias = Literal[
     "before_provider_request",
     "before_provider_payload",
     "after_provider_response",
+    "before_compaction",
+    "before_navigation",
 ]
 HOOK_NAMES: tuple[HookName, ...] = (
     "before_agent_start",
@@ -85,6 +104,8 @@ HOOK_NAMES: tuple[HookName, ...] = (
     "before_provider_request",
     "before_provider_payload",
     "after_provider_response",
+    "before_compaction",
+    "before_navigation",
 )
 
 
@@ -214,6 +235,86 @@ class ProviderResponseEvent:
     headers: Mapping[str, str]
 
 
+@final
+@attrs.frozen(kw_only=True)
+class BeforeCompactionEvent:
+    """A compaction is about to ask the model for its summary (Pi's ``before_compaction``).
+
+    Attributes:
+        reason: ``manual`` (:meth:`~pitrio.harness.Harness.compact`), ``threshold`` or
+            ``overflow`` (inside a run).
+        preparation: what the summary would replace and what it keeps.
+        custom_instructions: the caller's instructions for the summary, if any.
+        operation_id: the compaction's operation (``pi.op.meta``), ``None`` when it is
+            not recorded as one; a restarted process that finishes the operation asks the
+            hook again with the same id.
+    """
+
+    reason: CompactionReason
+    preparation: CompactionPreparation
+    custom_instructions: str | None = None
+    operation_id: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class BeforeCompactionResult:
+    """``decline=True`` ends the compaction as ``declined`` (nothing written but the
+    operation's end); ``compaction`` is written as the compaction entry (``fromHook``)
+    instead of asking the model. Not both.
+
+    Raises:
+        UsageError: both are given.
+    """
+
+    decline: bool = False
+    compaction: CompactionResult | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.decline and self.compaction is not None:
+            msg = "BeforeCompactionResult takes decline=True or compaction=..., not both"
+            raise UsageError(msg)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class BeforeNavigationEvent:
+    """A navigation is about to ask the model to summarise the branch it leaves (Pi's
+    ``before_navigation``; a navigation without ``summarize=True`` does not ask).
+
+    Attributes:
+        target_id: the entry the tip moves to.
+        preparation: the messages of the branch left that the summary would cover.
+        custom_instructions: the caller's instructions for the summary, if any.
+        operation_id: the navigation's operation (``pi.op.meta``).
+    """
+
+    target_id: str
+    preparation: BranchPreparation
+    custom_instructions: str | None = None
+    operation_id: str | None = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class BeforeNavigationResult:
+    """``decline=True`` ends the navigation as ``declined`` (the tip stays);
+    ``summary`` is written as the ``branch_summary`` entry (``fromHook``) under the
+    target instead of asking the model. Not both.
+
+    Raises:
+        UsageError: both are given.
+    """
+
+    decline: bool = False
+    summary: BranchSummaryResult | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.decline and self.summary is not None:
+            msg = "BeforeNavigationResult takes decline=True or summary=..., not both"
+            raise UsageError(msg)
+
+
 _E = TypeVar("_E")
 _R = TypeVar("_R")
 Handler: TypeAlias = Callable[[_E], "_R | Awaitable[_R | None] | None"]
@@ -263,6 +364,18 @@ class Hooks:
         self,
         name: Literal["after_provider_response"],
         handler: Handler[ProviderResponseEvent, None],
+    ) -> Callable[[], None]: ...
+    @overload
+    def on(
+        self,
+        name: Literal["before_compaction"],
+        handler: Handler[BeforeCompactionEvent, BeforeCompactionResult],
+    ) -> Callable[[], None]: ...
+    @overload
+    def on(
+        self,
+        name: Literal["before_navigation"],
+        handler: Handler[BeforeNavigationEvent, BeforeNavigationResult],
     ) -> Callable[[], None]: ...
     def on(self, name: HookName, handler: Callable[[Any], Any]) -> Callable[[], None]:
         """Register ``handler`` for the hook ``name``; returns a function removing it.
@@ -402,6 +515,38 @@ class Hooks:
     async def run_after_provider_response(self, event: ProviderResponseEvent) -> None:
         for handler in self._handlers.get("after_provider_response", ()):
             await self._call("after_provider_response", handler, event)
+
+    async def run_before_compaction(
+        self, event: BeforeCompactionEvent
+    ) -> BeforeCompactionResult | None:
+        """The first handler's result that declines or gives a compaction (Pi's
+        ``firstStructural``); ``None``: ask the model."""
+        for handler in self._handlers.get("before_compaction", ()):
+            result = await self._call("before_compaction", handler, event)
+            if result is None:
+                continue
+            if not isinstance(result, BeforeCompactionResult):
+                error = _bad_result("before_compaction", result, "BeforeCompactionResult")
+                raise error
+            if result.decline or result.compaction is not None:
+                return result
+        return None
+
+    async def run_before_navigation(
+        self, event: BeforeNavigationEvent
+    ) -> BeforeNavigationResult | None:
+        """The first handler's result that declines or gives a summary; ``None``: ask
+        the model."""
+        for handler in self._handlers.get("before_navigation", ()):
+            result = await self._call("before_navigation", handler, event)
+            if result is None:
+                continue
+            if not isinstance(result, BeforeNavigationResult):
+                error = _bad_result("before_navigation", result, "BeforeNavigationResult")
+                raise error
+            if result.decline or result.summary is not None:
+                return result
+        return None
 
 
 def _check_callable(name: str, handler: object) -> None:

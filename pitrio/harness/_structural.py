@@ -429,8 +429,12 @@ class StructuralOperation:
         retained_tail: Sequence[AgentMessage],
         details: JSONValue,
         usage: Usage | None,
+        from_hook: bool = False,
     ) -> tuple[str, list[Write]]:
-        """The compaction entry under the reserved id, and the tip on it."""
+        """The compaction entry under the reserved id, and the tip on it; ``from_hook``:
+        a ``before_compaction`` hook gave it (a new id; its usage, if any, as a usage
+        row first, Pi's ``publishStructuralOutcome``)."""
+        writes = self._hook_usage(usage) if from_hook else []
         entry_id = self.result_entry_id or new_id()
         entry: Write = {
             "kind": "entry",
@@ -444,18 +448,32 @@ class StructuralOperation:
         }
         if usage is not None:
             entry["usage"] = wire.unstructure(usage)
-        entry["fromHook"] = False
-        return entry_id, [entry, _set(BRANCH_TIP, self._lane, entry_id)]
+        entry["fromHook"] = from_hook
+        return entry_id, [*writes, entry, _set(BRANCH_TIP, self._lane, entry_id)]
+
+    @staticmethod
+    def _hook_usage(usage: Usage | None) -> list[Write]:
+        if usage is None:
+            return []
+        return [
+            {"kind": "usage", "id": new_id(), "usage": wire.unstructure(usage), "adjustment": False}
+        ]
 
     def navigation_writes(
         self,
         target_id: str | None,
         label: str | None,
         summary: tuple[str, JSONValue, Usage | None] | None,
+        from_hook: bool = False,
     ) -> tuple[str | None, list[Write]]:
         """The tip moved to the target (and, with a summary, the ``branch_summary`` entry
-        under it, the tip on that), the target's label: the new tip and the writes."""
-        writes: list[Write] = [_set(BRANCH_TIP, self._lane, target_id)]
+        under it, the tip on that), the target's label: the new tip and the writes;
+        ``from_hook``: a ``before_navigation`` hook gave the summary (as
+        :meth:`compaction_writes`)."""
+        writes: list[Write] = []
+        if from_hook and summary is not None:
+            writes += self._hook_usage(summary[2])
+        writes.append(_set(BRANCH_TIP, self._lane, target_id))
         tip = target_id
         if summary is not None:
             text, details, usage = summary
@@ -471,7 +489,7 @@ class StructuralOperation:
             }
             if usage is not None:
                 entry["usage"] = wire.unstructure(usage)
-            entry["fromHook"] = False
+            entry["fromHook"] = from_hook
             writes += [entry, _set(BRANCH_TIP, self._lane, tip)]
         if label is not None and target_id is not None:
             writes.append(_set(ENTRY_LABEL, target_id, label))

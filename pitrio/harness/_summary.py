@@ -362,14 +362,15 @@ class CompactionResult:
     Attributes:
         summary: the summary, ending with ``<read-files>``/``<modified-files>`` lists.
         tokens_before: the context size before compacting.
-        usage: what the summary request(s) cost.
+        usage: what the summary request(s) cost (``None``: a summary no request made,
+            a ``before_compaction`` hook's).
         retained_tail: the recent messages kept intact.
         details: ``{"readFiles": [...], "modifiedFiles": [...]}`` (Pi's JSON names).
     """
 
     summary: str
     tokens_before: int
-    usage: Usage
+    usage: Usage | None
     retained_tail: tuple[AgentMessage, ...]
     details: dict[str, list[str]]
 

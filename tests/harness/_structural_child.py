@@ -7,7 +7,10 @@ Two prompts ("first" -> "one", "second" -> "two"), then MODE: ``compact``
 (``Harness.compact()``, ``keep_recent_tokens=1``), ``navigate``
 (``navigate_tree(first answer, summarize=True, label="back")``), ``navigate-plain``
 (``navigate_tree(first answer)``); ``hang-compact`` / ``hang-navigate``: the summary
-request prints "summary started" and never answers (the caller SIGKILLs the child).
+request prints "summary started" and never answers (the caller SIGKILLs the child);
+``hook-decline-compact`` / ``hook-compact`` / ``hook-decline-navigate`` /
+``hook-navigate``: a ``before_compaction`` or ``before_navigation`` hook declines, or gives
+the summary ("HOOK SUMMARY", with :data:`HOOK_USAGE`), as in the Node script.
 Prints the result event's ``status`` last.
 """
 
@@ -19,14 +22,26 @@ from typing import Any
 
 import trio
 
-from pitrio import Model
-from pitrio.harness import CompactionSettings, Harness, JsonlSessionStore, RetrySettings
+from pitrio import Cost, Model, Usage
+from pitrio.harness import (
+    BeforeCompactionEvent,
+    BeforeCompactionResult,
+    BeforeNavigationEvent,
+    BeforeNavigationResult,
+    BranchSummaryResult,
+    CompactionResult,
+    CompactionSettings,
+    Harness,
+    JsonlSessionStore,
+    RetrySettings,
+)
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 MODEL = Model(id="scripted", api="scripted", provider="local", context_window=200_000)
 COMPACTION = CompactionSettings(keep_recent_tokens=1)
 RETRY = RetrySettings(base_delay=1.0)  # Pi's default policy: 4 attempts, 1000 ms
 ANSWERS = {"first": "one", "second": "two"}
+HOOK_USAGE = Usage(input=7, output=3, total_tokens=10, cost=Cost())
 
 
 def _summarizing(context: Any) -> bool:
@@ -51,9 +66,45 @@ def respond(mode: str) -> Any:
     return stream_fn
 
 
-async def main(root: Path, session_id: str, mode: str, events: list[Any] | None = None) -> None:
+def hook(harness: Harness, mode: str, seen: list[Any]) -> None:
+    """The hooks of a ``hook-*`` MODE; ``seen`` receives the events they are given."""
+    decline = mode.startswith("hook-decline")
+
+    def compaction(event: BeforeCompactionEvent) -> BeforeCompactionResult:
+        seen.append(event)
+        if decline:
+            return BeforeCompactionResult(decline=True)
+        given = CompactionResult(
+            summary="HOOK SUMMARY",
+            tokens_before=event.preparation.tokens_before,
+            usage=HOOK_USAGE,
+            retained_tail=event.preparation.retained_tail,
+            details={"readFiles": [], "modifiedFiles": []},
+        )
+        return BeforeCompactionResult(compaction=given)
+
+    def navigation(event: BeforeNavigationEvent) -> BeforeNavigationResult:
+        seen.append(event)
+        if decline:
+            return BeforeNavigationResult(decline=True)
+        given = BranchSummaryResult(
+            summary="HOOK SUMMARY", usage=HOOK_USAGE, read_files=[], modified_files=[]
+        )
+        return BeforeNavigationResult(summary=given)
+
+    harness.hooks.on("before_compaction", compaction)
+    harness.hooks.on("before_navigation", navigation)
+
+
+async def main(
+    root: Path,
+    session_id: str,
+    mode: str,
+    events: list[Any] | None = None,
+    seen: list[Any] | None = None,
+) -> None:
     """The scenario; ``events`` (in-process callers) receives the structural operation's
-    harness events."""
+    harness events, ``seen`` the events the hooks of a ``hook-*`` MODE are given."""
     store = JsonlSessionStore(root)
     session = await store.create(cwd=str(root), session_id=session_id)
     harness = Harness(
@@ -68,6 +119,8 @@ async def main(root: Path, session_id: str, mode: str, events: list[Any] | None 
         await harness.prompt(text)
     if events is not None:
         harness.subscribe(events.append)
+    if mode.startswith("hook"):
+        hook(harness, mode, [] if seen is None else seen)
     target = session.get_branch()[1].id
     end: Any
     if mode.endswith("compact"):

@@ -9,6 +9,11 @@
 //         hang-compact       as compact, but the summary request writes STARTED_FILE and never
 //         hang-navigate      as navigate, but the summary request ... never answers
 //       (a hang-* process is SIGKILLed by its caller once STARTED_FILE exists).
+//         hook-decline-compact / hook-compact / hook-decline-navigate / hook-navigate
+//                            as compact / navigate, with a before_compaction or
+//                            before_navigation hook that declines, or gives the summary
+//                            ("HOOK SUMMARY", with HOOK_USAGE); what the hook was given
+//                            is printed as "hook".
 //       Prints {events, result, file} as JSON.
 //   node pi_structural.mjs resume FILE
 //       AgentHarness.create restores FILE; lane("main").resume() drives its operation to its
@@ -37,6 +42,29 @@ const { createModels } = await load("pi-ai/dist/index.js");
 const { fauxProvider, fauxAssistantMessage } = await load("pi-ai/dist/providers/faux.js");
 const C = core.BACKGROUND_CONTEXT;
 const COMPACTION = { enabled: true, reserveTokens: 16384, keepRecentTokens: 1 };
+
+const HOOK_USAGE = {
+	input: 7, output: 3, cacheRead: 0, cacheWrite: 0, totalTokens: 10,
+	cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+};
+let hookEvent = null;
+function hook(harness, mode) {
+	const decline = mode.startsWith("hook-decline");
+	harness.hooks.on("before_compaction", (event) => {
+		const p = event.preparation;
+		hookEvent = { reason: event.reason, summarize: p.messagesToSummarize.length, tail: p.retainedTail.length,
+			prefix: p.turnPrefixMessages.length, split: p.isSplitTurn, instructions: event.customInstructions ?? null };
+		if (decline) return { decline: true };
+		return { compaction: { summary: "HOOK SUMMARY", tokensBefore: p.tokensBefore, retainedTail: p.retainedTail,
+			details: { readFiles: [], modifiedFiles: [] }, usage: HOOK_USAGE } };
+	});
+	harness.hooks.on("before_navigation", (event) => {
+		hookEvent = { target: event.targetId, messages: event.preparation.messages.length,
+			instructions: event.customInstructions ?? null };
+		if (decline) return { decline: true };
+		return { summary: { summary: "HOOK SUMMARY", readFiles: [], modifiedFiles: [], usage: HOOK_USAGE } };
+	});
+}
 
 const [command, ...args] = process.argv.slice(2);
 const faux = fauxProvider({ provider: "local", models: [{ id: "scripted" }] });
@@ -95,13 +123,14 @@ if (command === "run") {
 	const entries = await session.scanBranch({ start: (await session.getValue(S.branchTip("main"), C)).value, order: "oldestFirst" }, C);
 	const firstAnswer = entries[1].id;
 	events.length = 0;
+	if (mode.startsWith("hook")) hook(harness, mode);
 	let result;
 	if (mode.endsWith("compact")) result = await lane.compact({}, C);
 	else if (mode === "navigate-plain") result = await lane.navigateTree(firstAnswer, {}, C);
 	else result = await lane.navigateTree(firstAnswer, { summarize: true, label: "back" }, C);
 	const metadata = (await repo.list({}, C))[0];
 	process.stdout.write(
-		`${JSON.stringify({ events, result: result.ok ? "ok" : result.error._tag, branch: await branch(session), file: metadata.path, target: firstAnswer })}\n`,
+		`${JSON.stringify({ events, result: result.ok ? "ok" : result.error._tag, branch: await branch(session), file: metadata.path, target: firstAnswer, ...(hookEvent === null ? {} : { hook: hookEvent }) })}\n`,
 	);
 	await session.close(C);
 } else if (command === "resume") {
