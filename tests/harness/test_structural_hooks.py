@@ -185,6 +185,7 @@ async def test_a_hook_that_passes_leaves_the_summary_to_the_model(tmp_path: Path
     model = Counting()
     session, harness = await _with_two_turns(tmp_path, model)
     seen: list[Any] = []
+    harness.hooks.on("before_compaction", lambda e: BeforeCompactionResult())  # no decision
     harness.hooks.on("before_compaction", seen.append)  # returns None
     harness.hooks.on("before_navigation", lambda e: BeforeNavigationResult())  # no decision
     end = await harness.compact("keep the names")
