@@ -10,7 +10,9 @@ Two prompts ("first" -> "one", "second" -> "two"), then MODE: ``compact``
 request prints "summary started" and never answers (the caller SIGKILLs the child);
 ``hook-decline-compact`` / ``hook-compact`` / ``hook-decline-navigate`` /
 ``hook-navigate``: a ``before_compaction`` or ``before_navigation`` hook declines, or gives
-the summary ("HOOK SUMMARY", with :data:`HOOK_USAGE`), as in the Node script.
+the summary ("HOOK SUMMARY", with :data:`HOOK_USAGE`), as in the Node script;
+``hang-hook-compact``: the ``before_compaction`` hook prints "summary started" and never
+returns.
 Prints the result event's ``status`` last.
 """
 
@@ -70,6 +72,10 @@ def hook(harness: Harness, mode: str, seen: list[Any]) -> None:
     """The hooks of a ``hook-*`` MODE; ``seen`` receives the events they are given."""
     decline = mode.startswith("hook-decline")
 
+    async def hangs(event: BeforeCompactionEvent) -> None:
+        print("summary started", flush=True)
+        await trio.sleep_forever()
+
     def compaction(event: BeforeCompactionEvent) -> BeforeCompactionResult:
         seen.append(event)
         if decline:
@@ -92,7 +98,7 @@ def hook(harness: Harness, mode: str, seen: list[Any]) -> None:
         )
         return BeforeNavigationResult(summary=given)
 
-    harness.hooks.on("before_compaction", compaction)
+    harness.hooks.on("before_compaction", hangs if mode.startswith("hang") else compaction)
     harness.hooks.on("before_navigation", navigation)
 
 
@@ -119,7 +125,7 @@ async def main(
         await harness.prompt(text)
     if events is not None:
         harness.subscribe(events.append)
-    if mode.startswith("hook"):
+    if "hook" in mode:
         hook(harness, mode, [] if seen is None else seen)
     target = session.get_branch()[1].id
     end: Any

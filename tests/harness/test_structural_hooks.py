@@ -39,6 +39,8 @@ from pitrio.testing import ScriptedModel, ScriptedResponse
 from ._structural_child import main as run_child
 from .test_compaction_ops import (
     DATA,
+    MODEL,
+    kill_mid_summary,
     leftovers,
     only_jsonl,
     our_events,
@@ -139,6 +141,54 @@ async def test_pi_writes_the_recorded_hook_decision(
     assert hook == recorded["hook"]
     live = structural(transactions(Path(out["file"])))
     assert shape(live) == shape(structural(transactions(DATA / f"pi-{mode}.jsonl")))
+
+
+# -- killed before the hook decided ---------------------------------------------------
+
+
+async def test_an_operation_killed_in_its_hook_asks_the_hook_again(tmp_path: Path) -> None:
+    path = await kill_mid_summary(tmp_path, "pitrio", "hang-hook-compact")
+    session = await JsonlSessionStore(tmp_path).open("pitrio")
+    model = Counting()
+    harness = Harness(model=MODEL, stream_fn=model, session=session)
+    interrupted = harness.interrupted
+    assert interrupted is not None
+    assert (interrupted.intent, interrupted.at) == ("compaction", "summary.deciding")
+    seen: list[Any] = []
+
+    def gives(event: BeforeCompactionEvent) -> BeforeCompactionResult:
+        seen.append(event)
+        given = CompactionResult(
+            summary="AFTER THE CRASH",
+            tokens_before=event.preparation.tokens_before,
+            usage=None,
+            retained_tail=event.preparation.retained_tail,
+            details={"readFiles": [], "modifiedFiles": []},
+        )
+        return BeforeCompactionResult(compaction=given)
+
+    harness.hooks.on("before_compaction", gives)
+    await harness.resume()
+    assert [e.operation_id for e in seen] == [interrupted.id]
+    assert model.requests == 0
+    entry = session.get_branch()[-1]
+    assert isinstance(entry, CompactionEntry)
+    assert (entry.summary, entry.from_hook) == ("AFTER THE CRASH", True)
+    assert _result(session)["status"] == "completed"
+    assert leftovers(session) == []
+    await session.close()
+    assert path.exists()
+
+
+async def test_pi_finishes_an_operation_pitrio_left_in_its_hook(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    path = await kill_mid_summary(tmp_path, "pitrio", "hang-hook-compact")
+    out = await pi(pi_node_modules, "resume", str(path))
+    assert out["open"] == [{"lane": "main", "kind": "compaction"}]
+    assert out["result"] == "completed"
+    assert out["branch"][-1] == ["compaction", "SUMMARY AGAIN"]
+    assert out["lane"] == {"current": None, "result": {"kind": "compaction", "status": "completed"}}
 
 
 # -- outcomes --------------------------------------------------------------------------
