@@ -1219,6 +1219,7 @@ class Harness:
         elif queued_id is not None:
             writes = _take(self._session, [], queued_id)
             await self._session._append_message_with(message, entry_id=queued_id, after=writes)
+            ops.delivered(queued_id)
             await self._bus.emit(QueueUpdate(queued=self.queued))
         elif isinstance(message, AssistantMessage):
             await ops.assistant_end(message, retry=self._will_retry(message))

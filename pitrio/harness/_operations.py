@@ -220,6 +220,7 @@ class OperationRecorder:
 
     __slots__ = (
         "_calls",
+        "_delivered",
         "_forms",
         "_lane",
         "_memos_set",
@@ -246,6 +247,8 @@ class OperationRecorder:
         # then do outcomes look for memos to delete.
         self._memos_set = False
         self._running = 0  # tools running now (between their start and their return)
+        # the queued message last delivered in this run by this process (see delivered)
+        self._delivered: str | None = None
 
     @property
     def active(self) -> bool:
@@ -400,7 +403,7 @@ class OperationRecorder:
                 "triggerEntryId": state.get("triggerEntryId", trigger),
                 "generationContext": {
                     "stepId": step,
-                    "triggerEntryId": state.get("triggerEntryId", trigger),
+                    "triggerEntryId": self._request_trigger(state, trigger),
                     "configuration": self._configuration(model, tool_names),
                     "streamOptions": {},
                     "retryPolicy": {"maxAttempts": attempts, "baseDelayMs": base_delay_ms},
@@ -409,6 +412,16 @@ class OperationRecorder:
                 "nextAttempt": 1,
             }
             transactions.append([self._put(ready), self._lane_state(self._op_id)])
+            state = ready
+        elif state.get("at") == "assistant.retry_wait":
+            # Pi's runRetryWait: the wait over, the attempt is ready (its own transaction)
+            ready = {
+                **self._scope(),
+                "at": "assistant.ready",
+                "generationContext": state.get("generationContext"),
+                "nextAttempt": state.get("nextAttempt"),
+            }
+            transactions.append([self._put(ready)])
             state = ready
         pending = {
             **self._scope(),
@@ -422,6 +435,21 @@ class OperationRecorder:
         }
         transactions.append([self._put(pending)])
         await self._session._record(transactions)
+
+    def delivered(self, entry_id: str) -> None:
+        """A queued message (steering) was taken into the transcript in the run: the next
+        request answers it (see :meth:`before_request`)."""
+        self._delivered = entry_id
+
+    def _request_trigger(self, checkpoint: Mapping[str, Any], leaf: str | None) -> Any:
+        """The entry a request answers (Pi's ``planBoundaryInbox``): the queued message
+        delivered at the checkpoint, when it is the last entry, else the checkpoint's
+        trigger (as Pi's restore of a checkpoint the delivery came after: pitrio writes
+        the delivery in a transaction of its own, Pi with ``assistant.ready``)."""
+        delivered, self._delivered = self._delivered, None
+        if delivered is not None and delivered == leaf:
+            return leaf
+        return checkpoint.get("triggerEntryId", leaf)
 
     @property
     def response_entry_id(self) -> str | None:
@@ -485,9 +513,9 @@ class OperationRecorder:
                 return session._commit_message(
                     message, entry_id=entry_id, after=[*frames, self._put(state)]
                 )
+            # Pi's publishResponse: the failed answer is the latest assistant entry
             state = {
                 **scope,
-                "latestAssistantEntryId": pending.get("latestAssistantEntryId"),
                 "at": "assistant.retry_wait",
                 "generationContext": context,
                 "nextAttempt": int(pending.get("attempt", 1)) + 1,
@@ -673,10 +701,7 @@ class OperationRecorder:
             "resultEntryId": rid,
             "terminate": bool(call.get("terminate", False)),
         }
-        after = [
-            _delete(PENDING_ENTRY, rid),
-            _delete(OP_TOOL_ARGS, self._args_key(call["sourceIndex"])),
-        ]
+        after = [_delete(OP_TOOL_ARGS, self._args_key(call["sourceIndex"]))]
         write = self._with_call(n, done)
         calls = self._state["batch"]["calls"]
         if all(c["status"] == "completed" for c in calls):
@@ -692,7 +717,11 @@ class OperationRecorder:
                 }
             )
         return self._session._commit_message(
-            message, entry_id=rid, after=[*after, write], wire_form=self._wire_form(message)
+            message,
+            entry_id=rid,
+            beside=[_delete(PENDING_ENTRY, rid)],  # Pi's order: entry, staged copy, tip
+            after=[*after, write],
+            wire_form=self._wire_form(message),
         )
 
     def _wire_form(self, message: ToolResultMessage) -> dict[str, Any] | None:

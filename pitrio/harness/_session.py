@@ -330,12 +330,13 @@ class Session:
         *,
         entry_id: str | None = None,
         before: Sequence[Write] = (),
+        beside: Sequence[Write] = (),
         after: Sequence[Write] = (),
     ) -> str:
         entry_id = new_id() if entry_id is None else entry_id
         entry = {"kind": "entry", "id": entry_id, "parentId": self.leaf_id, **fields}
         tip = self._value(BRANCH_TIP, self._lane, entry_id)
-        self._commit([*before, entry, tip, *after], message)
+        self._commit([*before, entry, *beside, tip, *after], message)
         return entry_id
 
     def _commit_message(
@@ -344,17 +345,21 @@ class Session:
         *,
         entry_id: str | None,
         before: Sequence[Write] = (),
+        beside: Sequence[Write] = (),
         after: Sequence[Write] = (),
         wire_form: Write | None = None,
     ) -> str:
         """Append ``message`` under ``entry_id`` with other writes in the same
         transaction (the harness's operation records), without writing it yet: the
         next write carries it (the harness writes before each effect a record guards).
-        ``wire_form``: the message's :func:`pitrio.wire.unstructure`, when the caller
-        has it already."""
+        ``beside``: writes between the entry and the branch tip (Pi's place for the
+        deletion of the entry's staged copy). ``wire_form``: the message's
+        :func:`pitrio.wire.unstructure`, when the caller has it already."""
         form = wire.unstructure(message) if wire_form is None else wire_form
         fields: Write = {"type": "message", "message": form}
-        return self._append_entry(fields, message, entry_id=entry_id, before=before, after=after)
+        return self._append_entry(
+            fields, message, entry_id=entry_id, before=before, beside=beside, after=after
+        )
 
     async def _append_message_with(
         self,

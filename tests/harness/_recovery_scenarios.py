@@ -12,8 +12,11 @@ the branch's messages.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
+
+import trio
 
 from pitrio import Model, TextContent, Tool, ToolCall, text_result, wire
 from pitrio.harness import (
@@ -65,14 +68,16 @@ class Script:
             )
         if self.scenario == "retry" and not self.error_served:
             self.error_served = True
-            return ScriptedResponse(stop_reason="error", error_message="overloaded_error")
+            return ScriptedResponse(
+                stop_reason="error", error_message="overloaded_error", checkpoint_each_event=True
+            )
         return ScriptedResponse.text("finished", chunk_size=4, checkpoint_each_event=True)
 
     async def look(self, call_id: str, params: Any, sig: Any, on_update: Any) -> Any:
         self.ran += 1
         if self.scenario == "steer" and self.current is not None:
             await self.current.enqueue("steer", "s2")  # steered while the tool runs
-        return text_result(f"seen {params['path']}")
+        return text_result(f"seen {params['path']}", details={})  # Pi's script's details
 
     def harness(self, session: Any, retry: RetrySettings = RETRY) -> Harness:
         tool = Tool(
@@ -152,6 +157,7 @@ def branch_messages(session: Any) -> list[list[Any]]:
 
 async def restore(scenario: str, path: Path) -> dict[str, Any]:
     """Restore one cut as ``pi_recovery_trace.mjs restore`` does."""
+    cut = await trio.Path(path).read_text()
     store = JsonlSessionStore(path.parent.parent, fsync="never")
     session = await store.open(path)
     before = branch_messages(session)
@@ -177,12 +183,15 @@ async def restore(scenario: str, path: Path) -> dict[str, Any]:
         result = _result(session)
     messages = branch_messages(session)
     await session.close()
+    after = await trio.Path(path).read_text()
     return {
         "open": open_,
         "result": result,
         "ran": script.ran,
         "events": pitrio_trace(events, retrying=retrying),
         "messages": messages,
+        "writes": appended(after.splitlines(), len(cut.splitlines())),
+        "known": known_ids(cut),
     }
 
 
@@ -190,6 +199,157 @@ def _result(session: Any) -> str | None:
     lane = restore_session(session)["main"]
     record = session.get_value("pi.result", lane.last_operation_id or "")
     return record.get("status") if isinstance(record, dict) else None
+
+
+# -- the session writes ----------------------------------------------------------------
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIMES = frozenset(("timestamp", "createdAt", "startedAt", "endedAt", "notBefore", "updatedAt"))
+
+
+def appended(lines: list[str], cut_length: int) -> list[list[Any]]:
+    """The transactions a restore appended to a session (``lines`` after the cut's
+    ``cut_length``, its header included), each a list of records, normalised as
+    ``pi_recovery_trace.mjs``'s ``appended`` normalises them: ids (also inside keys)
+    renamed in order of first appearance in the whole file, ``seq`` left out, times
+    ``TIME``, usage numbers ``USAGE``, the api's name ``API``."""
+    ids: dict[str, str] = {}
+    transactions = []
+    for line in lines[1:]:
+        parsed = json.loads(line)
+        records = parsed if isinstance(parsed, list) else [parsed]
+        transactions.append([_normalise_write(record, ids) for record in records])
+    return transactions[cut_length - 1 :]
+
+
+def _normalise_write(value: Any, ids: dict[str, str], key: str | None = None) -> Any:
+    if isinstance(value, str):
+        if key == "api":
+            return "API"
+        return _UUID.sub(lambda m: ids.setdefault(m[0], f"id{len(ids) + 1}"), value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and key in _TIMES:
+        return "TIME"
+    if key == "usage" and isinstance(value, dict):
+        return "USAGE"
+    if isinstance(value, list):
+        return [_normalise_write(item, ids) for item in value]
+    if isinstance(value, dict):
+        return {k: _normalise_write(item, ids, k) for k, item in value.items() if k != "seq"}
+    return value
+
+
+FRAME = "pi.pending.assistant_frame"
+
+
+def compared_writes(
+    transactions: list[list[Any]], known: int, *, pitrio: bool = False
+) -> list[list[Any]]:
+    """The transactions as both sides are compared on them (``known``: how many ids the
+    cut holds; ``pitrio``: the transactions are pitrio's).
+
+    Left out: the transactions that append frames of a streamed answer
+    (docs/deviations.md, "Operation records", row "each streamed event of a request is
+    a ``pi.pending.assistant_frame`` list element": pitrio writes them a batch at a time
+    and none of a stream that ends before its first write starts; how many there are is
+    the provider's chunking, pi-ai's faux provider's or pitrio's ``ScriptedModel``'s, as
+    ``message_update`` is); the answer's entry, which deletes them, is compared. And the
+    usage rows (row "a usage row (``kind: "usage"``) beside each answer": pitrio has
+    none, the usage is on the message).
+
+    Merged: a transaction of pitrio's that takes a queued message into the transcript
+    with the next transaction (row "a run's start writes the queued messages it takes
+    and its prompt in one transaction" and row "a steering message delivered in a run
+    is written with the next request's ``assistant.ready``": pitrio writes each
+    message in a transaction of its own). In a transaction that takes queued messages
+    (both sides') the records are in one order: the entries, the staged copies'
+    deletions, then the other records, one per key (the last), by namespace. The ids
+    the restore made are renamed in order of first appearance in what is compared
+    (the merge changes the order they appear in); the cut's ``known`` ids stay."""
+    out: list[list[Any]] = []
+    merging = False
+    for transaction in transactions:
+        records = [r for r in transaction if r["kind"] != "usage"]
+        if records and all(r.get("namespace") == FRAME and r["op"] == "append" for r in records):
+            continue
+        takes = _takes_queued(records)
+        if merging:
+            out[-1] = [*out[-1], *records]
+        else:
+            out.append(records)
+        merging = pitrio and takes
+        if takes or (pitrio and _takes_queued(out[-1])):
+            out[-1] = _taking_order(out[-1])
+    return _renamed(out, known)
+
+
+def _takes_queued(records: list[Any]) -> bool:
+    """Whether ``records`` take a queued message: its entry, its staged copy deleted and
+    the lane's inbox written (a tool result's staged copy has no inbox)."""
+    entries = {r["id"] for r in records if r["kind"] == "entry"}
+    inbox = any(r.get("namespace") == "pi.lane.state" for r in records)
+    return inbox and any(
+        r.get("namespace") == "pi.pending.entry" and r["op"] == "delete" and r["key"] in entries
+        for r in records
+    )
+
+
+_ORDER = ("pi.branch.tip", "pi.op.meta", "pi.op.state", "pi.lane.state")
+
+
+def _taking_order(records: list[Any]) -> list[Any]:
+    entries = [r for r in records if r["kind"] == "entry"]
+    staged = [
+        r for r in records if r.get("namespace") == "pi.pending.entry" and r["op"] == "delete"
+    ]
+    last: dict[tuple[Any, ...], Any] = {}
+    for r in records:
+        if r["kind"] != "entry" and r not in staged:
+            last.pop((r["kind"], r.get("namespace"), r.get("key")), None)
+            last[(r["kind"], r.get("namespace"), r.get("key"))] = r
+    rank = {n: i for i, n in enumerate(_ORDER)}
+    rest = sorted(last.values(), key=lambda r: rank.get(r.get("namespace"), len(_ORDER)))
+    return [*entries, *staged, *rest]
+
+
+_NAME = re.compile(r"\bid(\d+)\b")
+
+
+def _renamed(transactions: list[list[Any]], known: int) -> list[list[Any]]:
+    names: dict[str, str] = {}
+
+    def rename(m: re.Match[str]) -> str:
+        if int(m[1]) <= known:
+            return m[0]
+        return names.setdefault(m[0], f"new{len(names) + 1}")
+
+    out: list[list[Any]] = json.loads(_NAME.sub(rename, json.dumps(transactions)))
+    return out
+
+
+def known_ids(text: str) -> int:
+    """How many ids a cut's file (its ``text``) holds: :func:`appended` names them first."""
+    return len(set(_UUID.findall(text)))
+
+
+def write_differences(
+    scenario: str, ours: list[dict[str, Any]], theirs: list[dict[str, Any]], records: list[str]
+) -> dict[str, Any]:
+    """The cuts whose restore appended other transactions in pitrio (``ours``,
+    :func:`restore`'s) than in Pi (``theirs``, the script's, with its ``records``):
+    {cut: (pitrio's, Pi's)}, as :func:`compared_writes` compares them."""
+    out = {}
+    for k, (mine, pis) in enumerate(zip(ours, theirs, strict=True), 1):
+        known = mine["known"]
+        got = compared_writes(mine["writes"], known, pitrio=True)
+        want = compared_writes(pi_writes(pis, records), known)
+        if got != want:
+            out[f"{scenario} cut {k}"] = (got, want)
+    return out
+
+
+def pi_writes(case: dict[str, Any], records: list[str]) -> list[list[Any]]:
+    """A cut's writes as Pi's script printed them (indexes into ``records``), decoded."""
+    return [[json.loads(records[i]) for i in transaction] for transaction in case["writes"]]
 
 
 # -- the comparison --------------------------------------------------------------------

@@ -127,9 +127,11 @@ async def test_a_retried_request_waits_in_retry_wait(tmp_path: Path) -> None:
     )
     await harness.prompt("go")
     writes = _log(session.path)
+    # Pi's runRetryWait: the wait over, the next attempt is ready, then sent
     assert _states(writes)[3:] == [
         "assistant.effect_pending",
         "assistant.retry_wait",
+        "assistant.ready",
         "assistant.effect_pending",
         "checkpoint",
     ]

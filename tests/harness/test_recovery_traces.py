@@ -8,12 +8,14 @@ its K-th write left (before the request is sent, mid-stream with K of its frames
 the answer, with a tool's intent or outcome committed, in the retry back-off, with
 messages queued). ``data/recovery/pi_left.json`` holds Pi's sessions and, for each cut,
 what Pi's restore did: the operation it found, how the run ended, the tool's runs, its
-events (ids renamed in order of appearance) and the branch's messages.
+events (ids renamed in order of appearance), the branch's messages and the transactions
+it appended (compared in test_restore_writes.py).
 
 pitrio restores the same cuts (``_recovery_scenarios``) and must do the same, event for
 event on the events both have (``_recovery_scenarios.COMPARED``). The other way, Pi
 restores every cut of a session pitrio's harness wrote and does what pitrio does (live,
-under Node). Under Node the fixture is recorded again and must not have changed.
+under Node), and appends the same transactions (test_restore_writes.py compares them
+on the fixture). Under Node the fixture is recorded again and must not have changed.
 """
 
 from __future__ import annotations
@@ -169,6 +171,8 @@ async def test_the_recorded_traces_are_pis_today(tmp_path: Path, pi_node_modules
             zip(fresh["cuts"], recorded[scenario]["cuts"], strict=True), 1
         ):
             assert (k, now) == (k, then)
+        # the writes of each cut's restore (test_restore_writes.py), record for record
+        assert fresh["records"] == recorded[scenario]["records"]
 
 
 @pytest.mark.parametrize("scenario", scenarios.SCENARIOS)
@@ -180,16 +184,19 @@ async def test_pi_restores_each_cut_pitrio_left_as_pitrio_does(
     if scenario != "queue":
         # pitrio's session holds the frames of its streamed answers, as Pi's does
         assert any('"pi.pending.assistant_frame"' in line for line in lines)
-    theirs = await _pi(
+    pi = await _pi(
         pi_node_modules,
         "restore",
         scenario,
         *map(str, scenarios.cuts(lines, tmp_path / "pi")),
     )
+    theirs = pi["cuts"]
     ours = [
         await scenarios.restore(scenario, cut) for cut in scenarios.cuts(lines, tmp_path / "py")
     ]
     assert _differences(scenario, ours, theirs) == {}
+    # and each restore appends what Pi's appends (test_restore_writes.py, the other way)
+    assert scenarios.write_differences(scenario, ours, theirs, pi["records"]) == {}
     assert any(case["open"] for case in theirs)
     if scenario == "tool":
         # Pi settles a request pitrio's process left mid-stream with pitrio's frames

@@ -2,8 +2,11 @@
 // session cut short (a prefix of a session's transactions: what a process killed there
 // left), recording the events of the restore (tests/harness/test_recovery_traces.py).
 //
-//   node pi_recovery_trace.mjs record SCENARIO ROOT      -> {"lines", "cuts"}
-//   node pi_recovery_trace.mjs restore SCENARIO FILE...  -> [{"open", "result", "ran", "events", "messages"}, ...]
+//   node pi_recovery_trace.mjs record SCENARIO ROOT      -> {"lines", "cuts", "records"}
+//   node pi_recovery_trace.mjs restore SCENARIO FILE...  -> {"cuts", "records"}
+//
+// a cut: {"open", "result", "ran", "events", "messages", "writes"}; "writes" are the
+// transactions the restore appended, as indexes into "records" (see appended).
 //
 // SCENARIO: "tool" (a prompt; the model says "let me look" and calls the unsafe tool
 // "look", then answers "finished"), "retry" (the first answer is a retryable error, then
@@ -21,7 +24,7 @@
 // .resume() when an operation is open; for "queue", the prompt "go" when no run has
 // ended yet. Prints the events the harness emitted (ids renamed in order of
 // appearance; times, usage numbers and the faux api's name left out), the tool's runs
-// and the branch's messages.
+// and the branch's messages, and the transactions it appended to the session.
 //
 // The environment variable PITRIO_PI_NODE_MODULES names the node_modules directory that
 // holds @earendil-works/pi-agent-core and pi-ai.
@@ -131,6 +134,57 @@ function normalise(value) {
 	return value;
 }
 
+// The transactions a restore appended to a session (its lines after the cut), each a list
+// of records. Ids (also inside keys such as "op:entry") are renamed in order of first
+// appearance in the whole file, the cut included, so that a write naming an id the cut
+// holds names the same id in both traces; times are TIME, usage numbers USAGE, the faux
+// api's name API: what a run cannot repeat. The records are stored once in the scenario's
+// table ("records", JSON texts): a transaction is a list of indexes into it.
+const UUIDS = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+const TIMES = new Set(["timestamp", "createdAt", "startedAt", "endedAt", "notBefore", "updatedAt"]);
+function normaliseWrite(value, ids, key) {
+	if (typeof value === "string") {
+		if (key === "api") return "API";
+		return value.replace(UUIDS, (id) => {
+			if (!ids.has(id)) ids.set(id, `id${ids.size + 1}`);
+			return ids.get(id);
+		});
+	}
+	if (typeof value === "number" && TIMES.has(key)) return "TIME";
+	if (key === "usage" && value !== null && typeof value === "object") return "USAGE";
+	if (Array.isArray(value)) return value.map((item) => normaliseWrite(item, ids));
+	if (value !== null && typeof value === "object") {
+		const out = {};
+		for (const [k, item] of Object.entries(value)) if (k !== "seq") out[k] = normaliseWrite(item, ids, k);
+		return out;
+	}
+	return value;
+}
+
+function appended(lines, cutLength) {
+	const ids = new Map();
+	const transactions = lines.slice(1).map((line) => {
+		const parsed = JSON.parse(line);
+		return (Array.isArray(parsed) ? parsed : [parsed]).map((record) => normaliseWrite(record, ids));
+	});
+	return transactions.slice(cutLength - 1);
+}
+
+let records = [];
+const recordIndex = new Map();
+function indexed(transactions) {
+	return transactions.map((records_) =>
+		records_.map((record) => {
+			const text = JSON.stringify(record);
+			if (!recordIndex.has(text)) {
+				recordIndex.set(text, records.length);
+				records.push(text);
+			}
+			return recordIndex.get(text);
+		}),
+	);
+}
+
 async function branchMessages(session) {
 	const tip = (await session.getValue(S.branchTip("main"), C))?.value ?? null;
 	const entries = tip === null ? [] : await session.scanBranch({ start: tip, order: "oldestFirst" }, C);
@@ -146,6 +200,7 @@ async function restore(file) {
 	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
 	const metadata = (await repo.list({}, C)).find((m) => m.path === file);
 	if (metadata === undefined) throw new Error(`Pi does not list ${file}`);
+	const cutLength = readFileSync(file, "utf8").trimEnd().split("\n").length;
 	const session = await repo.open(metadata, C);
 	const before = await branchMessages(session);
 	errorServed = before.some((m) => m[3] === "overloaded_error");
@@ -170,7 +225,8 @@ async function restore(file) {
 	}
 	const messages = await branchMessages(session);
 	await session.close(C);
-	return { open: open.map((o) => ({ lane: o.lane, kind: o.kind })), result, ran, events, messages };
+	const writes = indexed(appended(readFileSync(file, "utf8").trimEnd().split("\n"), cutLength));
+	return { open: open.map((o) => ({ lane: o.lane, kind: o.kind })), result, ran, events, messages, writes };
 }
 
 async function record(root) {
@@ -184,13 +240,13 @@ async function record(root) {
 		writeFileSync(cut, `${lines.slice(0, k + 1).join("\n")}\n`);
 		cuts.push(await restore(cut));
 	}
-	return { lines, cuts };
+	return { lines, cuts, records };
 }
 
 const files = process.argv.slice(4);
 const out = command === "record" ? await record(where) : await Promise.all([]).then(async () => {
 	const all = [];
 	for (const file of files) all.push(await restore(file));
-	return all;
+	return { cuts: all, records };
 });
 process.stdout.write(`${JSON.stringify(out)}\n`);
