@@ -780,6 +780,8 @@ class Harness:
         compact). With a writable session the compaction is an operation of its own,
         recorded as Pi's harness records it (``_structural``): a process killed
         mid-summary leaves it :attr:`interrupted`, and :meth:`resume` finishes it.
+        Unless it was aborted, a run then starts for the messages the durable queue
+        holds (Pi's ``continueAfterStructural``), and settles before this returns.
 
         Raises:
             AgentBusyError: a prompt or a compaction is running.
@@ -792,9 +794,25 @@ class Harness:
             await self.resume()  # Pi's lane finishes its operation first
         self._claim()
         try:
-            return await self._compact("manual", custom_instructions=custom_instructions)
+            end = await self._compact("manual", custom_instructions=custom_instructions)
         finally:
             self._release()
+        await self._continue_after_structural(end.status)
+        return end
+
+    async def _continue_after_structural(self, status: str) -> None:
+        """Pi's ``continueAfterStructural``: after a compaction or navigation that was
+        not aborted, a run starts for what the lane's inbox holds (steering, follow-up
+        and next-run messages, as a prompt's start takes them); nothing runs when it is
+        empty."""
+        if status == "aborted" or self._busy or self._ops is None or self._session is None:
+            return
+        self._undeliver()  # what was queued meanwhile is in the durable queue still
+        agent = self._agent
+        if not select(queued(self._session), agent.steering_mode, agent.follow_up_mode):
+            return
+        self._claim()
+        await self._drive(self._take_queued_for_prompt(), trio.TASK_STATUS_IGNORED)
 
     def _claim(self) -> None:
         if self._busy:
@@ -1600,6 +1618,8 @@ class Harness:
         records it: a process killed mid-summary leaves it :attr:`interrupted`, and
         :meth:`resume` finishes it. Returns the :class:`NavigationEnd` event
         (``completed``, ``aborted`` by :meth:`abort`, or ``failed`` with the error).
+        Unless it was aborted, a run then starts for the messages the durable queue
+        holds, as after :meth:`compact`.
 
         Raises:
             AgentBusyError: a prompt, compaction or navigation is running.
@@ -1632,9 +1652,11 @@ class Harness:
         try:
             op = await self._begin_navigation(target_id, summarize, custom_instructions, label)
             await self._bus.emit(NavigationStart(target_id=target_id, summarize=summarize))
-            return await self._run_navigation(op)
+            end = await self._run_navigation(op)
         finally:
             self._release()
+        await self._continue_after_structural(end.status)
+        return end
 
     async def _begin_navigation(
         self,
