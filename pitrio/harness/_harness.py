@@ -1377,6 +1377,8 @@ class Harness:
             else:
                 if reason == "manual" and self._ops is not None and not self._ops.active:
                     op = await self._begin_compaction(preparation, custom_instructions)
+                elif reason == "threshold":
+                    op = await self._begin_run_compaction(preparation)
                 end = await self._run_compaction(
                     reason, preparation, op, custom_instructions, will_retry
                 )
@@ -1396,10 +1398,36 @@ class Harness:
             with trio.CancelScope(shield=True):
                 if op is not None and _open(session, op):
                     await op.finish("aborted")
+                self._moved(op)
                 await self._bus.emit(CompactionEnd(reason=reason, status="aborted"))
             raise
+        self._moved(op)
         await self._bus.emit(end)
         return end
+
+    def _moved(self, op: StructuralOperation | None) -> None:
+        """After a run's compaction the run records from the state it left."""
+        if op is not None and op.in_run and self._ops is not None:
+            self._ops.moved_to(op.state)
+
+    async def _begin_run_compaction(
+        self, preparation: CompactionPreparation
+    ) -> StructuralOperation | None:
+        """A compaction at the threshold inside a run (Pi's ``runCheckpoint``): recorded
+        as the run's ``summary.*`` states, from the checkpoint the run is at; ``None``
+        (not recorded) when the run is at none."""
+        ops = self._ops
+        assert self._session is not None
+        checkpoint = await ops.checkpoint() if ops is not None else None
+        if ops is None or checkpoint is None:
+            return None
+        return await StructuralOperation.begin_in_run(
+            self._session,
+            ops.meta,
+            checkpoint,
+            reason="threshold",
+            preparation=compaction_preparation_json(preparation),
+        )
 
     async def _begin_compaction(
         self, preparation: CompactionPreparation, custom_instructions: str | None
@@ -1476,7 +1504,10 @@ class Harness:
                 details=result.details,
                 usage=result.usage,
             )
-            await op.finish("completed", before=writes, tip_id=entry_id)
+            if op.in_run:
+                await op.resume_run(self._lane_configuration(), self._retry_policy(), writes)
+            else:
+                await op.finish("completed", before=writes, tip_id=entry_id)
         await session.flush()
         messages = list(session.build_context().messages)
         if self._agent.is_running:
@@ -1816,6 +1847,28 @@ class Harness:
             await self._bus.emit(end)
         await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=False))
 
+    async def _recover_run_compaction(self, operation: Operation) -> Mapping[str, Any]:
+        """Finish the compaction a killed run was in (Pi's structural drive on the
+        restored run), its summary asked again from the recorded preparation; returns
+        the run's state after it (at the checkpoint its task resumes)."""
+        session, ops = self._session, self._ops
+        assert session is not None
+        assert ops is not None
+        op = StructuralOperation.adopt(session, operation)
+        reason: CompactionReason = (
+            "overflow" if op.task.get("reason") == "overflow" else "threshold"
+        )
+        await self._bus.emit(CompactionStart(reason=reason))
+        try:
+            preparation = compaction_preparation_from(op.preparation())
+            end = await self._run_compaction(reason, preparation, op, None, False)
+        except SessionFormatError as exc:
+            await op.finish("failed")
+            end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+        self._moved(op)
+        await self._bus.emit(end)
+        return ops.state
+
 
 def _interrupted(session: Session) -> Operation | None:
     """The operation the session's lane was in (a run, a compaction, a navigation), if
@@ -1837,9 +1890,11 @@ async def _finish_failed(op: StructuralOperation, exc: Exception) -> None:
 
 
 def _open(session: Session, op: StructuralOperation) -> bool:
-    """Whether ``op`` is still the lane's current operation (not yet finished)."""
+    """Whether ``op`` is still the lane's current operation (not yet finished; a
+    run's compaction: still summarising)."""
     state = session.get_value(LANE_STATE, session.lane_name)
-    return isinstance(state, Mapping) and state.get("currentOperationId") == op.id
+    current = isinstance(state, Mapping) and state.get("currentOperationId") == op.id
+    return current and (not op.in_run or op.at.startswith("summary."))
 
 
 def _take(session: Session | None, writes: list[Any], entry_id: str) -> list[Any]:

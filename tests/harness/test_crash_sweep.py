@@ -7,9 +7,10 @@ answer does, its frames written as it streams: a kill mid-stream leaves a commit
 and the frame writes are no points of their own), then a manual compaction and a summarised
 tree navigation back to the warm-up's answer (each an operation of its own), and counts its
 points: before and after each session write, each streamed update, the back-off, each
-compaction's start, each tool before and after its effect, the manual compaction's summary
-request and its end (after the entry), the navigation's start, its summary request and its
-end (after the leaf move): 106 points (the records between two effects share one write). For
+compaction's start, each tool before and after its effect, the threshold compaction's summary
+request (inside the run: recorded as the run's ``summary.*`` states, as Pi's drive records
+it), the manual compaction's summary request and its end (after the entry), the navigation's start, its summary request and its
+end (after the leaf move): 107 points (the records between two effects share one write). For
 each point a forked child is SIGKILLed there and a fresh one restores and finishes the
 session. Every case must: finish (the last operation's ``pi.result`` completed, the lane
 idle, no operation records left); never repeat an unsafe effect (``write n`` at most once);
@@ -130,6 +131,7 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
         "mid-compaction",
         "tool c1 after its effect",
         "mid-compaction summary request",
+        "mid-threshold summary request",
         "after the compaction entry",
         "mid-navigation summary",
         "after the leaf move",
@@ -161,6 +163,11 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
     # Some kills left the manual compaction or the navigation mid-summary.
     if step == 1:
         assert any(case["interrupted"] == "summary.effect_pending" for case in cases)
+        # The threshold compaction inside the run is recorded as the run's summary
+        # states (Pi's): killed mid-summary, the run is found there, and finishes.
+        threshold = [c for c in cases if c["point"] == "mid-threshold summary request"]
+        assert threshold
+        assert {c["interrupted"] for c in threshold} == {"summary.effect_pending"}
 
 
 async def test_pi_restores_each_killed_and_each_finished_session(
