@@ -287,7 +287,12 @@ class StructuralOperation:
         }
         state = {**operation._scope(), "at": "summary.deciding", "task": task}
         key = f"{operation.id}:{task['taskId']}"
-        await session._record([[_set(OP_PREPARATION, key, preparation), operation._put(state)]])
+        writes = [
+            _set(OP_PREPARATION, key, preparation),
+            operation._put(state),
+            operation._lane_state(operation.id, None),
+        ]
+        await session._record([writes])
         return operation
 
     @property
@@ -331,7 +336,8 @@ class StructuralOperation:
         from there (a compaction that did not complete leaves no entry: the run goes on
         uncompacted)."""
         state = self._resumed(configuration, retry_policy)
-        await self._session._record([[*before, self._put(state)]])
+        lane = self._lane_state(self.id, None)
+        await self._session._record([[*before, self._put(state), lane]])
         return state
 
     def preparation(self) -> Mapping[str, Any]:

@@ -7,8 +7,11 @@ Two prompts ("first" -> "one", "second" -> "two"), then MODE: ``compact``
 (``Harness.compact()``, ``keep_recent_tokens=1``), ``navigate``
 (``navigate_tree(first answer, summarize=True, label="back")``), ``navigate-plain``
 (``navigate_tree(first answer)``); ``hang-compact`` / ``hang-navigate``: the summary
-request prints "summary started" and never answers (the caller SIGKILLs the child).
-Prints the result event's ``status`` last.
+request prints "summary started" and never answers (the caller SIGKILLs the child);
+``threshold`` / ``hang-threshold``: nothing after the prompts, but the model's window is the
+reserve plus 60 tokens and "second" is answered "two" and 400 x's, so the second run compacts
+at the threshold after that answer, inside the run. Prints the result event's ``status``
+last (the run's last answer's stop reason for ``threshold``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ MODEL = Model(id="scripted", api="scripted", provider="local", context_window=20
 COMPACTION = CompactionSettings(keep_recent_tokens=1)
 RETRY = RetrySettings(base_delay=1.0)  # Pi's default policy: 4 attempts, 1000 ms
 ANSWERS = {"first": "one", "second": "two"}
+LONG = "two " + "x" * 400
+# A window the second answer passes (the reserve plus 60 tokens).
+SMALL = Model(id="scripted", api="scripted", provider="local", context_window=16384 + 60)
 
 
 def _summarizing(context: Any) -> bool:
@@ -38,7 +44,8 @@ def respond(mode: str) -> Any:
         if _summarizing(context):
             return ScriptedResponse.text("BRANCH SUMMARY" if "navigate" in mode else "SUMMARY")
         last = [m for m in context.messages if m.role == "user"][-1]
-        return ScriptedResponse.text(ANSWERS[last.content[0].text])
+        answer = ANSWERS[last.content[0].text]
+        return ScriptedResponse.text(LONG if "threshold" in mode and answer == "two" else answer)
 
     scripted = ScriptedModel(answer)
 
@@ -56,14 +63,24 @@ async def main(root: Path, session_id: str, mode: str, events: list[Any] | None 
     harness events."""
     store = JsonlSessionStore(root)
     session = await store.create(cwd=str(root), session_id=session_id)
+    model = SMALL if mode.endswith("threshold") else MODEL
     harness = Harness(
-        model=MODEL,
+        model=model,
         stream_fn=respond(mode),
         session=session,
         compaction=COMPACTION,
         retry=RETRY,
     )
-    await harness.set_model(MODEL)
+    await harness.set_model(model)
+    if mode.endswith("threshold"):
+        await harness.prompt("first")
+        if events is not None:
+            harness.subscribe(events.append)
+        await harness.prompt("second")
+        last = harness.messages[-1]
+        print(getattr(last, "stop_reason", None), flush=True)
+        await session.close()
+        return
     for text in ANSWERS:
         await harness.prompt(text)
     if events is not None:

@@ -1,5 +1,10 @@
 """Compaction inside a run, and the run Pi starts after a compaction or navigation.
 
+A compaction at the threshold inside a run is recorded as Pi 0.85.0's drive records it
+(``drive/checkpoint.js``, ``drive/structural.js``: the run's own ``summary.*`` states, its
+task resuming the run at its checkpoint), pinned against Pi's harness (below: writes, a
+kill mid-summary, and the restore both ways).
+
 Pi 0.85.0's lane (``lane.js``, ``continueAfterStructural``): once ``lane.compact()`` or
 ``lane.navigateTree()`` has settled, and unless it was aborted, the lane accepts a run
 with no prompt of its own: when the inbox holds steering, follow-up or next-run messages
@@ -9,16 +14,38 @@ runs.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from pitrio import AssistantMessage, TextContent, UserMessage
-from pitrio.harness import CompactionEntry, CompactionSettings, Harness, JsonlSessionStore
+from pitrio.harness import (
+    CompactionEntry,
+    CompactionSettings,
+    Harness,
+    JsonlSessionStore,
+    RetrySettings,
+    restore_lane,
+)
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
-from .test_compaction_ops import MODEL, leftovers
+from ._structural_child import SMALL, main as run_child
+from .test_compaction_ops import (
+    DATA,
+    MODEL,
+    copy_fixture,
+    kill_mid_summary,
+    leftovers,
+    only_jsonl,
+    our_events,
+    pi,
+    pi_events,
+    pi_killed,
+    shape,
+    transactions,
+)
 
 
 def _text(message: Any) -> str:
@@ -142,4 +169,151 @@ async def test_nothing_runs_after_a_navigation_with_an_empty_queue(tmp_path: Pat
     assert end.status == "completed"
     assert calls == 0
     assert len(session.get_branch()) == 2
+    await session.close()
+
+
+# -- a compaction at the threshold inside a run, against Pi ----------------------------
+#
+# ``node/pi_structural.mjs run ROOT pi-threshold threshold`` (``data/structural/``): two
+# prompts on a model whose window is the reserve plus 60 tokens, the second answered at
+# length, so the second run compacts at its checkpoint after that answer. Pi records the
+# compaction as the run's states (``summary.deciding`` with a ``resume_checkpoint`` task,
+# ``summary.ready``, ``summary.effect_pending`` and its requests), then the entry with the
+# run back at its checkpoint, then the run's end. ``hang-threshold``: killed mid-summary
+# (``pi-hang-threshold.killed.jsonl``), and that file once Pi's ``lane.resume()`` finished
+# it (``.resumed.jsonl``).
+
+
+def _from_preparation(txs: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """The transactions from the one that records a compaction's preparation."""
+    for n, tx in enumerate(txs):
+        if any(w.get("namespace") == "pi.op.preparation" for w in tx):
+            return txs[n:]
+    return []
+
+
+def _states(txs: list[list[dict[str, Any]]]) -> list[str]:
+    return [
+        w["value"]["at"]
+        for tx in txs
+        for w in tx
+        if w.get("namespace") == "pi.op.state" and w["op"] == "set"
+    ]
+
+
+def _harness_on(session: Any) -> Harness:
+    return Harness(
+        model=SMALL,
+        stream_fn=ScriptedModel(lambda _: ScriptedResponse.text("SUMMARY AGAIN")),
+        session=session,
+        compaction=CompactionSettings(keep_recent_tokens=1),
+        retry=RetrySettings(base_delay=0.001),
+    )
+
+
+async def test_a_threshold_compaction_in_a_run_writes_what_pi_writes(tmp_path: Path) -> None:
+    events: list[Any] = []
+    await run_child(tmp_path, "pitrio", "threshold", events)
+    assert our_events(events) == pi_events("pi-threshold")
+    assert [e["reason"] for e in pi_events("pi-threshold")] == ["threshold", "threshold"]
+    ours = _from_preparation(transactions(only_jsonl(tmp_path)))
+    pis = _from_preparation(transactions(DATA / "pi-threshold.jsonl"))
+    assert shape(ours) == shape(pis)
+    assert _states(pis)[:3] == ["summary.deciding", "summary.ready", "summary.effect_pending"]
+    deciding = next(w["value"] for w in pis[0] if w.get("namespace") == "pi.op.state")
+    assert deciding["task"]["reason"] == "threshold"
+    assert deciding["task"]["boundary"]["kind"] == "resume_checkpoint"
+    # The entry, with the run at its checkpoint again; then the run's end.
+    entry, resumed = pis[-2], pis[-1]
+    assert [w.get("type") or w["namespace"] for w in entry][:3] == [
+        "compaction", "pi.branch.tip", "pi.op.state"
+    ]  # fmt: skip
+    assert _states([entry]) == ["checkpoint"]
+    result = next(w["value"] for w in resumed if w.get("namespace") == "pi.result")
+    assert (result["kind"], result["status"]) == ("run", "completed")
+
+
+async def test_pi_writes_the_recorded_threshold_compaction(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    out = await pi(pi_node_modules, "run", str(tmp_path), "pi", "threshold")
+    assert out["events"] == json.loads((DATA / "pi-threshold.json").read_text())["events"]
+    live = _from_preparation(transactions(Path(out["file"])))
+    assert shape(live) == shape(_from_preparation(transactions(DATA / "pi-threshold.jsonl")))
+
+
+async def test_a_run_killed_mid_threshold_summary_leaves_what_pi_leaves(tmp_path: Path) -> None:
+    path = await kill_mid_summary(tmp_path, "pitrio", "hang-threshold")
+    ours = _from_preparation(transactions(path))
+    pis = _from_preparation(transactions(DATA / "pi-hang-threshold.killed.jsonl"))
+    assert shape(ours) == shape(pis)
+    session = await JsonlSessionStore(tmp_path).open("pitrio", read_only=True)
+    operation = restore_lane(session).operation
+    assert operation is not None
+    assert (operation.intent, operation.at) == ("run", "summary.effect_pending")
+    await session.close()
+
+
+async def test_pi_killed_mid_threshold_summary_is_the_recorded_fixture(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    path = await pi_killed(pi_node_modules, tmp_path, "hang-threshold")
+    fixture = DATA / "pi-hang-threshold.killed.jsonl"
+    assert shape(_from_preparation(transactions(path))) == shape(
+        _from_preparation(transactions(fixture))
+    )
+
+
+async def test_pitrio_finishes_the_run_pi_left_mid_compaction_as_pi_does(tmp_path: Path) -> None:
+    path = copy_fixture("pi-hang-threshold.killed", tmp_path)
+    killed = len(transactions(path))
+    session = await JsonlSessionStore(tmp_path).open("pi-hang-threshold")
+    harness = _harness_on(session)
+    assert harness.interrupted is not None
+    assert (harness.interrupted.intent, harness.interrupted.at) == (
+        "run",
+        "summary.effect_pending",
+    )
+    events: list[Any] = []
+    harness.subscribe(events.append)
+    await harness.resume()
+    kinds = [e.type for e in events]
+    assert kinds[:4] == ["recovery_start", "compaction_start", "compaction_end", "recovery_end"]
+    assert (events[1].reason, events[2].reason, events[2].status) == (
+        "threshold",
+        "threshold",
+        "completed",
+    )
+    branch = session.get_branch()
+    assert isinstance(branch[-1], CompactionEntry)
+    assert branch[-1].summary.startswith("SUMMARY AGAIN")
+    assert restore_lane(session).operation is None
+    assert leftovers(session) == []
+    await session.close()
+    # After the kill: the attempt counted as interrupted, attempt 2 and its requests, the
+    # entry (under the id reserved before the kill) with the run at its checkpoint, the end.
+    ours = transactions(path)[killed:]
+    pis = transactions(DATA / "pi-hang-threshold.resumed.jsonl")[killed:]
+    assert shape(ours) == shape(pis)
+    assert ours[-2][0]["id"] == pis[-2][0]["id"]
+    resumed = json.loads((DATA / "pi-hang-threshold.resumed.json").read_text())
+    assert resumed["open"] == [{"lane": "main", "kind": "run"}]
+    assert resumed["events"][-1] == {"type": "run_end", "status": "completed"}
+
+
+async def test_pi_finishes_the_run_pitrio_left_mid_compaction(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    path = await kill_mid_summary(tmp_path, "pitrio", "hang-threshold")
+    out = await pi(pi_node_modules, "resume", str(path))
+    assert out["open"] == [{"lane": "main", "kind": "run"}]
+    assert out["result"] == "completed"
+    assert out["events"][0] == {
+        "type": "retry_scheduled", "recovery": True, "attempt": 2, "step": "task"
+    }  # fmt: skip
+    assert out["branch"][-1] == ["compaction", "SUMMARY AGAIN"]
+    assert out["lane"] == {"current": None, "result": {"kind": "run", "status": "completed"}}
+    session = await JsonlSessionStore(tmp_path).open("pitrio", read_only=True)
+    assert restore_lane(session).operation is None
+    assert isinstance(session.get_branch()[-1], CompactionEntry)
     await session.close()
