@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from pitrio import AssistantMessage, TextContent, UserMessage
+from pitrio import AssistantMessage, Model, TextContent, Tool, ToolResult, UserMessage, text_result
 from pitrio.harness import (
     CompactionEntry,
     CompactionSettings,
@@ -317,3 +317,72 @@ async def test_pi_finishes_the_run_pitrio_left_mid_compaction(
     assert restore_lane(session).operation is None
     assert isinstance(session.get_branch()[-1], CompactionEntry)
     await session.close()
+
+
+# -- between two requests of a run -----------------------------------------------------
+
+
+async def test_a_compaction_between_requests_resumes_the_run_at_its_next_request(
+    tmp_path: Path,
+) -> None:
+    """A tool's output passes the threshold: the run compacts before its next request, as
+    Pi's checkpoint does (``need_assistant``): the entry is written with the run
+    ``assistant.ready`` at the checkpoint's trigger, and that request goes out from there."""
+
+    async def read(call_id: str, params: Any, sig: Any, on_update: Any) -> ToolResult:
+        return text_result("r" * 2000)
+
+    def answer(context: Any) -> ScriptedResponse:
+        if str(context.system_prompt).startswith("You are a context summarization"):
+            return ScriptedResponse.text("SUMMARY")
+        if any(m.role == "toolResult" for m in context.messages):
+            return ScriptedResponse.text("done")
+        return ScriptedResponse.tool_calls(("c1", "read", {}))
+
+    session = await JsonlSessionStore(tmp_path).create(cwd=str(tmp_path), session_id="s")
+    model = Model(id="scripted", api="scripted", provider="local", context_window=16384 + 200)
+    harness = Harness(
+        model=model,
+        stream_fn=ScriptedModel(answer),
+        session=session,
+        tools=[Tool(name="read", description="r", execute=read, parameters={"type": "object"})],
+        compaction=CompactionSettings(keep_recent_tokens=1),
+    )
+    await harness.set_model(model)
+    events: list[Any] = []
+    harness.subscribe(events.append)
+    await harness.prompt("go")
+    # Two: before the request after the tool's output, and after the last answer (the
+    # retained tail holds that output still).
+    assert [(e.reason, e.status) for e in events if e.type == "compaction_end"] == [
+        ("threshold", "completed")
+    ] * 2
+    assert _text(harness.messages[-1]) == "done"
+    await session.close()
+    txs = transactions(only_jsonl(tmp_path))
+    states = [
+        w["value"]
+        for tx in txs
+        for w in tx
+        if w.get("namespace") == "pi.op.state" and w["op"] == "set"
+    ]
+    summary = ["summary.deciding", "summary.ready", *["summary.effect_pending"] * 3]
+    assert [s["at"] for s in states] == [
+        "starting", "checkpoint", "assistant.ready", "assistant.effect_pending",
+        *["tools"] * 3, "checkpoint",
+        *summary, "assistant.ready", "assistant.effect_pending", "checkpoint",
+        *summary, "checkpoint",
+    ]  # fmt: skip
+    first, second = states[8]["task"], states[16]["task"]
+    resume_after = first["boundary"]["resumeAfter"]
+    assert resume_after["continuation"] == {"kind": "need_assistant", "overflowRecoveryUsed": False}
+    assert second["boundary"]["resumeAfter"]["continuation"]["kind"] == "may_finish"
+    ready, pending = states[13], states[14]
+    assert ready["generationContext"]["triggerEntryId"] == resume_after["triggerEntryId"]
+    assert pending["generationContext"] == ready["generationContext"]
+    entry_tx = next(tx for tx in txs if any(w.get("type") == "compaction" for w in tx))
+    assert [w.get("namespace") for w in entry_tx][1:3] == ["pi.branch.tip", "pi.op.state"]
+    reopened = await JsonlSessionStore(tmp_path).open("s", read_only=True)
+    assert restore_lane(reopened).operation is None
+    assert leftovers(reopened) == []
+    await reopened.close()
