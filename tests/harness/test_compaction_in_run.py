@@ -31,7 +31,7 @@ from pitrio.harness import (
 )
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
-from ._structural_child import SMALL, main as run_child
+from ._structural_child import LONG, SMALL, main as run_child
 from .test_compaction_ops import (
     DATA,
     MODEL,
@@ -386,3 +386,92 @@ async def test_a_compaction_between_requests_resumes_the_run_at_its_next_request
     assert restore_lane(reopened).operation is None
     assert leftovers(reopened) == []
     await reopened.close()
+
+
+# -- a run's compaction that fails or is aborted ----------------------------------------
+
+
+async def _long_second_run(tmp_path: Path, summary: Any) -> tuple[Any, Harness]:
+    """A harness whose second prompt ("second", answered at length) compacts at the
+    threshold inside its run; ``summary`` answers the summary requests."""
+
+    async def stream(model: Any, context: Any, options: Any) -> Any:
+        if str(context.system_prompt).startswith("You are a context summarization"):
+            return await summary(model, context, options)
+        text = _text(context.messages[-1])
+        answer = LONG if text == "second" else "one"
+        return ScriptedModel(lambda _: ScriptedResponse.text(answer))(model, context, options)
+
+    session = await JsonlSessionStore(tmp_path).create(cwd=str(tmp_path), session_id="s")
+    harness = Harness(
+        model=SMALL,
+        stream_fn=stream,
+        session=session,
+        compaction=CompactionSettings(keep_recent_tokens=1),
+        retry=RetrySettings(enabled=False),
+    )
+    await harness.set_model(SMALL)
+    await harness.prompt("first")
+    return session, harness
+
+
+def _run_result(session: Any) -> dict[str, Any]:
+    lane = restore_lane(session)
+    assert lane.operation is None
+    result = session.get_value("pi.result", str(lane.last_operation_id))
+    assert isinstance(result, dict)
+    return result
+
+
+async def test_a_failed_compaction_in_a_run_leaves_the_run_at_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    failing = ScriptedModel(
+        lambda _: ScriptedResponse(stop_reason="error", error_message="invalid request")
+    )
+
+    async def summary(model: Any, context: Any, options: Any) -> Any:
+        return failing(model, context, options)
+
+    session, harness = await _long_second_run(tmp_path, summary)
+    events: list[Any] = []
+    harness.subscribe(events.append)
+    await harness.prompt("second")
+    ends = [e for e in events if e.type == "compaction_end"]
+    assert [(e.reason, e.status) for e in ends] == [("threshold", "failed")]
+    assert _text(harness.messages[-1]) == LONG  # the run's answer stands, uncompacted
+    assert not any(isinstance(e, CompactionEntry) for e in session.get_branch())
+    assert (_run_result(session)["kind"], _run_result(session)["status"]) == ("run", "completed")
+    assert leftovers(session) == []
+    await session.close()
+    txs = transactions(only_jsonl(tmp_path))
+    states = [
+        w["value"]["at"]
+        for tx in txs
+        for w in tx
+        if w.get("namespace") == "pi.op.state" and w["op"] == "set"
+    ]
+    assert states[-2:] == ["summary.effect_pending", "checkpoint"]
+
+
+async def test_abort_during_a_compaction_in_a_run_ends_the_run_aborted(tmp_path: Path) -> None:
+    started = trio.Event()
+
+    async def hanging(model: Any, context: Any, options: Any) -> Any:
+        started.set()
+        await trio.sleep_forever()
+
+    session, harness = await _long_second_run(tmp_path, hanging)
+    events: list[Any] = []
+    harness.subscribe(events.append)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(harness.prompt, "second")
+        await started.wait()
+        assert restore_lane(session).operation.at == "summary.effect_pending"  # type: ignore[union-attr]
+        harness.abort()
+    ends = [e for e in events if e.type == "compaction_end"]
+    assert [(e.reason, e.status) for e in ends] == [("threshold", "aborted")]
+    assert _run_result(session)["status"] == "aborted"
+    assert not any(isinstance(e, CompactionEntry) for e in session.get_branch())
+    assert leftovers(session) == []  # the preparation went with the run's records
+    await session.close()
