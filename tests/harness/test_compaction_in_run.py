@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from pitrio import AssistantMessage, Model, TextContent, Tool, ToolResult, UserMessage, text_result
+from pitrio import Model, TextContent, Tool, ToolResult, text_result
 from pitrio.harness import (
     CompactionEntry,
     CompactionSettings,
@@ -34,7 +34,7 @@ from pitrio.testing import ScriptedModel, ScriptedResponse
 from ._structural_child import LONG, SMALL, main as run_child
 from .test_compaction_ops import (
     DATA,
-    MODEL,
+    Hanging,
     copy_fixture,
     kill_mid_summary,
     leftovers,
@@ -46,6 +46,7 @@ from .test_compaction_ops import (
     shape,
     transactions,
 )
+from .test_navigation import _two_turns as _navigation_turns
 
 
 def _text(message: Any) -> str:
@@ -53,28 +54,9 @@ def _text(message: Any) -> str:
 
 
 async def _two_turns(tmp_path: Path, stream_fn: Any) -> tuple[Any, Harness]:
-    session = await JsonlSessionStore(tmp_path).create(cwd=str(tmp_path), session_id="s")
-    harness = Harness(
-        model=MODEL,
-        stream_fn=stream_fn,
-        session=session,
-        compaction=CompactionSettings(keep_recent_tokens=1),
-    )
-    await harness.set_model(MODEL)
-    for question, answer in (("first", "one"), ("second", "two")):
-        await session.append_message(
-            UserMessage(content=(TextContent(text=question),), timestamp=1)
-        )
-        reply = AssistantMessage(
-            content=(TextContent(text=answer),),
-            api="scripted",
-            provider="local",
-            model="scripted",
-            stop_reason="stop",
-            timestamp=1,
-        )
-        await session.append_message(reply)
-    harness.agent.state.messages = list(session.build_context().messages)
+    """Two turns in the session; a compaction keeps only the last message's turn."""
+    session, harness = await _navigation_turns(tmp_path, stream_fn)
+    harness.compaction = CompactionSettings(keep_recent_tokens=1)
     return session, harness
 
 
@@ -133,12 +115,7 @@ async def test_a_compaction_runs_what_was_queued_while_it_summarised(tmp_path: P
 
 
 async def test_nothing_runs_after_an_aborted_compaction(tmp_path: Path) -> None:
-    started = trio.Event()
-
-    async def hanging(model: Any, context: Any, options: Any) -> Any:
-        started.set()
-        await trio.sleep_forever()
-
+    hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
     ends: list[Any] = []
     async with trio.open_nursery() as nursery:
@@ -147,7 +124,7 @@ async def test_nothing_runs_after_an_aborted_compaction(tmp_path: Path) -> None:
             ends.append(await harness.compact())
 
         nursery.start_soon(run)
-        await started.wait()
+        await hanging.started.wait()
         await harness.enqueue("follow_up", "later")
         harness.abort()
     assert ends[0].status == "aborted"
@@ -444,29 +421,18 @@ async def test_a_failed_compaction_in_a_run_leaves_the_run_at_its_checkpoint(
     assert (_run_result(session)["kind"], _run_result(session)["status"]) == ("run", "completed")
     assert leftovers(session) == []
     await session.close()
-    txs = transactions(only_jsonl(tmp_path))
-    states = [
-        w["value"]["at"]
-        for tx in txs
-        for w in tx
-        if w.get("namespace") == "pi.op.state" and w["op"] == "set"
-    ]
+    states = _states(transactions(only_jsonl(tmp_path)))
     assert states[-2:] == ["summary.effect_pending", "checkpoint"]
 
 
 async def test_abort_during_a_compaction_in_a_run_ends_the_run_aborted(tmp_path: Path) -> None:
-    started = trio.Event()
-
-    async def hanging(model: Any, context: Any, options: Any) -> Any:
-        started.set()
-        await trio.sleep_forever()
-
+    hanging = Hanging()
     session, harness = await _long_second_run(tmp_path, hanging)
     events: list[Any] = []
     harness.subscribe(events.append)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(harness.prompt, "second")
-        await started.wait()
+        await hanging.started.wait()
         assert restore_lane(session).operation.at == "summary.effect_pending"  # type: ignore[union-attr]
         harness.abort()
     ends = [e for e in events if e.type == "compaction_end"]
