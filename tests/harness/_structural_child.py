@@ -6,7 +6,8 @@ has Pi's harness do (tests/harness/test_compaction_ops.py, test_navigation.py).
 Two prompts ("first" -> "one", "second" -> "two"), then MODE: ``compact``
 (``Harness.compact()``, ``keep_recent_tokens=1``), ``navigate``
 (``navigate_tree(first answer, summarize=True, label="back")``), ``navigate-plain``
-(``navigate_tree(first answer)``); ``hang-compact`` / ``hang-navigate``: the summary
+(``navigate_tree(first answer)``), ``compact-queued`` (``enqueue("follow_up", "later")``,
+then ``compact()``: a run for it follows); ``hang-compact`` / ``hang-navigate``: the summary
 request prints "summary started" and never answers (the caller SIGKILLs the child);
 ``threshold`` / ``hang-threshold``: nothing after the prompts, but the model's window is the
 reserve plus 60 tokens and "second" is answered "two" and 400 x's, so the second run compacts
@@ -30,6 +31,7 @@ MODEL = Model(id="scripted", api="scripted", provider="local", context_window=20
 COMPACTION = CompactionSettings(keep_recent_tokens=1)
 RETRY = RetrySettings(base_delay=1.0)  # Pi's default policy: 4 attempts, 1000 ms
 ANSWERS = {"first": "one", "second": "two"}
+LATER = {"later": "answer to later"}  # compact-queued: the run after the compaction
 LONG = "two " + "x" * 400
 # A window the second answer passes (the reserve plus 60 tokens).
 SMALL = Model(id="scripted", api="scripted", provider="local", context_window=16384 + 60)
@@ -44,7 +46,7 @@ def respond(mode: str) -> Any:
         if _summarizing(context):
             return ScriptedResponse.text("BRANCH SUMMARY" if "navigate" in mode else "SUMMARY")
         last = [m for m in context.messages if m.role == "user"][-1]
-        answer = ANSWERS[last.content[0].text]
+        answer = {**ANSWERS, **LATER}[last.content[0].text]
         return ScriptedResponse.text(LONG if "threshold" in mode and answer == "two" else answer)
 
     scripted = ScriptedModel(answer)
@@ -86,8 +88,10 @@ async def main(root: Path, session_id: str, mode: str, events: list[Any] | None 
     if events is not None:
         harness.subscribe(events.append)
     target = session.get_branch()[1].id
+    if mode == "compact-queued":
+        await harness.enqueue("follow_up", "later")
     end: Any
-    if mode.endswith("compact"):
+    if mode.endswith("compact") or mode == "compact-queued":
         end = await harness.compact()
     elif mode == "navigate-plain":
         end = await harness.navigate_tree(target)

@@ -441,3 +441,44 @@ async def test_abort_during_a_compaction_in_a_run_ends_the_run_aborted(tmp_path:
     assert not any(isinstance(e, CompactionEntry) for e in session.get_branch())
     assert leftovers(session) == []  # the preparation went with the run's records
     await session.close()
+
+
+# -- continueAfterStructural, against Pi -------------------------------------------------
+
+
+def _branch(session: Any) -> list[list[Any]]:
+    """The branch as ``pi_structural.mjs`` prints it (type, and role and text / summary)."""
+    out: list[list[Any]] = []
+    for entry in session.get_branch():
+        if isinstance(entry, CompactionEntry):
+            out.append(["compaction", entry.summary.split("\n")[0]])
+        elif hasattr(entry, "message"):
+            out.append(["message", entry.message.role, _text(entry.message)])
+    return out
+
+
+async def test_a_queued_message_runs_after_a_compaction_as_in_pi(tmp_path: Path) -> None:
+    events: list[Any] = []
+    await run_child(tmp_path, "pitrio", "compact-queued", events)
+    recorded = json.loads((DATA / "pi-compact-queued.json").read_text())
+    kinds = [e["type"] for e in recorded["events"]]
+    assert kinds.index("compaction_end") < kinds.index("run_start")
+    ours = [e.type for e in events]
+    assert ours.index("compaction_end") < ours.index("agent_start") < ours.index("agent_end")
+    session = await JsonlSessionStore(tmp_path).open("pitrio", read_only=True)
+    assert _branch(session) == recorded["branch"]
+    assert _branch(session)[-2:] == [
+        ["message", "user", "later"],
+        ["message", "assistant", "answer to later"],
+    ]
+    assert restore_lane(session).operation is None
+    assert leftovers(session) == []
+    await session.close()
+
+
+async def test_pi_runs_the_queued_message_after_a_compaction(
+    tmp_path: Path, pi_node_modules: Path
+) -> None:
+    out = await pi(pi_node_modules, "run", str(tmp_path), "pi", "compact-queued")
+    recorded = json.loads((DATA / "pi-compact-queued.json").read_text())
+    assert (out["events"], out["branch"]) == (recorded["events"], recorded["branch"])

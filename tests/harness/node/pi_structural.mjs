@@ -8,6 +8,9 @@
 //         navigate-plain     lane.navigateTree(first answer) (no summary)
 //         hang-compact       as compact, but the summary request writes STARTED_FILE and never
 //         hang-navigate      as navigate, but the summary request ... never answers
+//         compact-queued     lane.followUp("later") while idle, then as compact: the lane
+//                            starts a run for the queued message once the compaction has
+//                            ended (continueAfterStructural), answered "answer to later"
 //         threshold          no call after the prompts: the model's window is the reserve plus
 //                            60 tokens and "second" is answered "two" and 400 x's, so the second
 //                            run compacts at its checkpoint after that answer (inside the run)
@@ -90,7 +93,13 @@ if (command === "run") {
 	};
 	const summary = mode.startsWith("hang") ? hang : fauxAssistantMessage(mode.includes("navigate") ? "BRANCH SUMMARY" : "SUMMARY");
 	const second = fauxAssistantMessage(THRESHOLD ? LONG : "two");
-	faux.setResponses([fauxAssistantMessage("one"), second, summary, summary]);
+	faux.setResponses([
+		fauxAssistantMessage("one"),
+		second,
+		summary,
+		summary,
+		fauxAssistantMessage("answer to later"),
+	]);
 	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
 	const session = await repo.create({ cwd: root, id: sid }, C);
 	const { harness } = await core.AgentHarness.create(
@@ -105,9 +114,10 @@ if (command === "run") {
 	const entries = await session.scanBranch({ start: (await session.getValue(S.branchTip("main"), C)).value, order: "oldestFirst" }, C);
 	const firstAnswer = entries[1].id;
 	if (!THRESHOLD) events.length = 0;
+	if (mode === "compact-queued") await lane.followUp("later", undefined, C);
 	let result;
 	if (THRESHOLD) result = run;
-	else if (mode.endsWith("compact")) result = await lane.compact({}, C);
+	else if (mode.endsWith("compact") || mode === "compact-queued") result = await lane.compact({}, C);
 	else if (mode === "navigate-plain") result = await lane.navigateTree(firstAnswer, {}, C);
 	else result = await lane.navigateTree(firstAnswer, { summarize: true, label: "back" }, C);
 	const metadata = (await repo.list({}, C))[0];
