@@ -787,6 +787,8 @@ class Harness:
         compact). With a writable session the compaction is an operation of its own,
         recorded as Pi's harness records it (``_structural``): a process killed
         mid-summary leaves it :attr:`interrupted`, and :meth:`resume` finishes it.
+        Unless it was aborted, a run then starts for the messages the durable queue
+        holds (Pi's ``continueAfterStructural``), and settles before this returns.
 
         Raises:
             AgentBusyError: a prompt or a compaction is running.
@@ -799,9 +801,25 @@ class Harness:
             await self.resume()  # Pi's lane finishes its operation first
         self._claim()
         try:
-            return await self._compact("manual", custom_instructions=custom_instructions)
+            end = await self._compact("manual", custom_instructions=custom_instructions)
         finally:
             self._release()
+        await self._continue_after_structural(end.status)
+        return end
+
+    async def _continue_after_structural(self, status: str) -> None:
+        """Pi's ``continueAfterStructural``: after a compaction or navigation that was
+        not aborted, a run starts for what the lane's inbox holds (steering, follow-up
+        and next-run messages, as a prompt's start takes them); nothing runs when it is
+        empty."""
+        if status == "aborted" or self._busy or self._ops is None or self._session is None:
+            return
+        self._undeliver()  # what was queued meanwhile is in the durable queue still
+        agent = self._agent
+        if not select(queued(self._session), agent.steering_mode, agent.follow_up_mode):
+            return
+        self._claim()
+        await self._drive(self._take_queued_for_prompt(), trio.TASK_STATUS_IGNORED)
 
     def _claim(self) -> None:
         if self._busy:
@@ -1367,6 +1385,8 @@ class Harness:
             else:
                 if reason == "manual" and self._ops is not None and not self._ops.active:
                     op = await self._begin_compaction(preparation, custom_instructions)
+                elif reason == "threshold":
+                    op = await self._begin_run_compaction(preparation)
                 end = await self._run_compaction(
                     reason, preparation, op, custom_instructions, will_retry
                 )
@@ -1386,10 +1406,36 @@ class Harness:
             with trio.CancelScope(shield=True):
                 if op is not None and _open(session, op):
                     await op.finish("aborted")
+                self._moved(op)
                 await self._bus.emit(CompactionEnd(reason=reason, status="aborted"))
             raise
+        self._moved(op)
         await self._bus.emit(end)
         return end
+
+    def _moved(self, op: StructuralOperation | None) -> None:
+        """After a run's compaction the run records from the state it left."""
+        if op is not None and op.in_run and self._ops is not None:
+            self._ops.moved_to(op.state)
+
+    async def _begin_run_compaction(
+        self, preparation: CompactionPreparation
+    ) -> StructuralOperation | None:
+        """A compaction at the threshold inside a run (Pi's ``runCheckpoint``): recorded
+        as the run's ``summary.*`` states, from the checkpoint the run is at; ``None``
+        (not recorded) when the run is at none."""
+        ops = self._ops
+        assert self._session is not None
+        checkpoint = await ops.checkpoint() if ops is not None else None
+        if ops is None or checkpoint is None:
+            return None
+        return await StructuralOperation.begin_in_run(
+            self._session,
+            ops.meta,
+            checkpoint,
+            reason="threshold",
+            preparation=compaction_preparation_json(preparation),
+        )
 
     async def _begin_compaction(
         self, preparation: CompactionPreparation, custom_instructions: str | None
@@ -1485,7 +1531,10 @@ class Harness:
                 usage=result.usage,
                 from_hook=from_hook,
             )
-            await op.finish("completed", before=writes, tip_id=entry_id)
+            if op.in_run:
+                await op.resume_run(self._lane_configuration(), self._retry_policy(), writes)
+            else:
+                await op.finish("completed", before=writes, tip_id=entry_id)
         await session.flush()
         messages = list(session.build_context().messages)
         if self._agent.is_running:
@@ -1627,6 +1676,8 @@ class Harness:
         records it: a process killed mid-summary leaves it :attr:`interrupted`, and
         :meth:`resume` finishes it. Returns the :class:`NavigationEnd` event
         (``completed``, ``aborted`` by :meth:`abort`, or ``failed`` with the error).
+        Unless it was aborted, a run then starts for the messages the durable queue
+        holds, as after :meth:`compact`.
 
         Raises:
             AgentBusyError: a prompt, compaction or navigation is running.
@@ -1659,9 +1710,11 @@ class Harness:
         try:
             op = await self._begin_navigation(target_id, summarize, custom_instructions, label)
             await self._bus.emit(NavigationStart(target_id=target_id, summarize=summarize))
-            return await self._run_navigation(op)
+            end = await self._run_navigation(op)
         finally:
             self._release()
+        await self._continue_after_structural(end.status)
+        return end
 
     async def _begin_navigation(
         self,
@@ -1838,6 +1891,28 @@ class Harness:
             await self._bus.emit(end)
         await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=False))
 
+    async def _recover_run_compaction(self, operation: Operation) -> Mapping[str, Any]:
+        """Finish the compaction a killed run was in (Pi's structural drive on the
+        restored run), its summary asked again from the recorded preparation; returns
+        the run's state after it (at the checkpoint its task resumes)."""
+        session, ops = self._session, self._ops
+        assert session is not None
+        assert ops is not None
+        op = StructuralOperation.adopt(session, operation)
+        reason: CompactionReason = (
+            "overflow" if op.task.get("reason") == "overflow" else "threshold"
+        )
+        await self._bus.emit(CompactionStart(reason=reason))
+        try:
+            preparation = compaction_preparation_from(op.preparation())
+            end = await self._run_compaction(reason, preparation, op, None, False)
+        except SessionFormatError as exc:
+            await op.finish("failed")
+            end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
+        self._moved(op)
+        await self._bus.emit(end)
+        return ops.state
+
 
 def _interrupted(session: Session) -> Operation | None:
     """The operation the session's lane was in (a run, a compaction, a navigation), if
@@ -1867,9 +1942,11 @@ def _failure_code(exc: Exception) -> str:
 
 
 def _open(session: Session, op: StructuralOperation) -> bool:
-    """Whether ``op`` is still the lane's current operation (not yet finished)."""
+    """Whether ``op`` is still the lane's current operation (not yet finished; a
+    run's compaction: still summarising)."""
     state = session.get_value(LANE_STATE, session.lane_name)
-    return isinstance(state, Mapping) and state.get("currentOperationId") == op.id
+    current = isinstance(state, Mapping) and state.get("currentOperationId") == op.id
+    return current and (not op.in_run or op.at.startswith("summary."))
 
 
 def _take(session: Session | None, writes: list[Any], entry_id: str) -> list[Any]:

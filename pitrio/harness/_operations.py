@@ -69,6 +69,10 @@ INTERRUPTED_TOOL: Final = (
 )
 
 
+# A compaction inside the run keeps its input here (``_structural.OP_PREPARATION``).
+_OP_PREPARATION: Final = "pi.op.preparation"
+
+
 def replay_policy(tool: object) -> ReplayPolicy:
     """A tool's replay policy: its ``replay`` attribute when it is ``"safe"``, else
     ``"never"`` (Pi's default)."""
@@ -287,6 +291,32 @@ class OperationRecorder:
         self._calls = {}
         self._forms = {}
         self._memos_set = True
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The running operation's ``pi.op.meta``."""
+        return self._meta
+
+    def moved_to(self, state: Mapping[str, Any]) -> None:
+        """The operation's state was written elsewhere (a compaction inside the run,
+        ``_structural``): record from there on."""
+        self._state = dict(state)
+
+    async def checkpoint(self) -> Mapping[str, Any] | None:
+        """The run's ``checkpoint`` state (written first when the run is still
+        ``starting``: Pi's run start), or ``None`` when the run is not at one (a
+        compaction inside the run starts from a checkpoint)."""
+        if self._op_id is None:
+            return None
+        if self._state.get("at") in ("starting", None):
+            checkpoint = {
+                **self._scope(),
+                "at": "checkpoint",
+                "continuation": {"kind": "need_assistant", "overflowRecoveryUsed": False},
+                "triggerEntryId": self._session.leaf_id,
+            }
+            await self._session._record([[self._put(checkpoint)]])
+        return self._state if self._state.get("at") == "checkpoint" else None
 
     def adopt_batch(self, call_ids: Mapping[int, str]) -> None:
         """The tool call ids of the adopted batch (by source index)."""
@@ -762,9 +792,12 @@ class OperationRecorder:
         writes: list[Write] = [_delete(OP_META, op_id), _delete(OP_STATE, op_id)]
         prefix = f"{op_id}:"
         for namespace, key in list(session._state.values):
-            if namespace in (OP_TOOL_ARGS, OP_TOOL_MEMO, PENDING_TOOL_OUTPUT) and key.startswith(
-                prefix
-            ):
+            if namespace in (
+                OP_TOOL_ARGS,
+                OP_TOOL_MEMO,
+                PENDING_TOOL_OUTPUT,
+                _OP_PREPARATION,
+            ) and key.startswith(prefix):
                 writes.append(_delete(namespace, key))
         if self.frames_key is not None:
             writes.append(delete_frames(self.frames_key))

@@ -72,6 +72,8 @@ class Harness(Protocol):
     _bus: Any
     _config: Any
 
+    async def _recover_run_compaction(self, operation: Operation) -> Mapping[str, Any]: ...
+
 
 __all__ = ["settle"]
 
@@ -93,6 +95,11 @@ async def settle(
         return True
     if at == "tools":
         return await _tools(harness, session, ops, operation, leave)
+    if at.startswith("summary."):
+        # Killed mid-compaction: it is finished first, then the run resumes at the
+        # checkpoint its task names.
+        state = await harness._recover_run_compaction(operation)
+        at = str(state.get("at"))
     continuation = state.get("continuation")
     return not (
         at == "checkpoint"

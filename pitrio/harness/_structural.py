@@ -261,6 +261,85 @@ class StructuralOperation:
         await session._record([writes])
         return operation
 
+    @classmethod
+    async def begin_in_run(
+        cls,
+        session: Session,
+        meta: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+        *,
+        reason: str,
+        preparation: dict[str, Any],
+    ) -> StructuralOperation:
+        """A compaction inside a run (Pi's ``runCheckpoint`` with the threshold reached):
+        the run's state becomes ``summary.deciding``, its task resuming the run at the
+        ``checkpoint`` it was at (``resume_checkpoint``), with the preparation beside it
+        (one transaction)."""
+        operation = cls(session, meta, checkpoint)
+        resume_after = {
+            "continuation": checkpoint.get("continuation"),
+            "triggerEntryId": checkpoint.get("triggerEntryId"),
+        }
+        task = {
+            "taskId": new_id(),
+            "reason": reason,
+            "boundary": {"kind": "resume_checkpoint", "resumeAfter": resume_after},
+        }
+        state = {**operation._scope(), "at": "summary.deciding", "task": task}
+        key = f"{operation.id}:{task['taskId']}"
+        writes = [
+            _set(OP_PREPARATION, key, preparation),
+            operation._put(state),
+            operation._lane_state(operation.id, None),
+        ]
+        await session._record([writes])
+        return operation
+
+    @property
+    def in_run(self) -> bool:
+        """Whether this is a run's compaction (its end resumes the run)."""
+        return bool(self._meta.get("intent", {}).get("kind") == "run")
+
+    def _resumed(
+        self, configuration: Mapping[str, Any], retry_policy: Mapping[str, int]
+    ) -> dict[str, Any]:
+        """The run's state after its compaction (Pi's ``resume_checkpoint``): a request
+        is ``assistant.ready`` at the checkpoint's trigger; a run that may finish is at
+        its checkpoint again."""
+        boundary = self.task.get("boundary") or {}
+        resume_after = boundary.get("resumeAfter") or {}
+        continuation = resume_after.get("continuation") or {}
+        if continuation.get("kind") == "may_finish":
+            return {**self._scope(), "at": "checkpoint", **resume_after}
+        return {
+            **self._scope(),
+            "at": "assistant.ready",
+            "generationContext": {
+                "stepId": new_id(),
+                "triggerEntryId": resume_after.get("triggerEntryId"),
+                "configuration": dict(configuration),
+                "streamOptions": {},
+                "retryPolicy": dict(retry_policy),
+                "overflowRecoveryUsed": bool(continuation.get("overflowRecoveryUsed")),
+            },
+            "nextAttempt": 1,
+        }
+
+    async def resume_run(
+        self,
+        configuration: Mapping[str, Any],
+        retry_policy: Mapping[str, int],
+        before: Sequence[Write] = (),
+    ) -> Mapping[str, Any]:
+        """A run's compaction ends: ``before`` (the entry, the tip) and the run's state
+        at its checkpoint again, in one transaction; returns that state. The run goes on
+        from there (a compaction that did not complete leaves no entry: the run goes on
+        uncompacted)."""
+        state = self._resumed(configuration, retry_policy)
+        lane = self._lane_state(self.id, None)
+        await self._session._record([[*before, self._put(state), lane]])
+        return state
+
     def preparation(self) -> Mapping[str, Any]:
         """The summary's input (``pi.op.preparation``).
 
@@ -417,7 +496,15 @@ class StructuralOperation:
         tip_id: str | None = None,
     ) -> None:
         """The operation ends: ``before`` (the entry, the tip) with its records deleted,
-        ``pi.result`` and the lane idle, in one transaction (Pi's terminal)."""
+        ``pi.result`` and the lane idle, in one transaction (Pi's terminal). A run's
+        compaction that did not complete leaves the run at the checkpoint it was at
+        instead (the run goes on, or ends, from there)."""
+        if self.in_run:
+            boundary = self.task.get("boundary") or {}
+            resume_after = boundary.get("resumeAfter") or {}
+            state = {**self._scope(), "at": "checkpoint", **resume_after}
+            await self._session._record([[*before, self._put(state)]])
+            return
         tip = tip_id if before else self._session.leaf_id
         await self._session._record([[*before, *self._terminal(status, tip, error)]])
 

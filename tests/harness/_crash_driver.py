@@ -104,6 +104,8 @@ def respond(context: Any) -> ScriptedResponse:
             return ScriptedResponse.text("BRANCH SUMMARY", chunk_size=8)
         if phase == "compact":
             point("mid-compaction summary request")
+        else:  # the threshold compaction inside the run
+            point("mid-threshold summary request")
         return ScriptedResponse.text("SUMMARY of the work", chunk_size=8)
     last_user = next((m for m in reversed(context.messages) if m.role == "user"), None)
     text = " ".join(getattr(b, "text", "") for b in getattr(last_user, "content", ()))

@@ -6,14 +6,17 @@ has Pi's harness do (tests/harness/test_compaction_ops.py, test_navigation.py).
 Two prompts ("first" -> "one", "second" -> "two"), then MODE: ``compact``
 (``Harness.compact()``, ``keep_recent_tokens=1``), ``navigate``
 (``navigate_tree(first answer, summarize=True, label="back")``), ``navigate-plain``
-(``navigate_tree(first answer)``); ``hang-compact`` / ``hang-navigate``: the summary
+(``navigate_tree(first answer)``), ``compact-queued`` (``enqueue("follow_up", "later")``,
+then ``compact()``: a run for it follows); ``hang-compact`` / ``hang-navigate``: the summary
 request prints "summary started" and never answers (the caller SIGKILLs the child);
 ``hook-decline-compact`` / ``hook-compact`` / ``hook-decline-navigate`` /
 ``hook-navigate``: a ``before_compaction`` or ``before_navigation`` hook declines, or gives
 the summary ("HOOK SUMMARY", with :data:`HOOK_USAGE`), as in the Node script;
 ``hang-hook-compact``: the ``before_compaction`` hook prints "summary started" and never
-returns.
-Prints the result event's ``status`` last.
+returns; ``threshold`` / ``hang-threshold``: nothing after the prompts, but the model's
+window is the reserve plus 60 tokens and "second" is answered "two" and 400 x's, so the
+second run compacts at the threshold after that answer, inside the run. Prints the result
+event's ``status`` last (the run's last answer's stop reason for ``threshold``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ COMPACTION = CompactionSettings(keep_recent_tokens=1)
 RETRY = RetrySettings(base_delay=1.0)  # Pi's default policy: 4 attempts, 1000 ms
 ANSWERS = {"first": "one", "second": "two"}
 HOOK_USAGE = Usage(input=7, output=3, total_tokens=10, cost=Cost())
+LATER = {"later": "answer to later"}  # compact-queued: the run after the compaction
+LONG = "two " + "x" * 400
+# A window the second answer passes (the reserve plus 60 tokens).
+SMALL = Model(id="scripted", api="scripted", provider="local", context_window=16384 + 60)
 
 
 def _summarizing(context: Any) -> bool:
@@ -55,7 +62,8 @@ def respond(mode: str) -> Any:
         if _summarizing(context):
             return ScriptedResponse.text("BRANCH SUMMARY" if "navigate" in mode else "SUMMARY")
         last = [m for m in context.messages if m.role == "user"][-1]
-        return ScriptedResponse.text(ANSWERS[last.content[0].text])
+        answer = {**ANSWERS, **LATER}[last.content[0].text]
+        return ScriptedResponse.text(LONG if "threshold" in mode and answer == "two" else answer)
 
     scripted = ScriptedModel(answer)
 
@@ -113,14 +121,24 @@ async def main(
     harness events, ``seen`` the events the hooks of a ``hook-*`` MODE are given."""
     store = JsonlSessionStore(root)
     session = await store.create(cwd=str(root), session_id=session_id)
+    model = SMALL if mode.endswith("threshold") else MODEL
     harness = Harness(
-        model=MODEL,
+        model=model,
         stream_fn=respond(mode),
         session=session,
         compaction=COMPACTION,
         retry=RETRY,
     )
-    await harness.set_model(MODEL)
+    await harness.set_model(model)
+    if mode.endswith("threshold"):
+        await harness.prompt("first")
+        if events is not None:
+            harness.subscribe(events.append)
+        await harness.prompt("second")
+        last = harness.messages[-1]
+        print(getattr(last, "stop_reason", None), flush=True)
+        await session.close()
+        return
     for text in ANSWERS:
         await harness.prompt(text)
     if events is not None:
@@ -128,8 +146,10 @@ async def main(
     if "hook" in mode:
         hook(harness, mode, [] if seen is None else seen)
     target = session.get_branch()[1].id
+    if mode == "compact-queued":
+        await harness.enqueue("follow_up", "later")
     end: Any
-    if mode.endswith("compact"):
+    if mode.endswith("compact") or mode == "compact-queued":
         end = await harness.compact()
     elif mode == "navigate-plain":
         end = await harness.navigate_tree(target)

@@ -1,23 +1,25 @@
 """The crash sweep: a scripted run killed at every one of its wait points, on each store.
 
 ``_crash_driver.py`` runs two prompts (a warm-up; then a run whose model asks for the unsafe
-``write`` and the safe ``read``, fails once with a retryable error and backs off, compacts
-at the threshold, asks for ``write`` again and answers; the last answer streams as a network
+``write`` and the safe ``read``, fails once with a retryable error and backs off, compacts at
+the threshold, asks for ``write`` again and answers; the last answer streams as a network
 answer does, its frames written as it streams: a kill mid-stream leaves a committed partial,
 and the frame writes are no points of their own), then a manual compaction and a summarised
 tree navigation back to the warm-up's answer (each an operation of its own), and counts its
 points: before and after each session write, each streamed update, the back-off, each
-compaction's start, each tool before and after its effect, the manual compaction's summary
-request and its end (after the entry), the navigation's start, its summary request and its
-end (after the leaf move): 106 points (the records between two effects share one write). For
-each point a forked child is SIGKILLed there and a fresh one restores and finishes the
-session. Every case must: finish (the last operation's ``pi.result`` completed, the lane
-idle, no operation records left); never repeat an unsafe effect (``write n`` at most once);
-leave the transcript of the uninterrupted run, apart from repeated requests (failed answers)
-and an unsafe call killed between its intent and its outcome, which ends as Pi's interrupted
-result; compact as often as the uninterrupted run; end with the navigation done (the tip a
-branch summary under the target, labelled). Pi's ``restoreSession`` reads each JSONL session
-as the kill left it and as the restore finished it (``node/pi_session.mjs lanes-many``).
+compaction's start, each tool before and after its effect, the threshold compaction's summary
+request (inside the run: recorded as the run's ``summary.*`` states, as Pi's drive records it),
+the manual compaction's summary request and its end (after the entry), the navigation's start,
+its summary request and its end (after the leaf move): 107 points (the records between two
+effects share one write). For each point a forked child is SIGKILLed there and a fresh one
+restores and finishes the session. Every case must: finish (the last operation's ``pi.result``
+completed, the lane idle, no operation records left); never repeat an unsafe effect (``write
+n`` at most once); leave the transcript of the uninterrupted run, apart from repeated requests
+(failed answers) and an unsafe call killed between its intent and its outcome, which ends as
+Pi's interrupted result; compact as often as the uninterrupted run; end with the navigation
+done (the tip a branch summary under the target, labelled). Pi's ``restoreSession`` reads each
+JSONL session as the kill left it and as the restore finished it (``node/pi_session.mjs
+lanes-many``).
 
 By default every point of JSONL (sequential tools), every 2nd of SQLite, every 4th of
 Pi's coding-agent files and of JSONL with parallel tools: 213 kills (the 30 points of the
@@ -130,6 +132,7 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
         "mid-compaction",
         "tool c1 after its effect",
         "mid-compaction summary request",
+        "mid-threshold summary request",
         "after the compaction entry",
         "mid-navigation summary",
         "after the leaf move",
@@ -161,6 +164,11 @@ async def test_a_run_killed_at_each_wait_point_finishes_as_if_uninterrupted(
     # Some kills left the manual compaction or the navigation mid-summary.
     if step == 1:
         assert any(case["interrupted"] == "summary.effect_pending" for case in cases)
+        # The threshold compaction inside the run is recorded as the run's summary
+        # states (Pi's): killed mid-summary, the run is found there, and finishes.
+        threshold = [c for c in cases if c["point"] == "mid-threshold summary request"]
+        assert threshold
+        assert {c["interrupted"] for c in threshold} == {"summary.effect_pending"}
 
 
 async def test_pi_restores_each_killed_and_each_finished_session(

@@ -8,6 +8,13 @@
 //         navigate-plain     lane.navigateTree(first answer) (no summary)
 //         hang-compact       as compact, but the summary request writes STARTED_FILE and never
 //         hang-navigate      as navigate, but the summary request ... never answers
+//         compact-queued     lane.followUp("later") while idle, then as compact: the lane
+//                            starts a run for the queued message once the compaction has
+//                            ended (continueAfterStructural), answered "answer to later"
+//         threshold          no call after the prompts: the model's window is the reserve plus
+//                            60 tokens and "second" is answered "two" and 400 x's, so the second
+//                            run compacts at its checkpoint after that answer (inside the run)
+//         hang-threshold     as threshold, but the summary request ... never answers
 //       (a hang-* process is SIGKILLed by its caller once STARTED_FILE exists).
 //         hook-decline-compact / hook-compact / hook-decline-navigate / hook-navigate
 //                            as compact / navigate, with a before_compaction or
@@ -67,7 +74,11 @@ function hook(harness, mode) {
 }
 
 const [command, ...args] = process.argv.slice(2);
-const faux = fauxProvider({ provider: "local", models: [{ id: "scripted" }] });
+const THRESHOLD = (args[2] ?? "").endsWith("threshold");
+// A window the second answer passes: the reserve (16384) plus 60 tokens.
+const WINDOW = THRESHOLD ? { contextWindow: 16384 + 60 } : {};
+const LONG = `two ${"x".repeat(400)}`;
+const faux = fauxProvider({ provider: "local", models: [{ id: "scripted", ...WINDOW }] });
 const models = createModels();
 models.setProvider(faux.provider);
 
@@ -109,7 +120,14 @@ if (command === "run") {
 		await new Promise(() => {});
 	};
 	const summary = mode.startsWith("hang") ? hang : fauxAssistantMessage(mode.includes("navigate") ? "BRANCH SUMMARY" : "SUMMARY");
-	faux.setResponses([fauxAssistantMessage("one"), fauxAssistantMessage("two"), summary, summary]);
+	const second = fauxAssistantMessage(THRESHOLD ? LONG : "two");
+	faux.setResponses([
+		fauxAssistantMessage("one"),
+		second,
+		summary,
+		summary,
+		fauxAssistantMessage("answer to later"),
+	]);
 	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
 	const session = await repo.create({ cwd: root, id: sid }, C);
 	const { harness } = await core.AgentHarness.create(
@@ -119,13 +137,16 @@ if (command === "run") {
 	listen(harness);
 	const lane = await harness.lane("main", { createAt: null }, C);
 	await lane.prompt("first", undefined, C);
-	await lane.prompt("second", undefined, C);
+	if (THRESHOLD) events.length = 0;
+	const run = await lane.prompt("second", undefined, C);
 	const entries = await session.scanBranch({ start: (await session.getValue(S.branchTip("main"), C)).value, order: "oldestFirst" }, C);
 	const firstAnswer = entries[1].id;
-	events.length = 0;
+	if (!THRESHOLD) events.length = 0;
 	if (mode.startsWith("hook")) hook(harness, mode);
+	if (mode === "compact-queued") await lane.followUp("later", undefined, C);
 	let result;
-	if (mode.endsWith("compact")) result = await lane.compact({}, C);
+	if (THRESHOLD) result = run;
+	else if (mode.endsWith("compact") || mode === "compact-queued") result = await lane.compact({}, C);
 	else if (mode === "navigate-plain") result = await lane.navigateTree(firstAnswer, {}, C);
 	else result = await lane.navigateTree(firstAnswer, { summarize: true, label: "back" }, C);
 	const metadata = (await repo.list({}, C))[0];
