@@ -10,7 +10,7 @@ points: before and after each session write, each streamed update, the back-off,
 compaction's start, each tool before and after its effect, the threshold compaction's summary
 request (inside the run: recorded as the run's ``summary.*`` states, as Pi's drive records it),
 the manual compaction's summary request and its end (after the entry), the navigation's start,
-its summary request and its end (after the leaf move): 107 points (the records between two
+its summary request and its end (after the leaf move): 133 points (the records between two
 effects share one write). For each point a forked child is SIGKILLed there and a fresh one
 restores and finishes the session. Every case must: finish (the last operation's ``pi.result``
 completed, the lane idle, no operation records left); never repeat an unsafe effect (``write
@@ -22,9 +22,9 @@ JSONL session as the kill left it and as the restore finished it (``node/pi_sess
 lanes-many``).
 
 By default every point of JSONL (sequential tools), every 2nd of SQLite, every 4th of
-Pi's coding-agent files and of JSONL with parallel tools: 213 kills (the 30 points of the
-compaction and navigation operations among them). With ``PITRIO_CRASH_SWEEP=full`` every
-point of each of the four: 424 kills.
+Pi's coding-agent files and of JSONL with parallel tools: 268 kills (the points of the
+compaction and navigation operations, and of the compaction inside the run, among them).
+With ``PITRIO_CRASH_SWEEP=full`` every point of each of the four: 532 kills.
 """
 
 from __future__ import annotations
