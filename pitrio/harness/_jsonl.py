@@ -51,6 +51,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import sys
 import urllib.parse
 import warnings
@@ -74,6 +75,7 @@ from ._session import Session
 from ._session_state import (
     BRANCH_TIP,
     ENTRY_LABEL,
+    ENTRY_TYPES,
     LANE_CONFIG,
     LANE_STATE,
     MAIN_BRANCH,
@@ -375,6 +377,131 @@ def _scan_line(
         source.add(at, len(line), -1)
 
 
+# The fast scan: what the index needs of a line, read from the layout Pi's and pitrio's
+# writers give an entry (``kind``, ``id``, ``parentId``, ``type`` first, ``seq`` and
+# ``timestamp`` last, no whitespace), alone or with the branch tip it moves. Each pattern
+# matches tokens from a point outside every string (a ``"`` after ``{``, ``,`` or ``[`` opens
+# one in valid JSON), so what it reads of a valid line is what ``json.loads`` reads.
+_STRING = rb'"([^"\\\x00-\x1f]*)"'  # a string with no escape (json.loads reads those)
+_ENTRY_HEAD = re.compile(
+    rb'(\[?)\{"kind":"entry","id":'
+    + _STRING
+    + rb',"parentId":(?:null|'
+    + _STRING
+    + rb'),"type":'
+    + _STRING
+    + rb","
+)
+_SEQ_KEY = b',"seq":'
+_ENTRY_END = rb',"seq":(0|[1-9][0-9]*),"timestamp":-?(?:0|[1-9][0-9]*)\}'
+_ENTRY_ALONE = re.compile(_ENTRY_END + rb"\Z")
+_ENTRY_AND_TIP = re.compile(
+    _ENTRY_END
+    + rb',\{"kind":"value","op":"set","seq":(0|[1-9][0-9]*),"namespace":'
+    + _STRING
+    + rb',"key":'
+    + _STRING
+    + rb',"value":(?:(null)|'
+    + _STRING
+    + rb")\}\]\Z"
+)
+_TYPE_CODES = {name.encode(): code for code, name in enumerate(ENTRY_TYPES)}
+
+
+def _scan_lines(
+    state: SessionState,
+    source: _Source,
+    lines: Sequence[bytes],
+    at: int,
+    path: str,
+    number: int,
+) -> tuple[int, int]:
+    """Apply the transaction lines beginning at byte ``at`` (after line ``number``) to
+    ``state``, indexing their entries; return where the next line begins and its number.
+
+    A line in the writers' layout (an entry, or an entry and its branch tip) is indexed
+    from its first and last bytes, and checked as :meth:`SessionState.apply` checks it;
+    any other line, or one those checks refuse, goes through :func:`_scan_line`
+    (``json.loads``, then :meth:`SessionState.apply`, whose error names the line). The rest
+    of an entry's line is parsed when the entry is read (:meth:`_Source.load` checks it
+    against the index)."""
+    ids, position, parents, seqs, types = (
+        state.ids,
+        state.position,
+        state.parents,
+        state.seqs,
+        state.types,
+    )
+    offsets, lengths, slots = source.offsets, source.lengths, source.slots
+    codes = _TYPE_CODES
+    head_match, alone_match, tip_match = (
+        _ENTRY_HEAD.match,
+        _ENTRY_ALONE.match,
+        _ENTRY_AND_TIP.match,
+    )
+    for line in lines:
+        number += 1
+        head = head_match(line)
+        indexed = False
+        # One pass; each ``break`` leaves the line to the full parse (so do bytes that are
+        # not UTF-8: json.loads decides those).
+        while head is not None:
+            start = head.end() - 1
+            end = line.rfind(_SEQ_KEY)
+            if head[1]:  # an array: the entry, then its branch tip
+                end = line.rfind(_SEQ_KEY, start, end)
+                tip = tip_match(line, end) if end >= 0 else None
+                # Between the entry's first members and its last no other write can
+                # hide: each has a "seq" member, and no key "seq" is spelled there.
+                if (
+                    tip is None
+                    or line.find(b'q"', start, end) >= 0
+                    or line.find(b"\\u0071", start, end) >= 0
+                ):
+                    break
+                tail = tip
+            else:
+                alone = alone_match(line, end) if end >= start else None
+                if alone is None:
+                    break
+                tip, tail = None, alone
+            _, raw_id, raw_parent, raw_type = head.groups()
+            try:
+                entry_id = raw_id.decode()
+                parent = -1 if raw_parent is None else position.get(raw_parent.decode(), -2)
+            except UnicodeDecodeError:
+                break
+            type_code = codes.get(raw_type)
+            seq = last_seq = int(tail[1])
+            if seq < state.next_seq or entry_id in position or parent == -2 or type_code is None:
+                break
+            if tip is not None:
+                last_seq = int(tip[2])
+                if last_seq <= seq:
+                    break
+                try:
+                    address = (tip[3].decode(), tip[4].decode())
+                    value = None if tip[5] is not None else tip[6].decode()
+                except UnicodeDecodeError:
+                    break
+                state.values[address] = (value, last_seq)
+            ids.append(entry_id)
+            position[entry_id] = len(parents)
+            parents.append(parent)
+            seqs.append(seq)
+            types.append(type_code)
+            state.next_seq = last_seq + 1
+            offsets.append(at)
+            lengths.append(len(line))
+            slots.append(-1 if tip is None else 0)
+            indexed = True
+            break
+        if not indexed:
+            _scan_line(state, source, line, at, path, number)
+        at += len(line) + 1
+    return at, number
+
+
 _CHUNK = 1 << 20
 
 
@@ -426,13 +553,11 @@ def read_session(path: str, fd: int, *, use_index: bool = True) -> _Loaded:
         pos += len(block)
         parts = (rest + block if rest else block).split(b"\n")
         rest = parts.pop()
-        for line in parts:
-            number += 1
-            _scan_line(state, source, line, at, path, number)
-            at += len(line) + 1
+        at, number = _scan_lines(state, source, parts, at, path, number)
     source.lines = number
     source.dirty = saved is None or at > start
     _finish(header, state)
+    source.state = state
     state.loader = source.load
     return _Loaded(header, state, None, None, rest, at, source)
 
@@ -462,11 +587,12 @@ class _Source:
     offset and length, the write's slot in the line's array or ``-1``), and how to read
     entries back from there."""
 
-    __slots__ = ("dirty", "fd", "lengths", "lines", "offsets", "path", "slots")
+    __slots__ = ("dirty", "fd", "lengths", "lines", "offsets", "path", "slots", "state")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd: int | None = None  # the open session's locked descriptor, if any
+        self.state: SessionState | None = None  # the index to check entries read against
         self.offsets = array("q")
         self.lengths = array("i")
         self.slots = array("i")
@@ -498,10 +624,11 @@ class _Source:
                     write = value[slot] if slot >= 0 else value
                 except (ValueError, IndexError, KeyError, TypeError):
                     write = None
-                if not isinstance(write, dict):
+                if not isinstance(write, dict) or not self._as_indexed(position, write):
                     msg = (
                         f"{self.path}: the line at byte {offset} is no longer the entry it "
-                        "was when the session was opened (the file changed); open it again"
+                        "was when the session was opened (the file changed, or the line is "
+                        "damaged or names a key twice); open it again"
                     )
                     raise SessionFormatError(msg)
                 out.append(write)
@@ -512,6 +639,22 @@ class _Source:
         finally:
             if own is not None:
                 os.close(own)
+
+    def _as_indexed(self, position: int, write: Mapping[str, Any]) -> bool:
+        """Whether an entry read back is what the index says of it (the fast scan reads
+        only a line's first and last members; the rest is parsed here)."""
+        state = self.state
+        if state is None:
+            return True
+        parent = state.parents[position]
+        return (
+            write.get("kind") == "entry"
+            and write.get("id") == state.ids[position]
+            and write.get("parentId") == (None if parent < 0 else state.ids[parent])
+            and write.get("seq") == state.seqs[position]
+            and write.get("type") == ENTRY_TYPES[state.types[position]]
+            and "timestamp" in write
+        )
 
 
 @attrs.define
