@@ -12,11 +12,11 @@ active branch. Times are the real clock's, or with ``--clock cpu`` the process's
 Rows: ``open_s``, the open and context build (JSONL: with the sidecar index the close
 wrote); ``peak_mb``, the peak traced by ``tracemalloc`` during one; ``rss_mb``, how much
 one raises the peak resident set of a fresh process (``VmHWM``, after its imports);
-``messages``, the resumed context's length. For JSONL also ``scan_s``, the same open
-without the index (the first open of a file Pi wrote: the fast scan reads each entry
-line's index from its first and last members, no entry structured), ``read_s`` and
-``parse_s`` (reading the file; ``json.loads`` of every line, what a scan without the fast
-path costs), and ``file_mb``.
+``messages``, the resumed context's length. For JSONL also ``scan_s`` and its peak
+``scan_peak_mb``: the same open without the index (the first open of a file Pi wrote: the
+fast scan reads each entry line's index from its first and last members, no entry
+structured); ``read_s`` and ``parse_s`` (reading the file; ``json.loads`` of every line,
+what a scan without the fast path costs); and ``file_mb``.
 
 What the rows say (see benchmarks/results.md): an open structures only the entries of the
 active branch after its last compaction; the rest of the file is an index of places,
@@ -84,6 +84,14 @@ async def measure(
             session = await store.open(sid, read_only=True)
             session.build_context()
             out["scan_s"] = clock() - start
+            tracemalloc.start()
+            try:
+                session = await store.open(sid, read_only=True)
+                session.build_context()
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            out["scan_peak_mb"] = peak / 1e6
             _put_index(path, saved)
         start = clock()
         session = await store.open(sid)

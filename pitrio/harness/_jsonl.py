@@ -19,12 +19,17 @@ torn line (a crash mid-write), opening the session drops that line, truncates th
 back to its last complete line, warns with :class:`SessionRecoveredWarning` and records
 what was dropped in :attr:`Session.recovered`. Every complete line is kept. Any other
 damage (a complete line that is not a valid write) raises :class:`SessionFormatError`
-naming the file and line.
+naming the file and line (at the open, or for the inside of an entry's message when the
+entry is read).
 
-Resuming a long session: opening reads each line's JSON but structures no entry; it
-keeps where each entry's line is, its parent and its type, and the context of the active
-branch reads back only the lines from its last compaction on (other entries are read when
-first used). A session of :data:`INDEX_MIN_ENTRIES` entries or more also gets a private
+Resuming a long session: opening reads each line but structures no entry; it keeps where
+each entry's line is, its parent and its type, and the context of the active branch reads
+back only the lines from its last compaction on (other entries are read when first used). A
+line in the layout Pi's and pitrio's writers give an entry, alone or with the branch tip it
+moves, is indexed from its first and last members (``_scan_lines``); any other line is
+parsed whole. The rest of an entry's line is parsed when the entry is read, and checked
+against the index, so a complete line damaged inside its message is refused then rather
+than at the open. A session of :data:`INDEX_MIN_ENTRIES` entries or more also gets a private
 sidecar index (``<file>.idx``, ``0600``) when it is closed: those places and the stored
 values, checked on the next open against the file's inode, size, modification time and
 the digests of its first and last bytes. A valid index spares the scan of the lines it
@@ -439,16 +444,19 @@ def _scan_lines(
         _ENTRY_ALONE.match,
         _ENTRY_AND_TIP.match,
     )
+    next_seq = state.next_seq
     for line in lines:
         number += 1
+        size = len(line)
         head = head_match(line)
         indexed = False
         # One pass; each ``break`` leaves the line to the full parse (so do bytes that are
         # not UTF-8: json.loads decides those).
         while head is not None:
+            bracket, raw_id, raw_parent, raw_type = head.groups()
             start = head.end() - 1
             end = line.rfind(_SEQ_KEY)
-            if head[1]:  # an array: the entry, then its branch tip
+            if bracket:  # an array: the entry, then its branch tip
                 end = line.rfind(_SEQ_KEY, start, end)
                 tip = tip_match(line, end) if end >= 0 else None
                 # Between the entry's first members and its last no other write can
@@ -465,7 +473,6 @@ def _scan_lines(
                 if alone is None:
                     break
                 tip, tail = None, alone
-            _, raw_id, raw_parent, raw_type = head.groups()
             try:
                 entry_id = raw_id.decode()
                 parent = -1 if raw_parent is None else position.get(raw_parent.decode(), -2)
@@ -473,7 +480,7 @@ def _scan_lines(
                 break
             type_code = codes.get(raw_type)
             seq = last_seq = int(tail[1])
-            if seq < state.next_seq or entry_id in position or parent == -2 or type_code is None:
+            if seq < next_seq or entry_id in position or parent == -2 or type_code is None:
                 break
             if tip is not None:
                 last_seq = int(tip[2])
@@ -485,20 +492,23 @@ def _scan_lines(
                 except UnicodeDecodeError:
                     break
                 state.values[address] = (value, last_seq)
+            position[entry_id] = len(ids)
             ids.append(entry_id)
-            position[entry_id] = len(parents)
             parents.append(parent)
             seqs.append(seq)
             types.append(type_code)
-            state.next_seq = last_seq + 1
+            next_seq = last_seq + 1
             offsets.append(at)
-            lengths.append(len(line))
+            lengths.append(size)
             slots.append(-1 if tip is None else 0)
             indexed = True
             break
         if not indexed:
+            state.next_seq = next_seq
             _scan_line(state, source, line, at, path, number)
-        at += len(line) + 1
+            next_seq = state.next_seq
+        at += size + 1
+    state.next_seq = next_seq
     return at, number
 
 

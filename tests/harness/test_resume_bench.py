@@ -23,6 +23,7 @@ async def test_bench_resume_measures_a_resume(backend: str) -> None:
     if backend == "jsonl":
         assert (rows["read_s"], rows["parse_s"], rows["scan_s"]) == (1, 1, 1)
         assert rows["file_mb"] > 0.5
+        assert 0 < rows["scan_peak_mb"] < 50
         assert 0 <= rows["rss_mb"] < 100
 
 
