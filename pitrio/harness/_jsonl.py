@@ -444,6 +444,7 @@ def _scan_lines(
         _ENTRY_ALONE.match,
         _ENTRY_AND_TIP.match,
     )
+    addresses: dict[tuple[bytes, bytes], tuple[str, str]] = {}  # (the tips': one or two)
     next_seq = state.next_seq
     for line in lines:
         number += 1
@@ -486,9 +487,22 @@ def _scan_lines(
                 last_seq = int(tip[2])
                 if last_seq <= seq:
                     break
+                raw_address = tip.group(3, 4)
+                raw_value = tip[6]
                 try:
-                    address = (tip[3].decode(), tip[4].decode())
-                    value = None if tip[5] is not None else tip[6].decode()
+                    address = addresses.get(raw_address)
+                    if address is None:
+                        address = addresses[raw_address] = (
+                            raw_address[0].decode(),
+                            raw_address[1].decode(),
+                        )
+                    value = (
+                        None
+                        if raw_value is None
+                        else entry_id
+                        if raw_value == raw_id
+                        else raw_value.decode()
+                    )
                 except UnicodeDecodeError:
                     break
                 state.values[address] = (value, last_seq)
