@@ -487,7 +487,7 @@ def _scan_lines(
                 last_seq = int(tip[2])
                 if last_seq <= seq:
                     break
-                raw_address = tip.group(3, 4)
+                raw_address = (tip[3], tip[4])
                 raw_value = tip[6]
                 try:
                     address = addresses.get(raw_address)
