@@ -224,10 +224,15 @@ def test_the_writers_layout_needs_no_json_parse(
 
     monkeypatch.setattr(_jsonl, "_scan_line", counted)
     lines = canonical_lines(40)
-    # The one line that contains "q" before its "seq" (a key ending in q) is parsed.
+    # Parsed: a line whose timestamp is not an integer, one that has "q" before its "seq"
+    # (a key ending in q: it could be a write hidden between the entry and its tip).
     lines.append(
-        b'[{"kind":"entry","id":"x","parentId":"e39","type":"custom","customType":"freq",'
-        b'"data":{"freq":1},"seq":81,"timestamp":5},{"kind":"value","op":"set","seq":82,'
+        b'{"kind":"entry","id":"t","parentId":"e39","type":"custom","customType":"c",'
+        b'"seq":81,"timestamp":1.5}'
+    )
+    lines.append(
+        b'[{"kind":"entry","id":"x","parentId":"t","type":"custom","customType":"freq",'
+        b'"data":{"freq":1},"seq":82,"timestamp":5},{"kind":"value","op":"set","seq":83,'
         b'"namespace":"pi.branch.tip","key":"main","value":"x"}]'
     )
     path = tmp_path / "s.jsonl"
@@ -237,10 +242,10 @@ def test_the_writers_layout_needs_no_json_parse(
         loaded = _jsonl.read_session(str(path), fd, use_index=False)
     finally:
         os.close(fd)
-    assert parsed == [lines[-1]]
-    assert loaded.state.ids == [f"e{i}" for i in range(40)] + ["x"]
+    assert parsed == lines[-2:]
+    assert loaded.state.ids == [f"e{i}" for i in range(40)] + ["t", "x"]
     assert loaded.state.value("pi.branch.tip", "main") == "x"
-    assert loaded.state.next_seq == 83
+    assert loaded.state.next_seq == 84
 
 
 async def test_a_damaged_message_is_found_when_its_entry_is_read(tmp_path: Path) -> None:
@@ -302,6 +307,12 @@ async def test_a_repeated_key_is_found_when_its_entry_is_read(tmp_path: Path) ->
         ),
         (
             b'{"kind":"entry","id":"\xff","parentId":null,"type":"message","seq":20,"timestamp":1}',
+            "line 4: not valid JSON",
+        ),
+        (
+            b'[{"kind":"entry","id":"n","parentId":null,"type":"message","seq":20,"timestamp":1},'
+            b'{"kind":"value","op":"set","seq":21,"namespace":"pi.branch.tip","key":"main",'
+            b'"value":"\xff"}]',
             "line 4: not valid JSON",
         ),
     ],
