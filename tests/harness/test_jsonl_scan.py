@@ -324,3 +324,40 @@ async def test_a_line_the_checks_refuse_is_named_as_json_loads_names_it(
     write_session(path, [*canonical_lines(2)[:2], line])
     with pytest.raises(SessionFormatError, match=error):
         await JsonlSessionStore(tmp_path).open(str(path))
+
+
+PI_WRITTEN = sorted(
+    [
+        *(Path(__file__).parent / "data" / "structural").glob("pi-*.jsonl"),
+        Path(__file__).parent / "data" / "sessions" / "pi-v4.jsonl",
+    ]
+)
+
+
+@pytest.mark.parametrize("path", PI_WRITTEN, ids=[p.name for p in PI_WRITTEN])
+def test_files_pi_wrote_index_as_json_loads_does(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[bytes] = []
+    full = _jsonl._scan_line
+
+    def counted(state: Any, source: Any, line: bytes, *rest: Any) -> None:
+        parsed.append(line)
+        full(state, source, line, *rest)
+
+    data = path.read_bytes()
+    lines = data.split(b"\n")[1:-1]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        monkeypatch.setattr(_jsonl, "_scan_line", counted)
+        loaded = _jsonl.read_session(str(path), fd, use_index=False)
+        monkeypatch.setattr(_jsonl, "_scan_line", full)
+        expected = json_loads_scan(str(path), lines, data.index(b"\n") + 1)
+    finally:
+        os.close(fd)
+    assert loaded.source is not None
+    assert index_of(loaded.state, loaded.source) == index_of(*expected)
+    # Pi's entry-and-tip lines are read without json.loads (its other lines are parsed).
+    fast = [line for line in lines if line not in parsed]
+    assert fast
+    assert all(line.startswith(b'[{"kind":"entry"') for line in fast)
