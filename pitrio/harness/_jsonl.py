@@ -25,14 +25,16 @@ entry is read).
 Resuming a long session: opening reads each line but structures no entry; it keeps where
 each entry's line is, its parent and its type, and the context of the active branch reads
 back only the lines from its last compaction on (other entries are read when first used). A
-line in the layout Pi's and pitrio's writers give an entry, alone or with the branch tip it
-moves, is indexed from its first and last members (``_scan_lines``); any other line is
-parsed whole. The rest of an entry's line is parsed when the entry is read, and checked
-against the index, so a complete line damaged inside its message is refused then rather
-than at the open. A session of :data:`INDEX_MIN_ENTRIES` entries or more also gets a private
-sidecar index (``<file>.idx``, ``0600``) when it is closed: those places and the stored
-values, checked on the next open against the file's inode, size, modification time and
-the digests of its first and last bytes. A valid index spares the scan of the lines it
+line in the layout Pi's and pitrio's writers give an entry, alone or first in a
+transaction, is indexed from the entry's first and last members and the writes after it
+(``_scan_lines``); any other line is parsed whole. The rest of an entry's line is parsed
+when the entry is read, and checked against the index, so a complete line damaged inside
+its message is refused then rather than at the open.
+
+A session of :data:`INDEX_MIN_ENTRIES` entries or more also gets a private sidecar index
+(``<file>.idx``, ``0600``) when it is closed: those places and the stored values, checked
+on the next open against the file's inode, size, modification time and the digests of its
+first and last bytes. A valid index spares the scan of the lines it
 covers; lines appended since (by Pi, or by a process killed before it closed the file)
 are scanned on top of it; a stale or damaged one is ignored and the file scanned whole.
 The ``.jsonl`` file stays exactly Pi's.
