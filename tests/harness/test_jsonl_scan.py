@@ -212,17 +212,21 @@ def write_session(path: Path, lines: list[bytes]) -> None:
     path.write_bytes(b"\n".join([head, *lines]) + b"\n")
 
 
-def test_the_writers_layout_needs_no_json_parse(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    parsed: list[bytes] = []
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The lines the reader parses whole (``json.loads``) while the test runs."""
+    lines: list[bytes] = []
     full = _jsonl._scan_line
 
     def counted(state: Any, source: Any, line: bytes, *rest: Any) -> None:
-        parsed.append(line)
+        lines.append(line)
         full(state, source, line, *rest)
 
     monkeypatch.setattr(_jsonl, "_scan_line", counted)
+    return lines
+
+
+def test_the_writers_layout_needs_no_json_parse(tmp_path: Path, parsed: list[bytes]) -> None:
     lines = canonical_lines(40)
     # Parsed: a line whose timestamp is not an integer, one that has "q" before its "seq"
     # (a key ending in q: it could be a write hidden between the entry and its tip).
@@ -335,29 +339,18 @@ PI_WRITTEN = sorted(
 
 
 @pytest.mark.parametrize("path", PI_WRITTEN, ids=[p.name for p in PI_WRITTEN])
-def test_files_pi_wrote_index_as_json_loads_does(
-    path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    parsed: list[bytes] = []
-    full = _jsonl._scan_line
-
-    def counted(state: Any, source: Any, line: bytes, *rest: Any) -> None:
-        parsed.append(line)
-        full(state, source, line, *rest)
-
+def test_files_pi_wrote_index_as_json_loads_does(path: Path, parsed: list[bytes]) -> None:
     data = path.read_bytes()
     lines = data.split(b"\n")[1:-1]
     fd = os.open(path, os.O_RDONLY)
     try:
-        monkeypatch.setattr(_jsonl, "_scan_line", counted)
         loaded = _jsonl.read_session(str(path), fd, use_index=False)
-        monkeypatch.setattr(_jsonl, "_scan_line", full)
+        fast = [line for line in lines if line not in parsed]
         expected = json_loads_scan(str(path), lines, data.index(b"\n") + 1)
     finally:
         os.close(fd)
     assert loaded.source is not None
     assert index_of(loaded.state, loaded.source) == index_of(*expected)
-    # Pi's entry-and-tip lines are read without json.loads (its other lines are parsed).
-    fast = [line for line in lines if line not in parsed]
+    # Pi's entry lines are read without json.loads of the whole line (its others are parsed).
     assert fast
     assert all(line.startswith(b'[{"kind":"entry"') for line in fast)
