@@ -1,17 +1,22 @@
 """Resuming a long session: where the time and the memory go (issue 17's item 6).
 
-``python -m benchmarks.bench_resume [--entries N] [--backend jsonl|sqlite]`` writes an
-``N``-entry session of coding turns with a compaction every 1,000 entries (the session of
-``bench_sessions --big``), closes it, then opens it as a restarted harness does:
-``store.open()`` and ``build_context()`` of the active branch.
+``python -m benchmarks.bench_resume [--entries N] [--backend jsonl|sqlite|postgres]
+[--clock wall|cpu] [--postgres URL]`` writes an ``N``-entry session of coding turns with a
+compaction every 1,000 entries (the session of ``bench_sessions --big``), closes it, then
+opens it as a restarted harness does: ``store.open()`` and ``build_context()`` of the
+active branch. Times are the real clock's, or with ``--clock cpu`` the process's CPU time
+(all threads: what a quiet machine's clock would show when other work shares this one).
+``postgres`` (not in the default run) starts a throwaway server as the tests do, unless
+``--postgres`` names one; it has no ``rss_mb`` row.
 
 Rows: ``open_s``, the open and context build (JSONL: with the sidecar index the close
 wrote); ``peak_mb``, the peak traced by ``tracemalloc`` during one; ``rss_mb``, how much
 one raises the peak resident set of a fresh process (``VmHWM``, after its imports);
-``messages``, the resumed context's length. For JSONL also ``scan_s``, the same open
-without the index (the first open of a file Pi wrote: every line parsed, no entry
-structured), ``read_s`` and ``parse_s`` (reading the file; ``json.loads`` of every line,
-the floor of any scan), and ``file_mb``.
+``messages``, the resumed context's length. For JSONL also ``scan_s`` and its peak
+``scan_peak_mb``: the same open without the index (the first open of a file Pi wrote: the
+fast scan reads each entry line's index from its first and last members, no entry
+structured); ``read_s`` and ``parse_s`` (reading the file; ``json.loads`` of every line,
+what a scan without the fast path costs); and ``file_mb``.
 
 What the rows say (see benchmarks/results.md): an open structures only the entries of the
 active branch after its last compaction; the rest of the file is an index of places,
@@ -21,6 +26,8 @@ parents and types (the JSONL sidecar index, an SQLite covering index).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import resource
 import subprocess
@@ -34,8 +41,13 @@ from typing import Any
 
 import trio
 
-from benchmarks.bench_sessions import make_store, write_big_session
-from pitrio.harness import JsonlSessionStore, SqliteSessionStore
+from benchmarks.bench_sessions import (
+    POSTGRES_URL,
+    _throwaway_postgres,
+    make_store,
+    write_big_session,
+)
+from pitrio.harness import JsonlSessionStore, PostgresSessionStore, SqliteSessionStore
 from pitrio.harness._jsonl import index_path
 
 __all__ = ["main", "measure"]
@@ -72,6 +84,14 @@ async def measure(
             session = await store.open(sid, read_only=True)
             session.build_context()
             out["scan_s"] = clock() - start
+            tracemalloc.start()
+            try:
+                session = await store.open(sid, read_only=True)
+                session.build_context()
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            out["scan_peak_mb"] = peak / 1e6
             _put_index(path, saved)
         start = clock()
         session = await store.open(sid)
@@ -88,9 +108,9 @@ async def measure(
             tracemalloc.stop()
         out["peak_mb"] = peak / 1e6
         out["messages"] = float(len(context.messages))
-        if isinstance(store, SqliteSessionStore):
+        if isinstance(store, SqliteSessionStore | PostgresSessionStore):
             await store.aclose()
-        if rss:
+        if rss and backend != "postgres":
             out["rss_mb"] = _rss_in_child(backend, tmp, sid)
     return out
 
@@ -145,7 +165,9 @@ async def _open_once(backend: str, where: str, sid: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=100_000)
-    parser.add_argument("--backend", choices=["jsonl", "sqlite"], action="append")
+    parser.add_argument("--backend", choices=["jsonl", "sqlite", "postgres"], action="append")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument("--postgres", metavar="URL", help="a server for the postgres rows")
     parser.add_argument(
         "--rss-of", nargs=3, metavar=("BACKEND", "DIR", "ID"), help=argparse.SUPPRESS
     )
@@ -153,10 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.rss_of:
         print(f"rss_mb {trio.run(_open_once, *args.rss_of):.2f}")
         return 0
-    for backend in args.backend or ["jsonl", "sqlite"]:
-        rows = trio.run(measure, backend, args.entries)
-        shown = ", ".join(f"{k} {v:,.2f}" for k, v in rows.items())
-        print(f"{backend} ({args.entries:,} entries): {shown}")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    backends = args.backend or ["jsonl", "sqlite"]
+    with contextlib.ExitStack() as stack:
+        if "postgres" in backends:
+            POSTGRES_URL[:] = [args.postgres or stack.enter_context(_throwaway_postgres())]
+        for backend in backends:
+            rows = trio.run(functools.partial(measure, backend, args.entries, clock=clock))
+            shown = ", ".join(f"{k} {v:,.2f}" for k, v in rows.items())
+            on = ", CPU time" if args.clock == "cpu" else ""
+            print(f"{backend} ({args.entries:,} entries{on}): {shown}")
     return 0
 
 

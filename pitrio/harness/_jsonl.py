@@ -19,15 +19,22 @@ torn line (a crash mid-write), opening the session drops that line, truncates th
 back to its last complete line, warns with :class:`SessionRecoveredWarning` and records
 what was dropped in :attr:`Session.recovered`. Every complete line is kept. Any other
 damage (a complete line that is not a valid write) raises :class:`SessionFormatError`
-naming the file and line.
+naming the file and line (at the open, or for the inside of an entry's message when the
+entry is read).
 
-Resuming a long session: opening reads each line's JSON but structures no entry; it
-keeps where each entry's line is, its parent and its type, and the context of the active
-branch reads back only the lines from its last compaction on (other entries are read when
-first used). A session of :data:`INDEX_MIN_ENTRIES` entries or more also gets a private
-sidecar index (``<file>.idx``, ``0600``) when it is closed: those places and the stored
-values, checked on the next open against the file's inode, size, modification time and
-the digests of its first and last bytes. A valid index spares the scan of the lines it
+Resuming a long session: opening reads each line but structures no entry; it keeps where
+each entry's line is, its parent and its type, and the context of the active branch reads
+back only the lines from its last compaction on (other entries are read when first used). A
+line in the layout Pi's and pitrio's writers give an entry, alone or first in a
+transaction, is indexed from the entry's first and last members and the writes after it
+(``_scan_lines``); any other line is parsed whole. The rest of an entry's line is parsed
+when the entry is read, and checked against the index, so a complete line damaged inside
+its message is refused then rather than at the open.
+
+A session of :data:`INDEX_MIN_ENTRIES` entries or more also gets a private sidecar index
+(``<file>.idx``, ``0600``) when it is closed: those places and the stored values, checked
+on the next open against the file's inode, size, modification time and the digests of its
+first and last bytes. A valid index spares the scan of the lines it
 covers; lines appended since (by Pi, or by a process killed before it closed the file)
 are scanned on top of it; a stale or damaged one is ignored and the file scanned whole.
 The ``.jsonl`` file stays exactly Pi's.
@@ -51,6 +58,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import sys
 import urllib.parse
 import warnings
@@ -74,6 +82,7 @@ from ._session import Session
 from ._session_state import (
     BRANCH_TIP,
     ENTRY_LABEL,
+    ENTRY_TYPES,
     LANE_CONFIG,
     LANE_STATE,
     MAIN_BRANCH,
@@ -375,6 +384,193 @@ def _scan_line(
         source.add(at, len(line), -1)
 
 
+# The fast scan: what the index needs of a line, read from the layout Pi's and pitrio's
+# writers give an entry (``kind``, ``id``, ``parentId``, ``type`` first, ``seq`` and
+# ``timestamp`` last, no whitespace), alone or with the branch tip it moves. Each pattern
+# matches tokens from a point outside every string (a ``"`` after ``{``, ``,`` or ``[`` opens
+# one in valid JSON), so what it reads of a valid line is what ``json.loads`` reads.
+_STRING = rb'"([^"\\\x00-\x1f]*)"'  # a string with no escape (json.loads reads those)
+_ENTRY_HEAD = re.compile(
+    rb'(\[?)\{"kind":"entry","id":'
+    + _STRING
+    + rb',"parentId":(?:null|'
+    + _STRING
+    + rb'),"type":'
+    + _STRING
+    + rb","
+)
+_SEQ_KEY = b',"seq":'
+_ENTRY_END = rb',"seq":(0|[1-9][0-9]*),"timestamp":-?(?:0|[1-9][0-9]*)\}'
+_ENTRY_ALONE = re.compile(_ENTRY_END + rb"\Z")
+_ENTRY_THEN = re.compile(_ENTRY_END + rb",")
+_ENTRY_AND_TIP = re.compile(
+    _ENTRY_END
+    + rb',\{"kind":"value","op":"set","seq":(0|[1-9][0-9]*),"namespace":'
+    + _STRING
+    + rb',"key":'
+    + _STRING
+    + rb',"value":(?:(null)|'
+    + _STRING
+    + rb")\}\]\Z"
+)
+_TYPE_CODES = {name.encode(): code for code, name in enumerate(ENTRY_TYPES)}
+
+
+def _scan_lines(
+    state: SessionState,
+    source: _Source,
+    lines: Sequence[bytes],
+    at: int,
+    path: str,
+    number: int,
+) -> tuple[int, int]:
+    """Apply the transaction lines beginning at byte ``at`` (after line ``number``) to
+    ``state``, indexing their entries; return where the next line begins and its number.
+
+    A line in the writers' layout (an entry, or an entry and its branch tip) is indexed
+    from its first and last bytes, and checked as :meth:`SessionState.apply` checks it;
+    any other line, or one those checks refuse, goes through :func:`_scan_line`
+    (``json.loads``, then :meth:`SessionState.apply`, whose error names the line). The rest
+    of an entry's line is parsed when the entry is read (:meth:`_Source.load` checks it
+    against the index)."""
+    ids, position, parents, seqs, types = (
+        state.ids,
+        state.position,
+        state.parents,
+        state.seqs,
+        state.types,
+    )
+    offsets, lengths, slots = source.offsets, source.lengths, source.slots
+    codes = _TYPE_CODES
+    head_match, alone_match, tip_match = (
+        _ENTRY_HEAD.match,
+        _ENTRY_ALONE.match,
+        _ENTRY_AND_TIP.match,
+    )
+    addresses: dict[tuple[bytes, bytes], tuple[str, str]] = {}  # (the tips': one or two)
+    next_seq = state.next_seq
+    for line in lines:
+        number += 1
+        size = len(line)
+        head = head_match(line)
+        indexed = False
+        # One pass; each ``break`` leaves the line to the full parse (so do bytes that are
+        # not UTF-8: json.loads decides those).
+        while head is not None:
+            bracket, raw_id, raw_parent, raw_type = head.groups()
+            start = head.end() - 1
+            end = line.rfind(_SEQ_KEY)
+            if bracket:  # an array: the entry, then its branch tip
+                end = line.rfind(_SEQ_KEY, start, end)
+                tip = tip_match(line, end) if end >= 0 else None
+                # Between the entry's first members and its last no other write can
+                # hide: each has a "seq" member, and no key "seq" is spelled there.
+                if (
+                    tip is None
+                    or line.find(b'q"', start, end) >= 0
+                    or line.find(b"\\u0071", start, end) >= 0
+                ):
+                    break
+                tail = tip
+            else:
+                alone = alone_match(line, end) if end >= start else None
+                if alone is None:
+                    break
+                tip, tail = None, alone
+            try:
+                entry_id = raw_id.decode()
+                parent = -1 if raw_parent is None else position.get(raw_parent.decode(), -2)
+            except UnicodeDecodeError:
+                break
+            type_code = codes.get(raw_type)
+            seq = last_seq = int(tail[1])
+            if seq < next_seq or entry_id in position or parent == -2 or type_code is None:
+                break
+            if tip is not None:
+                last_seq = int(tip[2])
+                if last_seq <= seq:
+                    break
+                raw_address = (tip[3], tip[4])
+                raw_value = tip[6]
+                try:
+                    address = addresses.get(raw_address)
+                    if address is None:
+                        address = addresses[raw_address] = (
+                            raw_address[0].decode(),
+                            raw_address[1].decode(),
+                        )
+                    value = (
+                        None
+                        if raw_value is None
+                        else entry_id
+                        if raw_value == raw_id
+                        else raw_value.decode()
+                    )
+                except UnicodeDecodeError:
+                    break
+                state.values[address] = (value, last_seq)
+            position[entry_id] = len(ids)
+            ids.append(entry_id)
+            parents.append(parent)
+            seqs.append(seq)
+            types.append(type_code)
+            next_seq = last_seq + 1
+            offsets.append(at)
+            lengths.append(size)
+            slots.append(-1 if tip is None else 0)
+            indexed = True
+            break
+        if not indexed:
+            state.next_seq = next_seq
+            if head is None or not head[1] or not _entry_then_writes(state, source, line, at, head):
+                _scan_line(state, source, line, at, path, number)
+            next_seq = state.next_seq
+        at += size + 1
+    state.next_seq = next_seq
+    return at, number
+
+
+def _entry_then_writes(
+    state: SessionState, source: _Source, line: bytes, at: int, head: re.Match[bytes]
+) -> bool:
+    """Index an array line whose first write is an entry in the writers' layout, followed by
+    any writes (Pi's harness commits an entry with its tip, operation and lane records): the
+    entry from its first and last members, the writes after it parsed, the transaction
+    checked by :meth:`SessionState.apply`. ``False`` (nothing changed): the line is not one."""
+    start = head.end() - 1
+    end = line.find(_SEQ_KEY, start)  # the entry's own "seq" if none is spelled before it
+    if end < 0 or line.find(b'q"', start, end) >= 0 or line.find(b"\\u0071", start, end) >= 0:
+        return False
+    last = _ENTRY_THEN.match(line, end)
+    if last is None:
+        return False
+    try:
+        # Parses only where the entry's "}" closes a write of the array itself (a "}," inside
+        # its message would leave brackets unclosed), so this is the entry's end.
+        rest = json.loads(b"[" + line[last.end() :])
+        entry: Write = {
+            "kind": "entry",
+            "id": head[2].decode(),
+            "parentId": None if head[3] is None else head[3].decode(),
+            "type": head[4].decode(),
+            "seq": int(last[1]),
+            "timestamp": 0,  # (there; what it is is read with the entry)
+        }
+    except ValueError:
+        return False
+    if not all(isinstance(write, dict) for write in rest):
+        return False
+    try:
+        state.apply([entry, *rest], lazy=True)
+    except SessionFormatError:
+        return False  # the full parse names what is wrong
+    source.add(at, len(line), 0)
+    for slot, write in enumerate(rest, start=1):
+        if write["kind"] == "entry":
+            source.add(at, len(line), slot)
+    return True
+
+
 _CHUNK = 1 << 20
 
 
@@ -426,13 +622,11 @@ def read_session(path: str, fd: int, *, use_index: bool = True) -> _Loaded:
         pos += len(block)
         parts = (rest + block if rest else block).split(b"\n")
         rest = parts.pop()
-        for line in parts:
-            number += 1
-            _scan_line(state, source, line, at, path, number)
-            at += len(line) + 1
+        at, number = _scan_lines(state, source, parts, at, path, number)
     source.lines = number
     source.dirty = saved is None or at > start
     _finish(header, state)
+    source.state = state
     state.loader = source.load
     return _Loaded(header, state, None, None, rest, at, source)
 
@@ -462,11 +656,12 @@ class _Source:
     offset and length, the write's slot in the line's array or ``-1``), and how to read
     entries back from there."""
 
-    __slots__ = ("dirty", "fd", "lengths", "lines", "offsets", "path", "slots")
+    __slots__ = ("dirty", "fd", "lengths", "lines", "offsets", "path", "slots", "state")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd: int | None = None  # the open session's locked descriptor, if any
+        self.state: SessionState | None = None  # the index to check entries read against
         self.offsets = array("q")
         self.lengths = array("i")
         self.slots = array("i")
@@ -498,10 +693,11 @@ class _Source:
                     write = value[slot] if slot >= 0 else value
                 except (ValueError, IndexError, KeyError, TypeError):
                     write = None
-                if not isinstance(write, dict):
+                if not isinstance(write, dict) or not self._as_indexed(position, write):
                     msg = (
                         f"{self.path}: the line at byte {offset} is no longer the entry it "
-                        "was when the session was opened (the file changed); open it again"
+                        "was when the session was opened (the file changed, or the line is "
+                        "damaged or names a key twice); open it again"
                     )
                     raise SessionFormatError(msg)
                 out.append(write)
@@ -512,6 +708,22 @@ class _Source:
         finally:
             if own is not None:
                 os.close(own)
+
+    def _as_indexed(self, position: int, write: Mapping[str, Any]) -> bool:
+        """Whether an entry read back is what the index says of it (the fast scan reads
+        only a line's first and last members; the rest is parsed here)."""
+        state = self.state
+        if state is None:
+            return True
+        parent = state.parents[position]
+        return (
+            write.get("kind") == "entry"
+            and write.get("id") == state.ids[position]
+            and write.get("parentId") == (None if parent < 0 else state.ids[parent])
+            and write.get("seq") == state.seqs[position]
+            and write.get("type") == ENTRY_TYPES[state.types[position]]
+            and "timestamp" in write
+        )
 
 
 @attrs.define

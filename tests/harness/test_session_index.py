@@ -57,15 +57,17 @@ def counting(state: SessionState) -> list[int]:
 
 @pytest.fixture
 def scanned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The line numbers the JSONL reader parses."""
+    """The line numbers the JSONL reader scans (by the fast scan or ``json.loads``)."""
     lines: list[int] = []
-    scan = _jsonl._scan_line
+    scan = _jsonl._scan_lines
 
-    def wrapped(state: Any, source: Any, line: bytes, at: int, path: str, number: int) -> None:
-        lines.append(number)
-        scan(state, source, line, at, path, number)
+    def wrapped(
+        state: Any, source: Any, chunk: list[bytes], at: int, path: str, number: int
+    ) -> tuple[int, int]:
+        lines.extend(range(number + 1, number + 1 + len(chunk)))
+        return scan(state, source, chunk, at, path, number)
 
-    monkeypatch.setattr(_jsonl, "_scan_line", wrapped)
+    monkeypatch.setattr(_jsonl, "_scan_lines", wrapped)
     return lines
 
 
