@@ -22,6 +22,7 @@ import contextlib
 import os
 import queue
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final, TextIO, get_args
 
@@ -137,12 +138,21 @@ class LineReader:
         self.submitted = 0
         """Lines read so far with the busy prompt (each moved the cursor down a row)."""
         self._busy_read = False
+        # The idle prompt written over a read that began with no prompt (a turn or a
+        # login ended): only once readline has set the terminal up for that read, or a
+        # key typed before then (Ctrl-D, above all) is read by the terminal's own line
+        # discipline and lost.
+        self._lock = threading.Lock()
+        self._ready = False
+        self._prompt_wanted = ""
         self.use_input = stdin is sys.stdin and _isatty(stdin)
         if self.use_input:
             with contextlib.suppress(ImportError):
                 import readline
 
                 self.readline = readline
+                if hasattr(readline, "set_pre_input_hook"):
+                    readline.set_pre_input_hook(self._input_ready)
             self._save_terminal()
             if self.readline is not None and history_path:
                 with contextlib.suppress(OSError):
@@ -172,17 +182,42 @@ class LineReader:
         text: str = self.readline.get_line_buffer()
         return text
 
+    def show_prompt(self, text: str) -> None:
+        """Write ``text`` (the idle prompt, and what was typed so far) over the line
+        being read: now if readline reads it already, else as soon as it does, or not
+        at all if the next read shows its own prompt."""
+        with self._lock:
+            if self.readline is None or self._ready or not self.use_input:
+                self.out.write(text)
+                self.out.flush()
+            else:
+                self._prompt_wanted = text
+
+    def _input_ready(self) -> None:
+        # readline's pre-input hook, in the reading thread: the prompt is shown and the
+        # terminal is readline's.
+        with self._lock:
+            self._ready = True
+            wanted, self._prompt_wanted = self._prompt_wanted, ""
+            if wanted and self._busy_read:
+                self.out.write(wanted)
+                self.out.flush()
+
     def _read_one(self, prompt: str) -> str | None:
         if self.use_input:
-            self._busy_read = prompt == ""
+            with self._lock:
+                self._busy_read = prompt == ""
+                self._ready = False
             try:
                 return input(prompt)
             except EOFError:
                 return None
             finally:
-                if self._busy_read:
-                    self.submitted += 1
-                self._busy_read = False
+                with self._lock:
+                    if self._busy_read:
+                        self.submitted += 1
+                    self._busy_read = False
+                    self._ready = False
         if prompt:
             self.out.write(prompt)
             self.out.flush()
@@ -444,8 +479,7 @@ class _Interactive:
         if self._answer is None:
             # A line typed during the run but not sent is still being read: show it again
             # (the live region it was drawn in is gone).
-            self.out.write(IDLE_PROMPT + one_line(self.reader.typed() or ""))
-            self.out.flush()
+            self.reader.show_prompt(IDLE_PROMPT + one_line(self.reader.typed() or ""))
 
     # -- slash commands ----------------------------------------------------------------------
 
@@ -551,8 +585,7 @@ class _Interactive:
 
     def _next_prompt_if_idle(self) -> None:
         if self._answer is None and not self.app.harness.is_busy:
-            self.out.write(IDLE_PROMPT)
-            self.out.flush()
+            self.reader.show_prompt(IDLE_PROMPT)
 
     async def _line(self) -> str:
         """The next line typed (a login's answer)."""

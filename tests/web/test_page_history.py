@@ -151,6 +151,37 @@ async def test_a_long_session_shows_its_tail_and_pages_back_on_scroll(
     assert sent == []
 
 
+# A snapshot in frames: a reset and the first items in one, laid out and scrolled (the log
+# shorter than the screen, its scroll position at the top), the rest and its status later.
+SPLIT_SNAPSHOT = """(async () => {
+  window.sentCommands = []; const real = socket.send.bind(socket);
+  socket.send = (t) => { sentCommands.push(JSON.parse(t).type); real(t); };
+  const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+  const item = (i) => ({type: 'append', id: 'split-' + i, kind: 'user', text: 'split ' + i});
+  handle({type: 'reset', session: sessionId, earlier: 300});
+  for (let i = 0; i < 3; i++) handle(item(i));
+  await frame();
+  document.getElementById('log').dispatchEvent(new Event('scroll'));
+  await frame();
+  const during = [...sentCommands];
+  for (let i = 3; i < 6; i++) handle(item(i));
+  handle({type: 'status', working: false});
+  await frame();
+  return [during, [...sentCommands]]; })()"""
+
+
+async def test_a_snapshot_in_several_frames_asks_for_older_items_only_once_it_is_whole(
+    page: Page, long_server: tuple[ServerInfo, str, str]
+) -> None:
+    """Under load a snapshot comes in several frames; between them the log is short and at
+    its top, which is no reason to page back: the status that ends the snapshot is."""
+    info, _, _ = long_server
+    await open_long(page, info)
+    during, after = await page.evaluate(SPLIT_SNAPSHOT)
+    assert during == []
+    assert after == ["history"]  # six items do not fill the log: ask now, once
+
+
 # Holds the history replies the page gets (instead of showing them) until released: the
 # server answers at once, so this is how a reply comes late, after a switch of session.
 HOLD = """(() => { window.held = []; const real = handle;

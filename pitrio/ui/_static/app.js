@@ -16,6 +16,10 @@ let sessionId = null;
 let earlier = 0;  // how many older items the server holds (reset, then each history reply)
 let pendingHistory = null;  // the history request in flight: {session, before}
 let pagedBack = false;  // a history reply was shown since the last reset
+// From a reset to the status that ends its snapshot: the log is still filling (the snapshot
+// may come in several frames, each laid out and scrolled before the next), so a log short of
+// a screen is not yet a reason to ask for older items.
+let filling = false;
 let retryDelay = 500;
 const narrow = window.matchMedia("(max-width: 700px)");  // app.css's narrow layout
 let commands = [];  // [name, help] pairs from the server, for the hint under the input
@@ -114,7 +118,7 @@ function oldestItem() {
 }
 
 function loadEarlier() {
-  if (pendingHistory || earlier <= 0 || log.scrollTop > 300) return;
+  if (filling || pendingHistory || earlier <= 0 || log.scrollTop > 300) return;
   const oldest = oldestItem();
   if (!oldest) return;
   const request = { session: sessionId, before: oldest.dataset.id };
@@ -545,6 +549,7 @@ function handle(m) {
     case "status":
       setWorking(m.working);
       if (m.working) for (const note of $("queue").querySelectorAll(".note")) note.remove();
+      filling = false;
       loadEarlier();  // the snapshot did not fill the log: nothing to scroll, so ask now
       break;
     case "info": showInfo(m); break;
@@ -557,6 +562,7 @@ function handle(m) {
       earlier = Math.max(0, m.earlier || 0);
       pendingHistory = null;  // a reply to it would name items of the old view
       pagedBack = false;
+      filling = true;
       historyMark();
       if (sessionId) {
         window.history.replaceState(null, "", `/#session=${encodeURIComponent(sessionId)}`);
