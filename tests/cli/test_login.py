@@ -232,6 +232,51 @@ def test_login_with_a_pasted_code_then_logout(
             child.terminate(force=True)
 
 
+# A reader thread slow to start its next read (a loaded machine): the idle prompt a
+# finished login shows must not come before readline has the terminal, or the Ctrl-D typed
+# at it is read by the terminal's line discipline and lost.
+_SLOW_READER = textwrap.dedent(
+    """
+    import sys, time
+    from pitrio.cli import _interactive
+    read_one = _interactive.LineReader._read_one
+    def slow(self, prompt):
+        time.sleep(0.3)
+        return read_one(self, prompt)
+    _interactive.LineReader._read_one = slow
+    from pitrio.cli._main import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_d_at_the_prompt_after_a_login_ends_the_session(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "work").mkdir()
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", _SLOW_READER, "--cwd", str(tmp_path / "work"), "--base-url",
+         "http://127.0.0.1:9/v1", "--model", "m"],
+        env={**env, "PATH": os.environ.get("PATH", ""), "TERM": "xterm", "PYTHONUNBUFFERED": "1",
+             "PYTHONPATH": str(Path(__file__).parents[2])},
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(50, 200),
+    )  # fmt: skip
+    try:
+        child.expect_exact("> ")
+        child.send("/login nowhere\r")
+        child.expect_exact("/login: no subscription login for 'nowhere'; there are: anthropic")
+        child.expect_exact("> ")
+        child.sendeof()
+        child.expect(pexpect.EOF, timeout=10)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+
+
 # -- the commands, in-process -------------------------------------------------------
 
 
