@@ -20,7 +20,9 @@ One :class:`Harness` drives one :class:`pitrio.Agent` through its public hooks:
   finishes it (``_recovery``);
 * a run ending with a retryable provider error is retried with back-off
   (:class:`RetrySettings`); a context overflow is compacted and continued once;
-  above the compaction threshold the session is compacted after a turn.
+  above the compaction threshold the session is compacted at the run's checkpoints
+  (before its first request, between turns, after its last answer); a compaction that
+  fails there ends the run as failed, as Pi's does.
 
 This module holds the :class:`Harness` itself: driving a prompt through the Agent,
 recording it in the session, retrying and compacting. It plays the part of Pi's lane
@@ -33,6 +35,7 @@ retry policy in ``_retry``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random as _random
@@ -131,6 +134,7 @@ from ._session import Session
 from ._session_state import LANE_CONFIG, LANE_STATE
 from ._structural import (
     INTERRUPTED_SUMMARY,
+    OVERFLOW_DECLINED,
     StructuralOperation,
     branch_preparation_from,
     branch_preparation_json,
@@ -303,6 +307,12 @@ class Harness:
         self._last_assistant: AssistantMessage | None = None
         self._context_tokens = ContextTokenCounter()  # the threshold check, incremental
         self._retry_attempt = 0
+        # The error a run's compaction ended the run with (its operation is over: Pi's
+        # ``resume_checkpoint`` boundary failing); ``None`` while the run goes on.
+        self._run_ended: AssistantMessage | None = None
+        # Whether the run's first request still has its threshold check to pass (Pi's
+        # checkpoint before it; see _first_request)
+        self._first_check = False
         # Queued messages handed to the Agent (its queues, or the prompt), with the entry
         # ids reserved for them.
         self._delivering: list[tuple[AgentMessage, str]] = []
@@ -849,6 +859,7 @@ class Harness:
         if not recovered:
             self._last_assistant = None
             self._retry_attempt = 0
+            self._run_ended = None
         overflow_attempted = False
         try:
             if prompts is not None:
@@ -857,6 +868,8 @@ class Harness:
             elif self._ops is not None and not recovered:
                 await self._ops.begin_resume(self._config.model, self._tool_names())
             await self._apply_turn_state()
+            if not recovered:
+                self._watch_first_request(prompts or [])
             if self._aborting():
                 # Aborted before the run started: nothing runs.
                 task_status.started()
@@ -866,7 +879,7 @@ class Harness:
             else:
                 await self._agent.resume(task_status=task_status)
             self._sync_after_run()
-            while not self._aborting():
+            while not self._aborting() and self._run_ended is None:
                 message = self._last()
                 if message is None or message.stop_reason != "error" or self._bridge.failure:
                     break
@@ -890,6 +903,7 @@ class Harness:
             last = self._last()
             if (
                 not self._aborting()
+                and self._run_ended is None
                 and last is not None
                 and last.stop_reason not in _ERROR_STOPS
                 and self._threshold_reached(self._agent.state.messages)
@@ -965,6 +979,7 @@ class Harness:
         self._interrupted = None
         self._last_assistant = None
         self._retry_attempt = 0
+        self._run_ended = None
         ops.adopt(operation)
         self._deliver_inbox()
         await self._bus.emit(RecoveryStart(operation_id=operation.id, at=operation.at))
@@ -986,6 +1001,7 @@ class Harness:
             raise
         self._agent.state.messages = list(session.build_context().messages)
         self._drop_trailing_failure()
+        go_on = go_on and self._run_ended is None  # (its compaction may have ended it)
         if not left:
             await self._bus.emit(RecoveryEnd(operation_id=operation.id, resumed=go_on))
         retried = go_on and await self._recovered_retry(ops.state, operation.at)
@@ -997,6 +1013,7 @@ class Harness:
             # checkpoint).
             await self._compact("threshold")
             self._drop_trailing_failure()
+            go_on = self._run_ended is None
         if not go_on:
             with trio.CancelScope(shield=True):
                 try:
@@ -1089,7 +1106,9 @@ class Harness:
     def _sync_after_run(self) -> None:
         """After a compaction inside a run, the Agent's transcript becomes the session's
         context (the loop already used it for the run's later requests)."""
-        if self._compacted_in_run and self._session is not None:
+        if (self._compacted_in_run or self._run_ended is not None) and self._session is not None:
+            # (a compaction that ended the run: the failure tail's message is not in the
+            # session, nor in the transcript)
             self._compacted_in_run = False
             self._agent.state.messages = list(self._session.build_context().messages)
 
@@ -1195,7 +1214,47 @@ class Harness:
             if self._replaced_messages is not None:
                 messages, replaced = self._replaced_messages, True
             self._replaced_messages = None
+        self._raise_if_ended()
         return await self._config.next_turn(self._session, messages, replaced=replaced)
+
+    def _watch_first_request(self, prompts: Sequence[AgentMessage]) -> None:
+        """Pi's drive checks the compaction threshold at the run's first checkpoint too
+        (``runCheckpoint`` after ``startRun``): when the context with the prompt is over
+        it, the Agent's first request goes through :meth:`_first_request`, which
+        compacts before it is sent (the later requests are checked in
+        ``prepare_next_turn``)."""
+        self._first_check = False
+        if self._ops is None or not self._threshold_reached(
+            [*self._agent.state.messages, *prompts]
+        ):
+            return
+        self._first_check = True
+        self._agent.transform_context = self._first_request
+
+    async def _first_request(
+        self, messages: list[AgentMessage], signal: AbortSignal
+    ) -> list[AgentMessage]:
+        """The Agent's ``transform_context`` for a run whose first request is over the
+        threshold: the prompt is in the session (its ``message_end`` wrote it), so the
+        run compacts at its checkpoint as Pi's does, and the request (and the run's
+        later ones: the loop's list is replaced in place) goes on from the compacted
+        context. Then the ``context`` hook, if any, as without it."""
+        if self._first_check:
+            self._first_check = False
+            if self._threshold_reached(messages) and await self._compact_mid_run():
+                if self._replaced_messages is not None:
+                    messages[:] = self._replaced_messages
+                self._replaced_messages = None
+            self._raise_if_ended()
+        if self.hooks.has("context"):
+            return await self._bridge.transform_context(messages, signal)
+        return messages
+
+    def _raise_if_ended(self) -> None:
+        """A compaction that ended the run inside the Agent's loop ends the loop too (its
+        failure tail's message is not written: the run's result is)."""
+        if self._run_ended is not None:
+            raise CompactionError(str(self._run_ended.error_message), reason="summarization_failed")
 
     def _after_turn(self, turn: TurnContext, signal: AbortSignal | None) -> bool:
         if self._bridge.failure is not None:
@@ -1297,7 +1356,9 @@ class Harness:
             and not any(m is message for m in self._prompts)
         ):
             if isinstance(message, AssistantMessage):
-                ops.commit_assistant_end(message, retry=self._will_retry(message))
+                retry = self._will_retry(message)
+                overflow = None if retry else self._overflow_task(message)
+                ops.commit_assistant_end(message, retry=retry, overflow=overflow)
             else:
                 ops.commit_tool_result_end(message)
             if self._ends_retry(message):
@@ -1310,7 +1371,7 @@ class Harness:
         ops = self._ops
         if ops is not None and (ops.active or any(m is message for m in self._prompts)):
             await self._record_message(ops, message)
-        elif self._session is not None:
+        elif self._session is not None and self._run_ended is None:
             await self._session.append_message(message)
         await self._emit_message_end(event)
 
@@ -1379,7 +1440,12 @@ class Harness:
         op: StructuralOperation | None = None
         end: CompactionEnd
         try:
-            preparation = prepare_compaction(_branch(session), settings)
+            op = self._overflow_operation() if reason == "overflow" else None
+            preparation: CompactionPreparation | None
+            if op is not None:
+                preparation = compaction_preparation_from(op.preparation())
+            else:
+                preparation = prepare_compaction(_branch(session), settings)
             if preparation is None:
                 end = CompactionEnd(reason=reason, status="declined")
             else:
@@ -1397,7 +1463,11 @@ class Harness:
             end = CompactionEnd(reason=reason, status="failed", error_message=str(exc))
             if op is not None and _open(session, op):
                 with trio.CancelScope(shield=True):
-                    await _finish_failed(op, exc)
+                    if op.in_run:
+                        with contextlib.suppress(Exception):  # (left to the next restore)
+                            await self._fail_run("harness_fault", str(exc) or type(exc).__name__)
+                    else:
+                        await _finish_failed(op, exc)
         except BaseException:
             # The caller's own cancellation (not abort(); it may come as a group of
             # Cancelled from the summary's requests): the compaction still ends, as
@@ -1412,6 +1482,65 @@ class Harness:
         self._moved(op)
         await self._bus.emit(end)
         return end
+
+    async def _fail_run(self, code: str, message: str) -> None:
+        """A run's compaction failed, or an overflow's was declined: the run ends as
+        failed (Pi's ``resume_checkpoint`` boundary: the run's records give way to
+        ``pi.result`` with the error, in one transaction). Its last message, for
+        :class:`Settled`, is an error with ``message`` (not in the transcript)."""
+        assert self._ops is not None
+        model = self._config.model
+        self._run_ended = self._last_assistant = AssistantMessage(
+            content=(TextContent(text=""),),
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="error",
+            error_message=message,
+            timestamp=now_ms(),
+        )
+        await self._ops.finish("failed", error={"code": code, "message": message})
+
+    def _overflow_operation(self) -> StructuralOperation | None:
+        """The overflow's compaction the run recorded with its failed answer
+        (``summary.deciding``, see :meth:`_overflow_task`), or ``None``."""
+        ops = self._ops
+        if ops is None or not ops.active or self._session is None:
+            return None
+        state = ops.state
+        if state.get("at") != "summary.deciding" or state["task"].get("reason") != "overflow":
+            return None
+        return StructuralOperation(self._session, ops.meta, state)
+
+    def _overflow_task(self, message: AssistantMessage) -> tuple[dict[str, Any], Any] | None:
+        """When ``message`` is a context overflow the run recovers from, the compaction's
+        task and preparation (Pi's ``prepareOverflowCompaction``: from the branch before
+        the failed answer), recorded with that answer (its ``summary.deciding``)."""
+        ops, session = self._ops, self._session
+        if (
+            ops is None
+            or session is None
+            or message.stop_reason != "error"
+            or not is_context_overflow(message, self._config.model.context_window)
+            or not self._can_compact(message)
+        ):
+            return None
+        context = ops.state.get("generationContext") or {}
+        if context.get("overflowRecoveryUsed"):
+            return None
+        preparation = prepare_compaction(_branch(session), self._compaction_settings())
+        if preparation is None:
+            return None
+        resume_after = {
+            "continuation": {"kind": "need_assistant", "overflowRecoveryUsed": True},
+            "triggerEntryId": context.get("triggerEntryId"),
+        }
+        task = {
+            "taskId": new_id(),
+            "reason": "overflow",
+            "boundary": {"kind": "resume_checkpoint", "resumeAfter": resume_after},
+        }
+        return task, compaction_preparation_json(preparation)
 
     def _moved(self, op: StructuralOperation | None) -> None:
         """After a run's compaction the run records from the state it left."""
@@ -1501,11 +1630,16 @@ class Harness:
             self._cancel_scope = None
             if op is not None and _open(session, op):
                 code = _failure_code(exc)
-                await op.finish("failed", error={"code": code, "message": str(exc)})
+                if op.in_run:  # Pi's resume_checkpoint boundary: the run fails
+                    await self._fail_run(code, str(exc))
+                else:
+                    await op.finish("failed", error={"code": code, "message": str(exc)})
             return CompactionEnd(reason=reason, status="failed", error_message=str(exc))
         self._cancel_scope = None
         if decision is not None and decision.decline and not scope.cancelled_caught:
-            if op is not None:
+            if op is not None and op.in_run and reason == "overflow":
+                await self._fail_run("compaction_declined", OVERFLOW_DECLINED)
+            elif op is not None:
                 await op.finish("declined")
             return CompactionEnd(reason=reason, status="declined")
         if result is None or scope.cancelled_caught:

@@ -514,9 +514,18 @@ class OperationRecorder:
         await self._session._write()
         return entry_id
 
-    def commit_assistant_end(self, message: AssistantMessage, *, retry: bool) -> str:
+    def commit_assistant_end(
+        self,
+        message: AssistantMessage,
+        *,
+        retry: bool,
+        overflow: tuple[Mapping[str, Any], JSONValue] | None = None,
+    ) -> str:
         """:meth:`assistant_end` without the write (the next write carries it: before a
-        tool runs, the next request, the save point); ``message`` is :meth:`reserved`."""
+        tool runs, the next request, the save point); ``message`` is :meth:`reserved`.
+        ``overflow``: a context overflow to compact (its task and preparation), recorded
+        with the failed answer as the run's ``summary.deciding`` (Pi's
+        ``publishResponse``)."""
         session = self._session
         entry_id = self.response_entry_id
         assert entry_id is not None
@@ -532,6 +541,12 @@ class OperationRecorder:
         ]
         state: dict[str, Any]
         if message.stop_reason in ("error", "aborted"):
+            if overflow is not None and self._op_id is not None:
+                task, preparation = overflow
+                state = {**scope, "at": "summary.deciding", "task": dict(task)}
+                key = f"{self._op_id}:{task['taskId']}"
+                after = [*frames, _set(_OP_PREPARATION, key, preparation), self._put(state)]
+                return session._commit_message(message, entry_id=entry_id, after=after)
             if not retry:
                 # The run ends (or recovers from an overflow, which asks again).
                 state = {
@@ -773,9 +788,14 @@ class OperationRecorder:
             return None
         return {**form, "timestamp": message.timestamp}
 
-    async def finish(self, status: Literal["completed", "aborted", "failed"]) -> None:
-        """The run is over: its records give way to ``pi.result`` and the lane is idle
-        (Pi's terminal transaction)."""
+    async def finish(
+        self,
+        status: Literal["completed", "aborted", "failed"],
+        error: Mapping[str, str] | None = None,
+    ) -> None:
+        """The run is over: its records give way to ``pi.result`` (with ``error``, Pi's
+        ``{code, message}``, when given) and the lane is idle (Pi's terminal
+        transaction)."""
         op_id = self._op_id
         if op_id is None:
             return
@@ -784,6 +804,7 @@ class OperationRecorder:
             "operationId": op_id,
             "kind": "run",
             "status": status,
+            **({} if error is None else {"error": dict(error)}),
             "fromTipId": self._meta.get("sourceTipId"),
             "tipId": session.leaf_id,
             "startedAt": self._meta.get("startedAt"),

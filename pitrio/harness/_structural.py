@@ -43,6 +43,7 @@ from ._session_state import BRANCH_TIP, ENTRY_LABEL, LANE_CONFIG
 
 __all__ = [
     "INTERRUPTED_SUMMARY",
+    "OVERFLOW_DECLINED",
     "OP_PREPARATION",
     "StructuralOperation",
     "branch_preparation_from",
@@ -55,6 +56,9 @@ OP_PREPARATION: Final = "pi.op.preparation"
 INTERRUPTED_SUMMARY: Final = (
     "Structural summary attempt was interrupted and its external outcome is unknown"
 )
+# Pi's error when a hook declines an overflow's compaction (``drive/structural.js``: the run
+# fails, code ``compaction_declined``).
+OVERFLOW_DECLINED: Final = "Overflow compaction was declined"
 
 Status = Literal["completed", "declined", "aborted", "failed"]
 
@@ -333,8 +337,8 @@ class StructuralOperation:
     ) -> Mapping[str, Any]:
         """A run's compaction ends: ``before`` (the entry, the tip) and the run's state
         at its checkpoint again, in one transaction; returns that state. The run goes on
-        from there (a compaction that did not complete leaves no entry: the run goes on
-        uncompacted)."""
+        from there (a threshold compaction a hook declined leaves no entry: the run goes
+        on uncompacted; one that failed ends the run, see ``Harness._fail_run``)."""
         state = self._resumed(configuration, retry_policy)
         lane = self._lane_state(self.id, None)
         await self._session._record([[*before, self._put(state), lane]])
@@ -497,8 +501,9 @@ class StructuralOperation:
     ) -> None:
         """The operation ends: ``before`` (the entry, the tip) with its records deleted,
         ``pi.result`` and the lane idle, in one transaction (Pi's terminal). A run's
-        compaction that did not complete leaves the run at the checkpoint it was at
-        instead (the run goes on, or ends, from there)."""
+        compaction declined or aborted leaves the run at the checkpoint it was at instead
+        (the run goes on, or ends, from there; a failed one ends the run: the harness
+        writes the run's result)."""
         if self.in_run:
             boundary = self.task.get("boundary") or {}
             resume_after = boundary.get("resumeAfter") or {}

@@ -17,6 +17,14 @@ returns; ``threshold`` / ``hang-threshold``: nothing after the prompts, but the 
 window is the reserve plus 60 tokens and "second" is answered "two" and 400 x's, so the
 second run compacts at the threshold after that answer, inside the run. Prints the result
 event's ``status`` last (the run's last answer's stop reason for ``threshold``).
+
+The modes of :data:`SCRIPTED` answer by what is asked (a summary request "SUMMARY",
+"first" "one", the rest "two"), as the Node script's: ``first-threshold`` (the window as
+``threshold``; the second prompt is "second" and 400 x's, so its run compacts before its
+first request), ``threshold-fail`` (as ``threshold``, every summary request failing with
+"invalid request"), ``overflow`` ("second" first answered with a context overflow: the run
+compacts and asks again), ``overflow-decline`` (a ``before_compaction`` hook declines
+that compaction), ``hang-overflow`` (that summary request never answers).
 """
 
 from __future__ import annotations
@@ -53,6 +61,10 @@ LONG = "two " + "x" * 400
 SMALL = Model(id="scripted", api="scripted", provider="local", context_window=16384 + 60)
 
 
+SCRIPTED = ("first-threshold", "threshold-fail", "overflow", "overflow-decline", "hang-overflow")
+OVERFLOW = "prompt is too long: 213462 tokens > 200000 maximum"
+
+
 def _summarizing(context: Any) -> bool:
     return str(context.system_prompt).startswith("You are a context summarization assistant")
 
@@ -74,6 +86,44 @@ def respond(mode: str) -> Any:
         return scripted(model, context, options)
 
     return stream_fn
+
+
+def scripted(mode: str) -> Any:
+    """The stream function of a :data:`SCRIPTED` mode."""
+    overflowed = False
+
+    def answer(context: Any) -> ScriptedResponse:
+        nonlocal overflowed
+        if _summarizing(context):
+            if mode == "threshold-fail":
+                return ScriptedResponse(stop_reason="error", error_message="invalid request")
+            return ScriptedResponse.text("SUMMARY")
+        last = [m for m in context.messages if m.role == "user"][-1]
+        if last.content[0].text == "first":
+            return ScriptedResponse.text("one")
+        if "overflow" in mode and not overflowed:
+            overflowed = True
+            return ScriptedResponse(stop_reason="error", error_message=OVERFLOW)
+        return ScriptedResponse.text(LONG if mode == "threshold-fail" else "two")
+
+    model = ScriptedModel(answer)
+
+    async def stream_fn(model_: Model, context: Any, options: Any) -> Any:
+        if mode == "hang-overflow" and _summarizing(context):
+            print("summary started", flush=True)
+            await trio.sleep_forever()
+        return model(model_, context, options)
+
+    return stream_fn
+
+
+async def _scripted(harness: Harness, mode: str, events: list[Any] | None) -> None:
+    await harness.prompt("first")
+    if events is not None:
+        harness.subscribe(events.append)
+    if mode == "overflow-decline":
+        harness.hooks.on("before_compaction", lambda _: BeforeCompactionResult(decline=True))
+    await harness.prompt("second " + "x" * 400 if mode == "first-threshold" else "second")
 
 
 def hook(harness: Harness, mode: str, seen: list[Any]) -> None:
@@ -121,15 +171,19 @@ async def main(
     harness events, ``seen`` the events the hooks of a ``hook-*`` MODE are given."""
     store = JsonlSessionStore(root)
     session = await store.create(cwd=str(root), session_id=session_id)
-    model = SMALL if mode.endswith("threshold") else MODEL
+    model = SMALL if "threshold" in mode else MODEL
     harness = Harness(
         model=model,
-        stream_fn=respond(mode),
+        stream_fn=scripted(mode) if mode in SCRIPTED else respond(mode),
         session=session,
         compaction=COMPACTION,
         retry=RETRY,
     )
     await harness.set_model(model)
+    if mode in SCRIPTED:
+        await _scripted(harness, mode, events)
+        await session.close()
+        return
     if mode.endswith("threshold"):
         await harness.prompt("first")
         if events is not None:

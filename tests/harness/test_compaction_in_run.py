@@ -18,8 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from pitrio import Model, TextContent, Tool, ToolResult, text_result
 from pitrio.harness import (
     CompactionEntry,
@@ -32,9 +30,9 @@ from pitrio.harness import (
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 from ._structural_child import LONG, SMALL, main as run_child
+from ._structural_helpers import Hanging, last_result, while_out
 from .test_compaction_ops import (
     DATA,
-    Hanging,
     copy_fixture,
     kill_mid_summary,
     leftovers,
@@ -117,17 +115,12 @@ async def test_a_compaction_runs_what_was_queued_while_it_summarised(tmp_path: P
 async def test_nothing_runs_after_an_aborted_compaction(tmp_path: Path) -> None:
     hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
-    ends: list[Any] = []
-    async with trio.open_nursery() as nursery:
-
-        async def run() -> None:
-            ends.append(await harness.compact())
-
-        nursery.start_soon(run)
-        await hanging.started.wait()
+    async def queue_then_abort() -> None:
         await harness.enqueue("follow_up", "later")
         harness.abort()
-    assert ends[0].status == "aborted"
+
+    end = await while_out(harness.compact, hanging.started, queue_then_abort)
+    assert end.status == "aborted"
     assert [_text(q.message) for q in harness.queued] == ["later"]  # still queued
     assert len(session.get_branch()) == 4
     await session.close()
@@ -392,17 +385,12 @@ async def _long_second_run(tmp_path: Path, summary: Any) -> tuple[Any, Harness]:
     return session, harness
 
 
-def _run_result(session: Any) -> dict[str, Any]:
-    lane = restore_lane(session)
-    assert lane.operation is None
-    result = session.get_value("pi.result", str(lane.last_operation_id))
-    assert isinstance(result, dict)
-    return result
 
-
-async def test_a_failed_compaction_in_a_run_leaves_the_run_at_its_checkpoint(
+async def test_a_failed_compaction_after_the_last_answer_ends_the_run_failed(
     tmp_path: Path,
 ) -> None:
+    """As Pi's ``resume_checkpoint`` boundary ends it (``test_compaction_run_ends.py``
+    holds the writes to Pi's): the run's records give way to its failed result."""
     failing = ScriptedModel(
         lambda _: ScriptedResponse(stop_reason="error", error_message="invalid request")
     )
@@ -417,12 +405,18 @@ async def test_a_failed_compaction_in_a_run_leaves_the_run_at_its_checkpoint(
     ends = [e for e in events if e.type == "compaction_end"]
     assert [(e.reason, e.status) for e in ends] == [("threshold", "failed")]
     assert _text(harness.messages[-1]) == LONG  # the run's answer stands, uncompacted
+    assert events[-1].message.error_message == "Summarization failed: invalid request"
     assert not any(isinstance(e, CompactionEntry) for e in session.get_branch())
-    assert (_run_result(session)["kind"], _run_result(session)["status"]) == ("run", "completed")
+    result = last_result(session)
+    assert (result["kind"], result["status"], result["error"]["code"]) == (
+        "run",
+        "failed",
+        "summarization_failed",
+    )
     assert leftovers(session) == []
     await session.close()
     states = _states(transactions(only_jsonl(tmp_path)))
-    assert states[-2:] == ["summary.effect_pending", "checkpoint"]
+    assert states[-1] == "summary.effect_pending"  # then the result, in one transaction
 
 
 async def test_abort_during_a_compaction_in_a_run_ends_the_run_aborted(tmp_path: Path) -> None:
@@ -430,14 +424,14 @@ async def test_abort_during_a_compaction_in_a_run_ends_the_run_aborted(tmp_path:
     session, harness = await _long_second_run(tmp_path, hanging)
     events: list[Any] = []
     harness.subscribe(events.append)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(harness.prompt, "second")
-        await hanging.started.wait()
+    def check_then_abort() -> None:
         assert restore_lane(session).operation.at == "summary.effect_pending"  # type: ignore[union-attr]
         harness.abort()
+
+    await while_out(lambda: harness.prompt("second"), hanging.started, check_then_abort)
     ends = [e for e in events if e.type == "compaction_end"]
     assert [(e.reason, e.status) for e in ends] == [("threshold", "aborted")]
-    assert _run_result(session)["status"] == "aborted"
+    assert last_result(session)["status"] == "aborted"
     assert not any(isinstance(e, CompactionEntry) for e in session.get_branch())
     assert leftovers(session) == []  # the preparation went with the run's records
     await session.close()

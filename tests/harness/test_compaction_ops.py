@@ -38,6 +38,7 @@ from pitrio.harness import (
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 from ._structural_child import main as run_child
+from ._structural_helpers import Hanging, last_result, while_out
 
 HERE = Path(__file__).parent
 NODE_DIR = HERE / "node"
@@ -202,17 +203,6 @@ async def pi_killed(node_modules: Path, root: Path, mode: str) -> Path:
             await proc.wait()
     started.unlink()
     return only_jsonl(root)
-
-
-class Hanging:
-    """A stream function whose requests never answer; ``started`` is set once one is out."""
-
-    def __init__(self) -> None:
-        self.started = trio.Event()
-
-    async def __call__(self, model: Any, context: Any, options: Any) -> Any:
-        self.started.set()
-        await trio.sleep_forever()
 
 
 def harness_on(session: Any, answer: str = "SUMMARY AGAIN") -> Harness:
@@ -395,13 +385,6 @@ def _user(text: str) -> Any:
     return UserMessage(content=(TextContent(text=text),), timestamp=1)
 
 
-def _result(session: Any) -> dict[str, Any]:
-    lane = restore_lane(session)
-    assert lane.operation is None
-    result = session.get_value("pi.result", str(lane.last_operation_id))
-    assert isinstance(result, dict)
-    return result
-
 
 async def test_a_failed_summary_ends_the_operation_as_failed(tmp_path: Path) -> None:
     failing = ScriptedModel(
@@ -411,7 +394,7 @@ async def test_a_failed_summary_ends_the_operation_as_failed(tmp_path: Path) -> 
     end = await harness.compact()
     assert end.status == "failed"
     assert "invalid request" in (end.error_message or "")
-    result = _result(session)
+    result = last_result(session)
     assert result["status"] == "failed"
     assert result["error"]["code"] == "summarization_failed"
     assert result["tipId"] == session.leaf_id
@@ -422,17 +405,9 @@ async def test_a_failed_summary_ends_the_operation_as_failed(tmp_path: Path) -> 
 async def test_abort_ends_the_compaction_as_aborted(tmp_path: Path) -> None:
     hanging = Hanging()
     session, harness = await _compacting(tmp_path, hanging)
-    ends: list[Any] = []
-    async with trio.open_nursery() as nursery:
-
-        async def run() -> None:
-            ends.append(await harness.compact())
-
-        nursery.start_soon(run)
-        await hanging.started.wait()
-        harness.abort()
-    assert ends[0].status == "aborted"
-    assert _result(session)["status"] == "aborted"
+    end = await while_out(harness.compact, hanging.started, harness.abort)
+    assert end.status == "aborted"
+    assert last_result(session)["status"] == "aborted"
     assert not isinstance(session.get_branch()[-1], CompactionEntry)
     await session.close()
 
@@ -442,12 +417,9 @@ async def test_an_outer_cancel_records_the_compaction_as_aborted(tmp_path: Path)
     session, harness = await _compacting(tmp_path, hanging)
     events: list[str] = []
     harness.subscribe(lambda e: events.append(e.type))
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(harness.compact)
-        await hanging.started.wait()
-        nursery.cancel_scope.cancel()
+    assert await while_out(harness.compact, hanging.started) is None  # cancelled
     assert events == ["compaction_start", "compaction_end"]
-    assert _result(session)["status"] == "aborted"
+    assert last_result(session)["status"] == "aborted"
     assert not harness.is_busy
     await session.close()
 
@@ -475,7 +447,7 @@ async def test_an_interrupted_last_attempt_fails_as_pi_fails_it(tmp_path: Path) 
     harness.subscribe(events.append)
     await harness.resume()
     assert events[2].status == "failed"
-    result = _result(session)
+    result = last_result(session)
     assert result["status"] == "failed"
     assert result["error"]["code"] == "structural_interrupted"
     await session.close()
@@ -519,7 +491,7 @@ async def test_a_compaction_stopped_before_its_request_goes_on(tmp_path: Path, s
     ]
     attempts = [s["attempt"] for s in states if s["at"] == "summary.effect_pending"]
     assert attempts[-1] == (2 if stop == "summary.retry_wait" else 1)
-    assert _result(session)["status"] == "completed"
+    assert last_result(session)["status"] == "completed"
     await session.close()
 
 
@@ -551,7 +523,7 @@ async def test_a_retryable_summary_failure_waits_for_the_next_attempt(tmp_path: 
     assert states[-1][1] == 2
     rows = [w for tx in transactions(only_jsonl(tmp_path)) for w in tx if w["kind"] == "usage"]
     assert len(rows) >= 2  # the failed request's usage and the good one's (at least)
-    assert _result(session)["status"] == "completed"
+    assert last_result(session)["status"] == "completed"
     await session.close()
 
 
@@ -564,7 +536,7 @@ async def test_a_broken_stream_function_fails_the_compaction_as_data(tmp_path: P
     end = await harness.compact()
     assert end.status == "failed"
     assert end.error_message == "no connection"
-    result = _result(session)
+    result = last_result(session)
     assert result["error"] == {"code": "harness_fault", "message": "no connection"}
     assert not harness.is_busy
     await session.close()

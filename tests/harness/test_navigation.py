@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from pitrio import AgentBusyError, AssistantMessage, TextContent, UsageError, UserMessage
 from pitrio.harness import (
@@ -30,10 +29,10 @@ from pitrio.harness import (
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 from ._structural_child import main as run_child
+from ._structural_helpers import Hanging, last_result, while_out
 from .test_compaction_ops import (
     DATA,
     MODEL,
-    Hanging,
     copy_fixture,
     harness_on,
     kill_mid_summary,
@@ -48,15 +47,6 @@ from .test_compaction_ops import (
     structural,
     transactions,
 )
-
-
-def _result(session: Any) -> dict[str, Any]:
-    lane = restore_lane(session)
-    assert lane.operation is None
-    result = session.get_value("pi.result", str(lane.last_operation_id))
-    assert isinstance(result, dict)
-    return result
-
 
 # -- writes ----------------------------------------------------------------------------
 
@@ -209,7 +199,7 @@ async def test_a_navigation_killed_before_its_move_is_committed_on_resume(
     assert [e.type for e in events] == ["recovery_start", "navigation_end", "recovery_end"]
     assert session.leaf_id == target
     assert session.labels == {target: "here"}
-    result = _result(session)
+    result = last_result(session)
     assert (result["status"], result["fromTipId"], result["tipId"]) == ("completed", source, target)
     await session.close()
 
@@ -254,7 +244,7 @@ async def test_a_plain_navigation_to_the_root_leaves_an_empty_context(tmp_path: 
     assert session.get_value("pi.branch.tip", "main") is None
     assert ("pi.branch.tip", "main") in session._state.values  # a null tip, as Pi's
     assert harness.messages == []
-    assert _result(session)["tipId"] is None
+    assert last_result(session)["tipId"] is None
     await session.close()
 
 
@@ -283,12 +273,12 @@ async def test_a_navigation_while_busy_is_refused(tmp_path: Path) -> None:
     hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
     first = session.get_branch()[0].id
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(harness.compact)
-        await hanging.started.wait()
+    async def navigate_then_abort() -> None:
         with pytest.raises(AgentBusyError):
             await harness.navigate_tree(first)
         harness.abort()
+
+    await while_out(harness.compact, hanging.started, navigate_then_abort)
     await session.close()
 
 
@@ -297,18 +287,12 @@ async def test_abort_leaves_the_tip_where_it_was(tmp_path: Path) -> None:
     session, harness = await _two_turns(tmp_path, hanging)
     source = session.leaf_id
     target = session.get_branch()[1].id
-    ends: list[NavigationEnd] = []
-    async with trio.open_nursery() as nursery:
-
-        async def run() -> None:
-            ends.append(await harness.navigate_tree(target, summarize=True))
-
-        nursery.start_soon(run)
-        await hanging.started.wait()
-        harness.abort()
-    assert ends[0].status == "aborted"
+    end = await while_out(
+        lambda: harness.navigate_tree(target, summarize=True), hanging.started, harness.abort
+    )
+    assert end.status == "aborted"
     assert session.leaf_id == source
-    assert _result(session)["status"] == "aborted"
+    assert last_result(session)["status"] == "aborted"
     assert leftovers(session) == []
     await session.close()
 
@@ -319,12 +303,12 @@ async def test_an_outer_cancel_records_the_navigation_as_aborted(tmp_path: Path)
     target = session.get_branch()[1].id
     events: list[str] = []
     harness.subscribe(lambda e: events.append(e.type))
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: harness.navigate_tree(target, summarize=True))
-        await hanging.started.wait()
-        nursery.cancel_scope.cancel()
+    navigating = await while_out(
+        lambda: harness.navigate_tree(target, summarize=True), hanging.started
+    )
+    assert navigating is None  # cancelled
     assert events == ["navigation_start", "navigation_end"]
-    assert _result(session)["status"] == "aborted"
+    assert last_result(session)["status"] == "aborted"
     assert not harness.is_busy
     await session.close()
 
@@ -338,7 +322,7 @@ async def test_a_failed_summary_fails_the_navigation(tmp_path: Path) -> None:
     assert end.status == "failed"
     assert "bad" in (end.error_message or "")
     assert session.leaf_id == source
-    result = _result(session)
+    result = last_result(session)
     assert result["status"] == "failed"
     assert result["error"]["code"] == "summarization_failed"
     await session.close()
@@ -382,5 +366,5 @@ async def test_a_broken_stream_function_fails_the_navigation_as_data(tmp_path: P
     end = await harness.navigate_tree(session.get_branch()[1].id, summarize=True)
     assert (end.status, end.error_message, end.tip_id) == ("failed", "no connection", source)
     assert session.leaf_id == source
-    assert _result(session)["error"]["code"] == "harness_fault"
+    assert last_result(session)["error"]["code"] == "harness_fault"
     await session.close()

@@ -37,6 +37,7 @@ from pitrio.harness import (
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 from ._structural_child import main as run_child
+from ._structural_helpers import last_result, while_out
 from .test_compaction_ops import (
     DATA,
     MODEL,
@@ -58,13 +59,6 @@ def _pi_run(mode: str) -> dict[str, Any]:
     out: dict[str, Any] = json.loads((DATA / f"pi-{mode}.json").read_text())
     return out
 
-
-def _result(session: Any) -> dict[str, Any]:
-    lane = restore_lane(session)
-    assert lane.operation is None
-    result = session.get_value("pi.result", str(lane.last_operation_id))
-    assert isinstance(result, dict)
-    return result
 
 
 def _seen_as_pi(event: Any, target: str) -> dict[str, Any]:
@@ -108,7 +102,7 @@ async def test_a_hook_decision_writes_what_pi_writes(tmp_path: Path, mode: str) 
     declined = "decline" in mode
     assert result["status"] == ("declined" if declined else "completed")
     session = await JsonlSessionStore(tmp_path).open("pitrio", read_only=True)
-    assert _result(session)["status"] == result["status"]
+    assert last_result(session)["status"] == result["status"]
     assert leftovers(session) == []
     target = session.get_branch()[1].id
     assert [_seen_as_pi(e, target) for e in seen] == [pi_run["hook"]]
@@ -174,7 +168,7 @@ async def test_an_operation_killed_in_its_hook_asks_the_hook_again(tmp_path: Pat
     entry = session.get_branch()[-1]
     assert isinstance(entry, CompactionEntry)
     assert (entry.summary, entry.from_hook) == ("AFTER THE CRASH", True)
-    assert _result(session)["status"] == "completed"
+    assert last_result(session)["status"] == "completed"
     assert leftovers(session) == []
     await session.close()
     assert path.exists()
@@ -328,7 +322,7 @@ async def test_a_failing_hook_fails_the_operation_as_data(
     assert ("boom" if failure == "raises" else "'decline'") in end.error_message
     assert model.requests == 0
     assert session.leaf_id == source
-    result = _result(session)
+    result = last_result(session)
     assert result["status"] == "failed"
     assert result["error"]["code"] == "hook_failed"
     assert leftovers(session) == []
@@ -361,7 +355,7 @@ async def test_a_declined_navigation_keeps_the_tip_and_the_context(tmp_path: Pat
     assert session.labels == {}
     assert harness.messages == before
     assert model.requests == 0
-    assert _result(session)["status"] == "declined"
+    assert last_result(session)["status"] == "declined"
     await session.close()
 
 
@@ -407,18 +401,9 @@ async def test_abort_ends_a_hook_that_waits_and_the_operation_as_aborted(
         await trio.sleep_forever()
 
     harness.hooks.on("before_compaction", waits)
-    ends: list[Any] = []
-
-    async def compacting() -> None:
-        ends.append(await harness.compact())
-
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(compacting)
-            await entered.wait()
-            harness.abort()
-    assert ends[0].status == "aborted"
-    assert _result(session)["status"] == "aborted"
+    end = await while_out(harness.compact, entered, harness.abort)
+    assert end.status == "aborted"
+    assert last_result(session)["status"] == "aborted"
     await session.close()
 
 

@@ -15,6 +15,16 @@
 //                            60 tokens and "second" is answered "two" and 400 x's, so the second
 //                            run compacts at its checkpoint after that answer (inside the run)
 //         hang-threshold     as threshold, but the summary request ... never answers
+//         first-threshold    the window as threshold; the second prompt is "second" and 400 x's,
+//                            so its run compacts at its first checkpoint, before its request
+//         threshold-fail     as threshold, but every summary request fails ("invalid request",
+//                            not retryable): the run fails
+//         overflow           "second" is first answered with a context overflow ("prompt is too
+//                            long ..."): the run compacts and asks again ("two")
+//         overflow-decline   as overflow, with a before_compaction hook that declines
+//         hang-overflow      as overflow, but the summary request ... never answers
+//       (the modes from first-threshold on answer by what is asked: a summary request
+//       "SUMMARY", "first" "one", the rest "two"; they print the run's pi.result too)
 //       (a hang-* process is SIGKILLed by its caller once STARTED_FILE exists).
 //         hook-decline-compact / hook-compact / hook-decline-navigate / hook-navigate
 //                            as compact / navigate, with a before_compaction or
@@ -74,7 +84,8 @@ function hook(harness, mode) {
 }
 
 const [command, ...args] = process.argv.slice(2);
-const THRESHOLD = (args[2] ?? "").endsWith("threshold");
+const THRESHOLD = (args[2] ?? "").includes("threshold");
+const SCRIPTED = ["first-threshold", "threshold-fail", "overflow", "overflow-decline", "hang-overflow"];
 // A window the second answer passes: the reserve (16384) plus 60 tokens.
 const WINDOW = THRESHOLD ? { contextWindow: 16384 + 60 } : {};
 const LONG = `two ${"x".repeat(400)}`;
@@ -112,7 +123,62 @@ async function branch(session) {
 	);
 }
 
-if (command === "run") {
+// A new session under ROOT with Pi's harness on it, its lane's first prompt ("first") run.
+async function afterFirst(root, sid) {
+	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
+	const session = await repo.create({ cwd: root, id: sid }, C);
+	const { harness } = await core.AgentHarness.create(
+		{ session, models, model: faux.getModel(), tools: [], compaction: COMPACTION },
+		C,
+	);
+	listen(harness);
+	const lane = await harness.lane("main", { createAt: null }, C);
+	await lane.prompt("first", undefined, C);
+	return { repo, session, harness, lane };
+}
+
+async function lastResult(session) {
+	const laneState = (await session.getValue(S.laneState("main"), C))?.value ?? null;
+	const last = laneState?.lastOperationId;
+	const stored = last ? ((await session.getValue(S.operationResult(last), C))?.value ?? null) : null;
+	return stored === null ? null : { kind: stored.kind, status: stored.status, error: stored.error ?? null };
+}
+
+if (command === "run" && SCRIPTED.includes(args[2])) {
+	// The scripted modes: the model answers by what it is asked.
+	const [root, sid, mode, started] = args;
+	const textOf = (m) =>
+		typeof m.content === "string" ? m.content : m.content.filter((b) => b.type === "text").map((b) => b.text).join(" ");
+	let overflowed = false;
+	const respond = async (context) => {
+		if ((context.systemPrompt ?? "").startsWith("You are a context summarization")) {
+			if (mode === "hang-overflow") {
+				writeFileSync(started, "started");
+				setInterval(() => {}, 1000);
+				await new Promise(() => {});
+			}
+			if (mode === "threshold-fail") return fauxAssistantMessage("", { stopReason: "error", errorMessage: "invalid request" });
+			return fauxAssistantMessage("SUMMARY");
+		}
+		const users = context.messages.filter((m) => m.role === "user");
+		if (textOf(users.at(-1)) === "first") return fauxAssistantMessage("one");
+		if (mode.includes("overflow") && !overflowed) {
+			overflowed = true;
+			return fauxAssistantMessage("", { stopReason: "error", errorMessage: "prompt is too long: 213462 tokens > 200000 maximum" });
+		}
+		return fauxAssistantMessage(mode === "threshold-fail" ? LONG : "two");
+	};
+	faux.setResponses(Array.from({ length: 16 }, () => respond));
+	const { repo, session, harness, lane } = await afterFirst(root, sid);
+	events.length = 0;
+	if (mode === "overflow-decline") harness.hooks.on("before_compaction", () => ({ decline: true }));
+	const result = await lane.prompt(mode === "first-threshold" ? `second ${"x".repeat(400)}` : "second", undefined, C);
+	const metadata = (await repo.list({}, C))[0];
+	process.stdout.write(
+		`${JSON.stringify({ events, result: result.ok ? (result.value?.status ?? "ok") : result.error._tag, run: await lastResult(session), branch: await branch(session), file: metadata.path })}\n`,
+	);
+	await session.close(C);
+} else if (command === "run") {
 	const [root, sid, mode, started] = args;
 	const hang = async () => {
 		writeFileSync(started, "started");
@@ -128,15 +194,7 @@ if (command === "run") {
 		summary,
 		fauxAssistantMessage("answer to later"),
 	]);
-	const repo = new S.JsonlSessionRepo({ fileSystem: new NodeExecutionEnv({ cwd: root }), sessionsRoot: root });
-	const session = await repo.create({ cwd: root, id: sid }, C);
-	const { harness } = await core.AgentHarness.create(
-		{ session, models, model: faux.getModel(), tools: [], compaction: COMPACTION },
-		C,
-	);
-	listen(harness);
-	const lane = await harness.lane("main", { createAt: null }, C);
-	await lane.prompt("first", undefined, C);
+	const { repo, session, harness, lane } = await afterFirst(root, sid);
 	if (THRESHOLD) events.length = 0;
 	const run = await lane.prompt("second", undefined, C);
 	const entries = await session.scanBranch({ start: (await session.getValue(S.branchTip("main"), C)).value, order: "oldestFirst" }, C);
