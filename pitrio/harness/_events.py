@@ -13,6 +13,8 @@ order, and these events in between:
 * :class:`RecoveryStart` / :class:`RecoveryEnd` around the recovery of a run the
   session's process left unfinished (the events between are those Pi marks
   ``recovery: true``: the settled interrupted request, the recovered tool calls);
+* :class:`HandlerError` when a ``before_compaction`` / ``before_navigation`` handler
+  failed and was skipped (Pi's ``handler_error``);
 * :class:`QueueUpdate` when the durable queue changes (:meth:`Harness.enqueue`,
   :meth:`Harness.cancel_queued`, a run taking queued messages);
 * :class:`Settled` last, after the final ``agent_end`` of a :meth:`Harness.prompt`
@@ -34,6 +36,7 @@ __all__ = [
     "CompactionEnd",
     "CompactionReason",
     "CompactionStart",
+    "HandlerError",
     "HarnessEvent",
     "NavigationEnd",
     "NavigationStart",
@@ -231,6 +234,23 @@ class QueueUpdate:
     queued: tuple[Any, ...]
 
 
+@final
+@attrs.frozen(kw_only=True)
+class HandlerError:
+    """A ``before_compaction`` / ``before_navigation`` handler raised, or returned
+    something other than its hook's result type: it is skipped, and the next handler
+    decides (else the model is asked), as Pi's ``handler_error`` (``kind: "hook"``).
+
+    Attributes:
+        hook: the hook's name.
+        error_message: what went wrong (the exception's message).
+    """
+
+    type: ClassVar[Literal["handler_error"]] = "handler_error"
+    hook: str
+    error_message: str
+
+
 HarnessEvent: TypeAlias = (
     AgentEvent
     | SavePoint
@@ -244,5 +264,6 @@ HarnessEvent: TypeAlias = (
     | NavigationStart
     | NavigationEnd
     | QueueUpdate
+    | HandlerError
 )
 """Everything a harness listener may receive."""

@@ -92,6 +92,7 @@ from ._events import (
     CompactionEnd,
     CompactionReason,
     CompactionStart,
+    HandlerError,
     NavigationEnd,
     NavigationStart,
     QueueUpdate,
@@ -108,6 +109,7 @@ from ._hooks import (
     BeforeNavigationEvent,
     BeforeNavigationResult,
     HookError,
+    HookName,
     Hooks,
 )
 from ._invocation import InvokedTool
@@ -1483,6 +1485,12 @@ class Harness:
         await self._bus.emit(end)
         return end
 
+    async def _handler_error(self, hook: HookName, exc: Exception) -> None:
+        """A structural handler failed: reported (:class:`HandlerError`, Pi's
+        ``handler_error``) and skipped."""
+        cause = exc.cause if isinstance(exc, HookError) else exc
+        await self._bus.emit(HandlerError(hook=hook, error_message=str(cause)))
+
     async def _fail_run(self, code: str, message: str) -> None:
         """A run's compaction failed, or an overflow's was declined: the run ends as
         failed (Pi's ``resume_checkpoint`` boundary: the run's records give way to
@@ -1618,7 +1626,8 @@ class Harness:
                             preparation=preparation,
                             custom_instructions=custom_instructions,
                             operation_id=None if op is None else op.id,
-                        )
+                        ),
+                        self._handler_error,
                     )
                 if decision is not None:
                     result = decision.compaction
@@ -1962,7 +1971,8 @@ class Harness:
                             preparation=preparation,
                             custom_instructions=instructions,
                             operation_id=op.id,
-                        )
+                        ),
+                        self._handler_error,
                     )
                 if decision is not None:
                     result = decision.summary

@@ -318,6 +318,8 @@ class BeforeNavigationResult:
 _E = TypeVar("_E")
 _R = TypeVar("_R")
 Handler: TypeAlias = Callable[[_E], "_R | Awaitable[_R | None] | None"]
+# Where a structural hook's runner reports a handler it skipped (the hook, the error).
+ErrorReport: TypeAlias = Callable[[HookName, Exception], Awaitable[None]]
 
 
 @final
@@ -517,36 +519,62 @@ class Hooks:
             await self._call("after_provider_response", handler, event)
 
     async def run_before_compaction(
-        self, event: BeforeCompactionEvent
+        self, event: BeforeCompactionEvent, on_error: ErrorReport | None = None
     ) -> BeforeCompactionResult | None:
         """The first handler's result that declines or gives a compaction (Pi's
-        ``firstStructural``); ``None``: ask the model."""
+        ``firstStructural``); ``None``: ask the model. With ``on_error``, a handler that
+        raises or returns the wrong type is reported to it and skipped (Pi's
+        ``handler_error``); without, that is a :class:`HookError`."""
         for handler in self._handlers.get("before_compaction", ()):
-            result = await self._call("before_compaction", handler, event)
+            result = await self._structural("before_compaction", handler, event, on_error)
             if result is None:
                 continue
             if not isinstance(result, BeforeCompactionResult):
                 error = _bad_result("before_compaction", result, "BeforeCompactionResult")
-                raise error
+                if on_error is None:
+                    raise error
+                await on_error("before_compaction", error)
+                continue
             if result.decline or result.compaction is not None:
                 return result
         return None
 
     async def run_before_navigation(
-        self, event: BeforeNavigationEvent
+        self, event: BeforeNavigationEvent, on_error: ErrorReport | None = None
     ) -> BeforeNavigationResult | None:
         """The first handler's result that declines or gives a summary; ``None``: ask
-        the model."""
+        the model (``on_error`` as in :meth:`run_before_compaction`)."""
         for handler in self._handlers.get("before_navigation", ()):
-            result = await self._call("before_navigation", handler, event)
+            result = await self._structural("before_navigation", handler, event, on_error)
             if result is None:
                 continue
             if not isinstance(result, BeforeNavigationResult):
                 error = _bad_result("before_navigation", result, "BeforeNavigationResult")
-                raise error
+                if on_error is None:
+                    raise error
+                await on_error("before_navigation", error)
+                continue
             if result.decline or result.summary is not None:
                 return result
         return None
+
+    async def _structural(
+        self,
+        name: HookName,
+        handler: Callable[[Any], Any],
+        event: Any,
+        on_error: ErrorReport | None,
+    ) -> Any:
+        """A structural handler's result; one that raises is reported to ``on_error``
+        and skipped (``None``), as Pi's ``firstStructural`` skips it (without
+        ``on_error``: :class:`HookError`)."""
+        try:
+            return await self._call(name, handler, event)
+        except HookError as exc:
+            if on_error is None:
+                raise
+            await on_error(name, exc)
+            return None
 
 
 def _check_callable(name: str, handler: object) -> None:

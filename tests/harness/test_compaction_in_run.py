@@ -115,6 +115,7 @@ async def test_a_compaction_runs_what_was_queued_while_it_summarised(tmp_path: P
 async def test_nothing_runs_after_an_aborted_compaction(tmp_path: Path) -> None:
     hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
+
     async def queue_then_abort() -> None:
         await harness.enqueue("follow_up", "later")
         harness.abort()
@@ -385,7 +386,6 @@ async def _long_second_run(tmp_path: Path, summary: Any) -> tuple[Any, Harness]:
     return session, harness
 
 
-
 async def test_a_failed_compaction_after_the_last_answer_ends_the_run_failed(
     tmp_path: Path,
 ) -> None:
@@ -424,6 +424,7 @@ async def test_abort_during_a_compaction_in_a_run_ends_the_run_aborted(tmp_path:
     session, harness = await _long_second_run(tmp_path, hanging)
     events: list[Any] = []
     harness.subscribe(events.append)
+
     def check_then_abort() -> None:
         assert restore_lane(session).operation.at == "summary.effect_pending"  # type: ignore[union-attr]
         harness.abort()

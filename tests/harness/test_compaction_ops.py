@@ -385,7 +385,6 @@ def _user(text: str) -> Any:
     return UserMessage(content=(TextContent(text=text),), timestamp=1)
 
 
-
 async def test_a_failed_summary_ends_the_operation_as_failed(tmp_path: Path) -> None:
     failing = ScriptedModel(
         lambda _: ScriptedResponse(stop_reason="error", error_message="invalid request")

@@ -273,6 +273,7 @@ async def test_a_navigation_while_busy_is_refused(tmp_path: Path) -> None:
     hanging = Hanging()
     session, harness = await _two_turns(tmp_path, hanging)
     first = session.get_branch()[0].id
+
     async def navigate_then_abort() -> None:
         with pytest.raises(AgentBusyError):
             await harness.navigate_tree(first)

@@ -60,7 +60,6 @@ def _pi_run(mode: str) -> dict[str, Any]:
     return out
 
 
-
 def _seen_as_pi(event: Any, target: str) -> dict[str, Any]:
     """What a hook was given, in the form the Node script prints it."""
     if isinstance(event, BeforeCompactionEvent):
@@ -299,38 +298,45 @@ async def test_the_first_deciding_handler_wins_and_async_handlers_are_awaited(
 
 
 @pytest.mark.parametrize("kind", ["compaction", "navigation"])
-@pytest.mark.parametrize("failure", ["raises", "wrong type"])
-async def test_a_failing_hook_fails_the_operation_as_data(
-    tmp_path: Path, kind: str, failure: str
+@pytest.mark.parametrize("failure", ["raises", "wrong type", "both"])
+@pytest.mark.parametrize("then", ["nothing", "a decliner"])
+async def test_a_failing_handler_is_reported_and_skipped(
+    tmp_path: Path, kind: str, failure: str, then: str
 ) -> None:
+    """As Pi's ``firstStructural``: a handler that raises (or returns the wrong type, or
+    tries to both decline and give a result) is a ``handler_error`` event and is
+    skipped; the next handler decides, and with none left the model is asked."""
     model = Counting()
     session, harness = await _with_two_turns(tmp_path, model)
-    source = session.leaf_id
+    events: list[Any] = []
+    harness.subscribe(events.append)
+    given = CompactionResult(summary="x", tokens_before=0, usage=None, retained_tail=(), details={})
 
     def bad(event: Any) -> Any:
         if failure == "raises":
             raise RuntimeError("boom")
+        if failure == "both":
+            return BeforeCompactionResult(decline=True, compaction=given)  # (raises)
         return "decline"
 
     harness.hooks.on(f"before_{kind}", bad)
+    if then == "a decliner":
+        harness.hooks.on("before_compaction", lambda _: BeforeCompactionResult(decline=True))
+        harness.hooks.on("before_navigation", lambda _: BeforeNavigationResult(decline=True))
     if kind == "compaction":
         end: Any = await harness.compact()
     else:
         end = await harness.navigate_tree(session.get_branch()[0].id, summarize=True)
-    assert end.status == "failed"
-    assert end.error_message.startswith(f"before_{kind} hook failed: ")
-    assert ("boom" if failure == "raises" else "'decline'") in end.error_message
-    assert model.requests == 0
-    assert session.leaf_id == source
-    result = last_result(session)
-    assert result["status"] == "failed"
-    assert result["error"]["code"] == "hook_failed"
+    errors = [e for e in events if e.type == "handler_error"]
+    assert [e.hook for e in errors] == [f"before_{kind}"]
+    expected = {"raises": "boom", "wrong type": "'decline'", "both": "decline=True or"}
+    assert expected[failure] in errors[0].error_message
+    if then == "nothing":  # the model was asked
+        assert (end.status, model.requests >= 1) == ("completed", True)
+    else:
+        assert (end.status, model.requests) == ("declined", 0)
+    assert last_result(session)["status"] == end.status
     assert leftovers(session) == []
-    # The harness is usable again: with the hook gone the operation goes to the model.
-    harness.hooks._handlers.clear()
-    again = await harness.compact()
-    assert again.status == "completed"
-    assert model.requests >= 1
     await session.close()
 
 
