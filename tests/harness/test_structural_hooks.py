@@ -31,6 +31,8 @@ from pitrio.harness import (
     CompactionResult,
     CompactionSettings,
     Harness,
+    HookError,
+    Hooks,
     JsonlSessionStore,
     restore_lane,
 )
@@ -444,3 +446,38 @@ def test_a_result_cannot_both_decline_and_give() -> None:
     )
     with pytest.raises(UsageError, match="decline=True or compaction"):
         BeforeCompactionResult(decline=True, compaction=compaction)
+
+
+@pytest.mark.parametrize("failure", ["raises", "wrong type"])
+async def test_the_structural_runners_raise_without_an_error_report(failure: str) -> None:
+    """``Hooks.run_before_compaction`` / ``run_before_navigation`` skip a failing handler
+    only for a caller that takes the report (the harness does); otherwise it is a
+    ``HookError`` naming the hook."""
+    hooks = Hooks()
+
+    def bad(event: Any) -> Any:
+        if failure == "raises":
+            raise RuntimeError("boom")
+        return "decline"
+
+    hooks.on("before_compaction", bad)
+    hooks.on("before_navigation", bad)
+    nothing: Any = None  # (the handlers do not look at the preparation)
+    compaction = BeforeCompactionEvent(
+        reason="manual", preparation=nothing, custom_instructions=None, operation_id=None
+    )
+    navigation = BeforeNavigationEvent(
+        target_id="t", preparation=nothing, custom_instructions=None, operation_id=None
+    )
+    with pytest.raises(HookError, match="before_compaction hook failed"):
+        await hooks.run_before_compaction(compaction)
+    with pytest.raises(HookError, match="before_navigation hook failed"):
+        await hooks.run_before_navigation(navigation)
+    reported: list[tuple[str, str]] = []
+
+    async def report(hook: Any, exc: Exception) -> None:
+        reported.append((hook, type(exc).__name__))
+
+    assert await hooks.run_before_compaction(compaction, report) is None
+    assert await hooks.run_before_navigation(navigation, report) is None
+    assert reported == [("before_compaction", "HookError"), ("before_navigation", "HookError")]
