@@ -847,6 +847,7 @@ class Harness:
 
     def _release(self) -> None:
         self._busy = False
+        self._run_ended = None
         self._cancel_scope = None
         self._config.prompt_system_prompt = None
         self._idle.set()
