@@ -261,23 +261,13 @@ async def _read(call_id: str, params: Any, sig: Any, on_update: Any) -> ToolResu
     return text_result("r" * 2000)
 
 
-@pytest.mark.parametrize("where", ["first request", "between requests"])
-async def test_a_failed_compaction_inside_the_loop_ends_the_run_failed(
-    tmp_path: Path, where: str
-) -> None:
-    """Before the prompt's first request (its context over the threshold) and before a
-    later one (a tool's output over it): the run ends there as failed, its result Pi's,
-    and the Agent's failure message is in neither the session nor the transcript."""
+async def _after_first(tmp_path: Path, model: Model, stream_fn: Any) -> tuple[Any, Harness]:
+    """A harness (a ``read`` tool, ``keep_recent_tokens=1``, no retries) on a new JSONL
+    session, its first prompt ("first") run."""
     session = await JsonlSessionStore(tmp_path).create(cwd=str(tmp_path), session_id="s")
-    first = where == "first request"
-    model = (
-        SMALL
-        if first
-        else Model(id="scripted", api="scripted", provider="local", context_window=16384 + 200)
-    )
     harness = Harness(
         model=model,
-        stream_fn=_failing_summary(long_answer=not first),
+        stream_fn=stream_fn,
         session=session,
         tools=[Tool(name="read", description="r", execute=_read, parameters={"type": "object"})],
         compaction=CompactionSettings(keep_recent_tokens=1),
@@ -285,6 +275,23 @@ async def test_a_failed_compaction_inside_the_loop_ends_the_run_failed(
     )
     await harness.set_model(model)
     await harness.prompt("first")
+    return session, harness
+
+
+@pytest.mark.parametrize("where", ["first request", "between requests"])
+async def test_a_failed_compaction_inside_the_loop_ends_the_run_failed(
+    tmp_path: Path, where: str
+) -> None:
+    """Before the prompt's first request (its context over the threshold) and before a
+    later one (a tool's output over it): the run ends there as failed, its result Pi's,
+    and the Agent's failure message is in neither the session nor the transcript."""
+    first = where == "first request"
+    model = (
+        SMALL
+        if first
+        else Model(id="scripted", api="scripted", provider="local", context_window=16384 + 200)
+    )
+    session, harness = await _after_first(tmp_path, model, _failing_summary(not first))
     events: list[Any] = []
     harness.subscribe(events.append)
     await harness.prompt("go " + "x" * 400 if first else "go")
@@ -324,16 +331,7 @@ async def test_a_broken_stream_function_in_a_run_compaction_fails_the_run(
             raise RuntimeError("stream broke")
         return answers(model, context, options)
 
-    session = await JsonlSessionStore(tmp_path).create(cwd=str(tmp_path), session_id="s")
-    harness = Harness(
-        model=SMALL,
-        stream_fn=stream,
-        session=session,
-        compaction=CompactionSettings(keep_recent_tokens=1),
-        retry=RetrySettings(enabled=False),
-    )
-    await harness.set_model(SMALL)
-    await harness.prompt("first")
+    session, harness = await _after_first(tmp_path, SMALL, stream)
     events: list[Any] = []
     harness.subscribe(events.append)
     await harness.prompt("go " + "x" * 400)
@@ -357,15 +355,8 @@ async def test_the_context_hook_sees_the_first_request_compacted(tmp_path: Path)
     def context_hook(event: Any) -> None:
         seen.append(list(event.messages))
 
-    session = await JsonlSessionStore(tmp_path).create(cwd=str(tmp_path), session_id="s")
-    harness = Harness(
-        model=SMALL,
-        stream_fn=ScriptedModel(lambda _: ScriptedResponse.text("one")),
-        session=session,
-        compaction=CompactionSettings(keep_recent_tokens=1),
-    )
-    await harness.set_model(SMALL)
-    await harness.prompt("first")
+    answers = ScriptedModel(lambda _: ScriptedResponse.text("one"))
+    session, harness = await _after_first(tmp_path, SMALL, answers)
     harness.hooks.on("context", context_hook)
     seen.clear()
     await harness.prompt("go " + "x" * 400)
