@@ -462,6 +462,8 @@ def _scan_lines(
             start = head.end() - 1
             end = line.rfind(_SEQ_KEY)
             if bracket:  # an array: the entry, then its branch tip
+                if line[-3:-2] != b'"' and line[-6:] != b"null}]":
+                    break  # not a tip's string or null last: more writes (read below)
                 end = line.rfind(_SEQ_KEY, start, end)
                 tip = tip_match(line, end) if end >= 0 else None
                 # Between the entry's first members and its last no other write can
@@ -523,7 +525,10 @@ def _scan_lines(
             break
         if not indexed:
             state.next_seq = next_seq
-            if (
+            if head is None and raw_values and line[:9] in _VALUE_STARTS:
+                if not _values_line(state, line, addresses):
+                    _scan_line(state, source, line, at, path, number)
+            elif (
                 head is None
                 or not head[1]
                 or not (
@@ -589,6 +594,7 @@ _WRITES = re.compile(
     rb'"namespace":' + _STRING + rb',"key":' + _STRING + rb'(,"value":|\})'
 )
 _ENTRY_CLOSE = re.compile(_ENTRY_END)
+_VALUE_STARTS = (b'{"kind":"', b'[{"kind":')
 
 
 @final
@@ -640,42 +646,93 @@ def _entry_then_values(
         return False
     if seq < state.next_seq or entry_id in position or parent == -2 or type_code is None:
         return False
-    found: list[tuple[tuple[str, str], bytes, bytes, Any]] = []  # address, kind, op, value
-    expected = seq
-    for n in range(1, len(parts), 7):
-        kind, op, raw_seq, namespace, key, tail, text = parts[n : n + 7]
-        expected += 1
-        if int(raw_seq) != expected:
-            return False
-        raw_address = (namespace, key)
-        address = addresses.get(raw_address)
-        if address is None:
-            try:
-                address = addresses[raw_address] = (namespace.decode(), key.decode())
-            except UnicodeDecodeError:
-                return False
-        value: Any = None
-        if tail == b"}":  # no value: a delete (or a set of nothing, as apply reads it)
-            if text:
-                return False
-        elif text[-1:] != b"}":
-            return False
-        elif n + 7 < len(parts) and b"[" in text:
-            try:
-                value = json.loads(text[:-1])
-            except ValueError:
-                return False
-        else:
-            value = _RawValue(text[:-1])
-        found.append((address, kind, op, value))
+    found = _read_writes(parts, seq + 1, addresses)
+    if found is None:
+        return False
     position[entry_id] = len(state.ids)
     state.ids.append(entry_id)
     state.parents.append(parent)
     state.seqs.append(seq)
     state.types.append(type_code)
     source.add(at, len(line), 0)
+    _apply_writes(state, found, seq + 1)
+    return True
+
+
+def _values_line(
+    state: SessionState, line: bytes, addresses: dict[tuple[bytes, bytes], tuple[str, str]]
+) -> bool:
+    """Apply a line of value and list writes in Pi's layout (alone, or an array of them
+    with consecutive sequence numbers: an operation's state, a frame of a pending answer),
+    as :func:`_entry_then_values` reads the writes after an entry. ``False`` (nothing
+    changed): the line is not one, or not one this can read exactly."""
+    if line[:1] == b"[":
+        if line[-2:] != b"}]":
+            return False
+        body = line[1:-1]
+    elif line[-1:] == b"}":
+        body = line
+    else:
+        return False
+    if b"\\u0071" in body:
+        return False
+    parts = _WRITES.split(b"}," + body)
+    count = len(parts) // 7
+    if count == 0 or parts[0] != b"}" or body.count(b'q"') != count:
+        return False
+    first = int(parts[3])
+    if first < state.next_seq:
+        return False
+    found = _read_writes(parts, first, addresses)
+    if found is None:
+        return False
+    _apply_writes(state, found, first)
+    return True
+
+
+_Found = list[tuple[tuple[str, str], bytes, bytes, Any]]  # address, kind, op, value
+
+
+def _read_writes(
+    parts: list[bytes], seq: int, addresses: dict[tuple[bytes, bytes], tuple[str, str]]
+) -> _Found | None:
+    """The writes :data:`_WRITES` split ``parts`` into, numbered from ``seq`` on; ``None``
+    if one is out of that order or is not read exactly (see :func:`_entry_then_values`)."""
+    found: _Found = []
+    expected = seq - 1
+    for n in range(1, len(parts), 7):
+        kind, op, raw_seq, namespace, key, tail, text = parts[n : n + 7]
+        expected += 1
+        if int(raw_seq) != expected:
+            return None
+        raw_address = (namespace, key)
+        address = addresses.get(raw_address)
+        if address is None:
+            try:
+                address = addresses[raw_address] = (namespace.decode(), key.decode())
+            except UnicodeDecodeError:
+                return None
+        value: Any = None
+        if tail == b"}":  # no value: a delete (or a set of nothing, as apply reads it)
+            if text:
+                return None
+        elif text[-1:] != b"}":
+            return None
+        elif n + 7 < len(parts) and b"[" in text:
+            try:
+                value = json.loads(text[:-1])
+            except ValueError:
+                return None
+        else:
+            value = _RawValue(text[:-1])
+        found.append((address, kind, op, value))
+    return found
+
+
+def _apply_writes(state: SessionState, found: _Found, seq: int) -> None:
+    """Apply what :func:`_read_writes` found, as :meth:`SessionState.apply` applies it."""
     values, lists = state.values, state.lists
-    for write_seq, (address, kind, op, value) in enumerate(found, start=seq + 1):
+    for write_seq, (address, kind, op, value) in enumerate(found, start=seq):
         if kind == b"value":
             if op == b"delete":
                 values.pop(address, None)
@@ -685,8 +742,7 @@ def _entry_then_values(
             lists.pop(address, None)
         else:
             lists.setdefault(address, []).append((write_seq, value))
-    state.next_seq = expected + 1
-    return True
+    state.next_seq = seq + len(found)
 
 
 def _parse_raw_values(state: SessionState) -> bool:
