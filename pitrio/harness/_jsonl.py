@@ -713,11 +713,11 @@ def _read_writes(
             except UnicodeDecodeError:
                 return None
         value: Any = None
+        # ``text`` is the value and the "}" that closes its write (the next write's match
+        # follows a "}"; the last write's line ends in one).
         if tail == b"}":  # no value: a delete (or a set of nothing, as apply reads it)
             if text:
                 return None
-        elif text[-1:] != b"}":
-            return None
         elif n + 7 < len(parts) and b"[" in text:
             try:
                 value = json.loads(text[:-1])

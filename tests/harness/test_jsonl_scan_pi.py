@@ -182,3 +182,56 @@ def test_a_value_holding_the_next_write_is_read_whole(tmp_path: Path) -> None:
     assert loaded.state.value("pi.branch.tip", "main") == "e0"
     assert loaded.state.value("pi.op.state", "op-0") == [{"s": "]"}, fake]
     assert loaded.state.next_seq == 4
+
+
+E = b'{"kind":"entry","id":"n","parentId":"e1","type":"message","seq":5,"timestamp":1}'
+TIP = b'{"kind":"value","op":"set","seq":6,"namespace":"pi.branch.tip","key":"main","value":"n"}'
+STATE = b'{"kind":"value","op":"set","seq":7,"namespace":"s","key":"k","value":{"a":1}}'
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[" + E + b"," + TIP + b"," + STATE + b"]",
+        b"[" + E.replace(b'"n"', b'"\xff"') + b"," + TIP + b"," + STATE + b"]",
+        b"[" + E.replace(b'"e1"', b'"nope"') + b"," + TIP + b"," + STATE + b"]",
+        b"[" + E.replace(b'"id":"n"', b'"id":"e0"') + b"," + TIP + b"," + STATE + b"]",
+        b"[" + E + b"," + TIP + b"," + STATE.replace(b'"key":"k"', b'"key":"\xff"') + b"]",
+        b"[" + E + b"," + TIP + b"," + STATE.replace(b'"seq":7', b'"seq":8') + b"]",
+        b"[" + E + b"," + TIP + b"," + STATE.replace(b"{", b"[{", 2)[1:] + b"]",
+        b"[" + E + b"," + TIP.replace(b',"value":"n"}', b"}") + b", " + STATE + b"]",
+        b"[" + E + b"," + TIP.replace(b'"n"}', b'"n" }') + b"," + STATE + b"]",
+        b"[" + E + b"," + TIP.replace(b',"value":"n"}', b"}") + b",1}]",
+        STATE.replace(b'"seq":7', b'"seq":4'),
+        STATE.replace(b'"seq":7', b'"seq":5') + b" ",
+        STATE.replace(b'"seq":7', b'"seq":5').replace(b'"k"', b'"\\u0071"'),
+        b"[" + STATE.replace(b'"seq":7', b'"seq":5') + b"," + TIP + b"]",
+        b"[" + STATE.replace(b'"seq":7', b'"seq":5') + b"," + TIP + b"] ",
+        b"[" + STATE.replace(b'"seq":7', b'"seq":5') + b"," + TIP.replace(b"}", b"") + b"]",
+    ],
+)
+def test_odd_lines_read_as_json_loads_reads_them(tmp_path: Path, line: bytes) -> None:
+    """Each fits the fast readers' layout but for one thing: the scan indexes it, or names
+    what is wrong with it, as ``json.loads`` of every line does."""
+    from .test_jsonl_scan import canonical_lines
+
+    lines = [*canonical_lines(2), line]
+    path = tmp_path / "s.jsonl"
+    head = json.dumps(HEADER).encode() + b"\n"
+    path.write_bytes(head + b"".join(x + b"\n" for x in lines))
+
+    def outcome(read: Any) -> Any:
+        try:
+            return index_of(*read())
+        except SessionFormatError as exc:
+            return str(exc)
+
+    def fast() -> Any:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            loaded = _jsonl.read_session(str(path), fd, use_index=False)
+        finally:
+            os.close(fd)
+        return loaded.state, loaded.source
+
+    assert outcome(fast) == outcome(lambda: json_loads_scan(str(path), lines, len(head)))
