@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 import trio
+from _structurings import record_structurings
 
 from pitrio import TextContent, UserMessage
 from pitrio.cli._json_mode import ALREADY_COMPACTED, NOTHING_TO_COMPACT, compaction_error
 from pitrio.cli._rpc import _RpcServer
 from pitrio.cli._slash import tree
-from pitrio.harness import CompactionEnd, JsonlSessionStore, Session, _session_state
+from pitrio.harness import CompactionEnd, JsonlSessionStore, Session
 
 
 class _Renderer:
@@ -35,15 +36,7 @@ class _Renderer:
 @pytest.fixture
 def structured(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
     """The thread of each entry structured while the test runs."""
-    threads: list[threading.Thread] = []
-    structure = _session_state.entry_from_wire  # type: ignore[attr-defined]
-
-    def counted(write: Any) -> Any:
-        threads.append(threading.current_thread())
-        return structure(write)
-
-    monkeypatch.setattr(_session_state, "entry_from_wire", counted)
-    return threads
+    return record_structurings(monkeypatch)
 
 
 async def _resumed(

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
+from _structurings import record_structurings
 
 from pitrio import UserMessage
-from pitrio.harness import JsonlSessionStore, _session_state
+from pitrio.harness import JsonlSessionStore
 from pitrio.worker._jobs import JOB_ENTRY, _job_facts
 
 
@@ -26,14 +26,7 @@ async def test_a_resumed_job_reads_its_entries_off_the_event_loop(
     await session.append_message(UserMessage(content="more", timestamp=2))
     await session.close()
 
-    threads: list[threading.Thread] = []
-    structure = _session_state.entry_from_wire  # type: ignore[attr-defined]
-
-    def counted(write: Any) -> Any:
-        threads.append(threading.current_thread())
-        return structure(write)
-
-    monkeypatch.setattr(_session_state, "entry_from_wire", counted)
+    threads = record_structurings(monkeypatch)
     with trio.fail_after(30):
         resumed = await store.open(session.id)
         try:
