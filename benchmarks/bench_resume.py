@@ -16,7 +16,11 @@ one raises the peak resident set of a fresh process (``VmHWM``, after its import
 ``scan_peak_mb``: the same open without the index (the first open of a file Pi wrote: the
 fast scan reads each entry line's index from its first and last members, no entry
 structured); ``read_s`` and ``parse_s`` (reading the file; ``json.loads`` of every line,
-what a scan without the fast path costs); and ``file_mb``.
+what a scan without the fast path costs); and ``file_mb``. ``pi_scan_s`` and
+``harness_scan_s``: the same first open of the file rewritten in the layouts Pi writes,
+``--layouts`` (off by default): each entry in one line with the branch tip it moves (Pi's
+``appendMessage``), and with its tip and the operation and lane records Pi's harness commits
+with it (its runs: a run of ten entries shares one operation id).
 
 What the rows say (see benchmarks/results.md): an open structures only the entries of the
 active branch after its last compaction; the rest of the file is an index of places,
@@ -65,6 +69,7 @@ async def measure(
     *,
     clock: Callable[[], float] = time.perf_counter,
     rss: bool = True,
+    layouts: bool = False,
 ) -> dict[str, float]:
     """The rows of one backend (see the module docstring); ``rss=False`` leaves out the
     child process that measures ``rss_mb``."""
@@ -93,6 +98,9 @@ async def measure(
                 tracemalloc.stop()
             out["scan_peak_mb"] = peak / 1e6
             _put_index(path, saved)
+            if layouts:
+                for layout in ("pi", "harness"):
+                    out[f"{layout}_scan_s"] = await _scan_rewritten(store, path, layout, clock)
         start = clock()
         session = await store.open(sid)
         context = session.build_context()
@@ -113,6 +121,77 @@ async def measure(
         if rss and backend != "postgres":
             out["rss_mb"] = _rss_in_child(backend, tmp, sid)
     return out
+
+
+_OP_STATE = {
+    "at": "checkpoint",
+    "control": {"status": "running"},
+    "settings": {
+        "compaction": {"enabled": True, "reserveTokens": 16384, "keepRecentTokens": 20000},
+        "steeringMode": "all",
+        "followUpMode": "all",
+        "toolExecution": "parallel",
+    },
+    "continuation": {"kind": "need_assistant", "overflowRecoveryUsed": False},
+}
+
+
+def _rewritten(line: bytes, layout: str, shift: int) -> tuple[bytes, int]:
+    """An entry line of the benchmark's file in ``layout`` (``"pi"``: ``[entry, tip]``;
+    ``"harness"``: ``[entry, tip, operation state, lane state]``), its sequence numbers
+    moved by ``shift``; and the shift for the next line."""
+    value = json.loads(line)
+    entry = value[0] if isinstance(value, list) else value
+    if entry.get("kind") != "entry":
+        return line, shift
+    seq = entry["seq"] = entry["seq"] + shift
+    writes = [entry, _set(seq + 1, "pi.branch.tip", "main", entry["id"])]
+    if layout == "harness":
+        operation = f"op-{int(entry['id'][1:]) // 10:09d}"
+        state = _OP_STATE | {"latestAssistantEntryId": entry["id"], "triggerEntryId": entry["id"]}
+        lane: dict[str, Any] = {
+            "currentOperationId": operation,
+            "lastOperationId": None,
+            "inbox": [],
+        }
+        writes += [_set(seq + 2, "pi.op.state", operation, state)]
+        writes += [_set(seq + 3, "pi.lane.state", "main", lane)]
+    encoded = json.dumps(writes, separators=(",", ":"), ensure_ascii=False).encode()
+    return encoded, shift + len(writes) - 1
+
+
+def _set(seq: int, namespace: str, key: str, value: Any) -> dict[str, Any]:
+    return {"kind": "value", "op": "set", "seq": seq, "namespace": namespace, "key": key,
+            "value": value}  # fmt: skip
+
+
+async def _scan_rewritten(
+    store: JsonlSessionStore, path: str, layout: str, clock: Callable[[], float]
+) -> float:
+    """The first open (no index) of the session at ``path`` rewritten in ``layout``."""
+    copy = _rewrite(path, layout)
+    try:
+        start = clock()
+        session = await store.open(str(copy), read_only=True)
+        session.build_context()
+        return clock() - start
+    finally:
+        copy.unlink()
+
+
+def _rewrite(path: str, layout: str) -> Path:
+    """A copy of the session file at ``path`` beside it, in ``layout``."""
+    lines = Path(path).read_bytes().split(b"\n")
+    out, shift = [lines[0]], 0
+    for line in lines[1:-1]:
+        if line.startswith((b'{"kind":"entry"', b'[{"kind":"entry"')):
+            line, shift = _rewritten(line, layout, shift)
+        elif line.startswith((b'{"kind":"value"', b'[{"kind":"value"')):
+            continue  # the final tip: each entry's line moves it now
+        out.append(line)
+    copy = Path(path).with_name(f"{layout}-{Path(path).name}")
+    copy.write_bytes(b"\n".join(out) + b"\n")
+    return copy
 
 
 def _take_index(path: str) -> bytes | None:
@@ -168,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["jsonl", "sqlite", "postgres"], action="append")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument("--postgres", metavar="URL", help="a server for the postgres rows")
+    parser.add_argument("--layouts", action="store_true", help="the JSONL rows of Pi's layouts")
     parser.add_argument(
         "--rss-of", nargs=3, metavar=("BACKEND", "DIR", "ID"), help=argparse.SUPPRESS
     )
@@ -181,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         if "postgres" in backends:
             POSTGRES_URL[:] = [args.postgres or stack.enter_context(_throwaway_postgres())]
         for backend in backends:
-            rows = trio.run(functools.partial(measure, backend, args.entries, clock=clock))
+            rows = trio.run(
+                functools.partial(measure, backend, args.entries, clock=clock, layouts=args.layouts)
+            )
             shown = ", ".join(f"{k} {v:,.2f}" for k, v in rows.items())
             on = ", CPU time" if args.clock == "cpu" else ""
             print(f"{backend} ({args.entries:,} entries{on}): {shown}")

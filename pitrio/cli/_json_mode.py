@@ -289,8 +289,13 @@ def compaction_result(session: Session | None, end: CompactionEnd) -> dict[str, 
 def compaction_error(end: CompactionEnd, session: Session | None) -> str:
     """The error Pi's manual ``compact`` throws for a compaction that did not complete."""
     if end.status == "declined":
-        branch = session.get_branch() if session is not None else []
-        if branch and isinstance(branch[-1], CompactionEntry):
+        # The branch's last entry (structured at the open), not the branch read back.
+        leaf = session.leaf_id if session is not None else None
+        if (
+            session is not None
+            and leaf is not None
+            and isinstance(session.get_entry(leaf), CompactionEntry)
+        ):
             return ALREADY_COMPACTED
         return NOTHING_TO_COMPACT
     if end.status == "aborted":

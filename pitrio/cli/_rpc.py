@@ -566,9 +566,16 @@ class _RpcServer:
         await self._switch(await session.fork(session.leaf_id, position="at"))
         return {"cancelled": False}
 
+    # The commands that read the whole session read it in a worker thread: a resumed
+    # session holds the active branch's context, and reads the other entries back from
+    # its file or database when asked for them.
+
     async def get_fork_messages(self, command: dict[str, Any]) -> Any:
+        return await trio.to_thread.run_sync(self._fork_messages_sync, self._session())
+
+    def _fork_messages_sync(self, session: Session) -> Any:
         messages = []
-        for entry in self._session().entries:
+        for entry in session.entries:
             if isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage):
                 text = _text_of(entry.message)
                 if text:
@@ -576,7 +583,9 @@ class _RpcServer:
         return {"messages": messages}
 
     async def get_entries(self, command: dict[str, Any]) -> Any:
-        session = self._session()
+        return await trio.to_thread.run_sync(self._entries_sync, self._session(), command)
+
+    def _entries_sync(self, session: Session, command: dict[str, Any]) -> Any:
         entries = list(session.entries)
         since = command.get("since")
         if since is not None:
@@ -591,7 +600,9 @@ class _RpcServer:
         }
 
     async def get_tree(self, command: dict[str, Any]) -> Any:
-        session = self._session()
+        return await trio.to_thread.run_sync(self._tree_sync, self._session())
+
+    def _tree_sync(self, session: Session) -> Any:
         labels = session.labels
         nodes: dict[str, dict[str, Any]] = {}
         roots: list[dict[str, Any]] = []
@@ -616,7 +627,9 @@ class _RpcServer:
         return _NO_DATA
 
     async def get_session_stats(self, command: dict[str, Any]) -> Any:
-        session = self._session()
+        return await trio.to_thread.run_sync(self._stats_sync, self._session())
+
+    def _stats_sync(self, session: Session) -> Any:
         counts = {"user": 0, "assistant": 0, "toolResult": 0, "total": 0, "toolCalls": 0}
         totals = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
         cost = 0.0

@@ -31,6 +31,7 @@ from pitrio import (
 from pitrio.harness import (
     BashExecutionMessage,
     Resources,
+    Session,
     SessionEntry,
     load_prompt_templates,
 )
@@ -319,6 +320,12 @@ def tree_lines(app: App, width: int = 100) -> list[str]:
     return lines
 
 
+def _entries_named(session: Session, target: str) -> list[SessionEntry]:
+    """The entry with the id ``target``, or those whose id starts with it."""
+    entries = session.entries
+    return [e for e in entries if e.id == target] or [e for e in entries if e.id.startswith(target)]
+
+
 async def tree(app: App, renderer: Renderer, arg: str) -> None:
     """``/tree``: the session tree; ``/tree ID`` continues from that entry (the next
     message branches there; nothing is deleted)."""
@@ -328,15 +335,14 @@ async def tree(app: App, renderer: Renderer, arg: str) -> None:
         return
     target = arg.strip()
     if not target:
-        lines = tree_lines(app)
+        # The whole session: read back from its file or database in a worker thread.
+        lines = await trio.to_thread.run_sync(tree_lines, app)
         if not lines:
             renderer.say("the session is empty")
             return
         renderer.say("\n".join(["session tree (* current branch); /tree ID goes there:", *lines]))
         return
-    matches = [e for e in session.entries if e.id == target] or [
-        e for e in session.entries if e.id.startswith(target)
-    ]
+    matches = await trio.to_thread.run_sync(_entries_named, session, target)
     if len(matches) != 1:
         what = "no entry" if not matches else f"{len(matches)} entries"
         renderer.error(f"/tree: {what} with id {target!r}; /tree lists them")

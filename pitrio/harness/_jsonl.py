@@ -423,6 +423,7 @@ def _scan_lines(
     at: int,
     path: str,
     number: int,
+    raw_values: bool = True,
 ) -> tuple[int, int]:
     """Apply the transaction lines beginning at byte ``at`` (after line ``number``) to
     ``state``, indexing their entries; return where the next line begins and its number.
@@ -461,6 +462,8 @@ def _scan_lines(
             start = head.end() - 1
             end = line.rfind(_SEQ_KEY)
             if bracket:  # an array: the entry, then its branch tip
+                if line[-3:-2] != b'"' and line[-6:] != b"null}]":
+                    break  # not a tip's string or null last: more writes (read below)
                 end = line.rfind(_SEQ_KEY, start, end)
                 tip = tip_match(line, end) if end >= 0 else None
                 # Between the entry's first members and its last no other write can
@@ -522,7 +525,17 @@ def _scan_lines(
             break
         if not indexed:
             state.next_seq = next_seq
-            if head is None or not head[1] or not _entry_then_writes(state, source, line, at, head):
+            if head is None and raw_values and line[:9] in _VALUE_STARTS:
+                if not _values_line(state, line, addresses):
+                    _scan_line(state, source, line, at, path, number)
+            elif (
+                head is None
+                or not head[1]
+                or not (
+                    (raw_values and _entry_then_values(state, source, line, at, head, addresses))
+                    or _entry_then_writes(state, source, line, at, head)
+                )
+            ):
                 _scan_line(state, source, line, at, path, number)
             next_seq = state.next_seq
         at += size + 1
@@ -571,6 +584,183 @@ def _entry_then_writes(
     return True
 
 
+# The writes after an entry in the layout of Pi's ``commitWrite``: each value or list write
+# (``kind``, ``op``, ``seq``, ``namespace``, ``key``, then ``value`` last, or none for a
+# delete) after the ``}`` that closes the write before it; ``split`` gives each write's
+# members, then the text between it and the next (its value and ``}``).
+_WRITES = re.compile(
+    rb',\{"kind":"(?<=\},\{"kind":")(value|list)","op":"(set|append|delete)",'
+    rb'"seq":(0|[1-9][0-9]*),'
+    rb'"namespace":' + _STRING + rb',"key":' + _STRING + rb'(,"value":|\})'
+)
+_ENTRY_CLOSE = re.compile(_ENTRY_END)
+_VALUE_STARTS = (b'{"kind":"', b'[{"kind":')
+
+
+@final
+class _RawValue(bytes):
+    """A value's JSON as the fast scan found it in its line, parsed when the scan is done
+    if no later write replaced it (:func:`_parse_raw_values`)."""
+
+    __slots__ = ()
+
+
+def _entry_then_values(
+    state: SessionState,
+    source: _Source,
+    line: bytes,
+    at: int,
+    head: re.Match[bytes],
+    addresses: dict[tuple[bytes, bytes], tuple[str, str]],
+) -> bool:
+    """Index an array line of an entry in the writers' layout followed by value and list
+    writes in Pi's layout with the sequence numbers after the entry's (what Pi's harness
+    commits with an entry: its branch tip, operation and lane records), reading no value
+    that a later write may replace: each value's JSON is kept as it stands in the line, and
+    parsed when the scan is done (:func:`_parse_raw_values`). ``False`` (nothing changed):
+    the line is not one, or not one this can read exactly.
+
+    Exact for a valid line: every write of the array has a ``"seq"`` member, and no key
+    ``seq`` is spelled outside the writes' own (no ``q"`` or ``\\u0071`` but theirs), so
+    the writes found are all the array's writes, unless one found is nested in the value
+    before it; a write found after ``},`` is in an array, so that value would hold an
+    unclosed ``[``: a value before another write that holds a ``[`` is parsed there (a
+    value cut short does not parse)."""
+    start = head.end() - 1
+    end = line.find(_SEQ_KEY, start)
+    last = _ENTRY_CLOSE.match(line, end) if end >= 0 else None
+    if last is None or line[-2:] != b"}]" or line.find(b"\\u0071", start) >= 0:
+        return False
+    parts = _WRITES.split(line[last.end() - 1 : -1])  # from the entry's "}" to the last write's
+    count = len(parts) // 7
+    # One "q" before '"' in the entry's "seq" and in each write's: no other key "seq".
+    if count == 0 or parts[0] != b"}" or line.count(b'q"', start) != count + 1:
+        return False
+    position = state.position
+    seq = int(last[1])
+    type_code = _TYPE_CODES.get(head[4])
+    try:
+        entry_id = head[2].decode()
+        parent = -1 if head[3] is None else position.get(head[3].decode(), -2)
+    except UnicodeDecodeError:
+        return False
+    if seq < state.next_seq or entry_id in position or parent == -2 or type_code is None:
+        return False
+    found = _read_writes(parts, seq + 1, addresses)
+    if found is None:
+        return False
+    position[entry_id] = len(state.ids)
+    state.ids.append(entry_id)
+    state.parents.append(parent)
+    state.seqs.append(seq)
+    state.types.append(type_code)
+    source.add(at, len(line), 0)
+    _apply_writes(state, found, seq + 1)
+    return True
+
+
+def _values_line(
+    state: SessionState, line: bytes, addresses: dict[tuple[bytes, bytes], tuple[str, str]]
+) -> bool:
+    """Apply a line of value and list writes in Pi's layout (alone, or an array of them
+    with consecutive sequence numbers: an operation's state, a frame of a pending answer),
+    as :func:`_entry_then_values` reads the writes after an entry. ``False`` (nothing
+    changed): the line is not one, or not one this can read exactly."""
+    if line[:1] == b"[":
+        if line[-2:] != b"}]":
+            return False
+        body = line[1:-1]
+    elif line[-1:] == b"}":
+        body = line
+    else:
+        return False
+    if b"\\u0071" in body:
+        return False
+    parts = _WRITES.split(b"}," + body)
+    count = len(parts) // 7
+    if count == 0 or parts[0] != b"}" or body.count(b'q"') != count:
+        return False
+    first = int(parts[3])
+    if first < state.next_seq:
+        return False
+    found = _read_writes(parts, first, addresses)
+    if found is None:
+        return False
+    _apply_writes(state, found, first)
+    return True
+
+
+_Found = list[tuple[tuple[str, str], bytes, bytes, Any]]  # address, kind, op, value
+
+
+def _read_writes(
+    parts: list[bytes], seq: int, addresses: dict[tuple[bytes, bytes], tuple[str, str]]
+) -> _Found | None:
+    """The writes :data:`_WRITES` split ``parts`` into, numbered from ``seq`` on; ``None``
+    if one is out of that order or is not read exactly (see :func:`_entry_then_values`)."""
+    found: _Found = []
+    expected = seq - 1
+    for n in range(1, len(parts), 7):
+        kind, op, raw_seq, namespace, key, tail, text = parts[n : n + 7]
+        expected += 1
+        if int(raw_seq) != expected:
+            return None
+        raw_address = (namespace, key)
+        address = addresses.get(raw_address)
+        if address is None:
+            try:
+                address = addresses[raw_address] = (namespace.decode(), key.decode())
+            except UnicodeDecodeError:
+                return None
+        value: Any = None
+        # ``text`` is the value and the "}" that closes its write (the next write's match
+        # follows a "}"; the last write's line ends in one).
+        if tail == b"}":  # no value: a delete (or a set of nothing, as apply reads it)
+            if text:
+                return None
+        elif n + 7 < len(parts) and b"[" in text:
+            try:
+                value = json.loads(text[:-1])
+            except ValueError:
+                return None
+        else:
+            value = _RawValue(text[:-1])
+        found.append((address, kind, op, value))
+    return found
+
+
+def _apply_writes(state: SessionState, found: _Found, seq: int) -> None:
+    """Apply what :func:`_read_writes` found, as :meth:`SessionState.apply` applies it."""
+    values, lists = state.values, state.lists
+    for write_seq, (address, kind, op, value) in enumerate(found, start=seq):
+        if kind == b"value":
+            if op == b"delete":
+                values.pop(address, None)
+            else:
+                values[address] = (value, write_seq)
+        elif op == b"delete":
+            lists.pop(address, None)
+        else:
+            lists.setdefault(address, []).append((write_seq, value))
+    state.next_seq = seq + len(found)
+
+
+def _parse_raw_values(state: SessionState) -> bool:
+    """Parse the values the fast scan kept as JSON (:class:`_RawValue`); ``False`` if one
+    is not JSON (the line is read again by the full parse, which names it)."""
+    try:
+        for address, (value, seq) in state.values.items():
+            if isinstance(value, _RawValue):
+                state.values[address] = (json.loads(value), seq)
+        for elements in state.lists.values():
+            for n, (seq, value) in enumerate(elements):
+                if isinstance(value, _RawValue):
+                    elements[n] = (seq, json.loads(value))
+    except ValueError:
+        return False
+    return True
+
+
 _CHUNK = 1 << 20
 
 
@@ -588,10 +778,12 @@ def _first_line(fd: int, size: int) -> bytes | None:
     return None
 
 
-def read_session(path: str, fd: int, *, use_index: bool = True) -> _Loaded:
+def read_session(path: str, fd: int, *, use_index: bool = True, raw_values: bool = True) -> _Loaded:
     """Read the session file open as ``fd``: its header, then each line after what a
     valid sidecar index covers (all of them without one), a chunk at a time. Entries are
-    indexed, not structured (legacy v3 files excepted)."""
+    indexed, not structured (legacy v3 files excepted). With ``raw_values``, a value the
+    fast scan kept as JSON is parsed at the end (if one is not JSON, the file is read again
+    without, so that the full parse names its line)."""
     stat = os.fstat(fd)
     size = stat.st_size
     head = _first_line(fd, size)
@@ -622,7 +814,9 @@ def read_session(path: str, fd: int, *, use_index: bool = True) -> _Loaded:
         pos += len(block)
         parts = (rest + block if rest else block).split(b"\n")
         rest = parts.pop()
-        at, number = _scan_lines(state, source, parts, at, path, number)
+        at, number = _scan_lines(state, source, parts, at, path, number, raw_values)
+    if raw_values and not _parse_raw_values(state):
+        return read_session(path, fd, use_index=use_index, raw_values=False)
     source.lines = number
     source.dirty = saved is None or at > start
     _finish(header, state)

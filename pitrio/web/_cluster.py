@@ -104,6 +104,18 @@ def _history(session: Session | None, running: str | None) -> Sequence[Any]:
     return session.build_context().messages
 
 
+async def _read_view(session: Session | None) -> tuple[set[str], Sequence[Any]]:
+    """The keys of the jobs that ended and the messages to show (:func:`_session_jobs`,
+    :func:`_history`), read in a worker thread: they read entries of the whole session,
+    which an open reads back from the database."""
+
+    def read() -> tuple[set[str], Sequence[Any]]:
+        running, ended = _session_jobs(session)
+        return ended, _history(session, running)
+
+    return await trio.to_thread.run_sync(read)
+
+
 def _harness_event(data: dict[str, Any]) -> Any:
     """A harness event read from the stream, as the adapter reads it (by attribute)."""
     fields = {_CAMEL.sub("_", k).lower(): v for k, v in data.items()}
@@ -151,8 +163,7 @@ class ClusterPages(Broadcaster):
         except SessionNotFoundError:
             session = None  # its first job creates it
         try:
-            running, self._ended = _session_jobs(session)
-            messages = _history(session, running)
+            self._ended, messages = await _read_view(session)
         finally:
             if session is not None:
                 await session.close()

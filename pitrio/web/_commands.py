@@ -307,12 +307,14 @@ class Commands:
             return
         infos = await self.web.store.list(cwd=app.cwd)
         path = next((i.path for i in infos if i.id == session.id), None)
+        # Every entry: a resumed session reads those off its branch back from storage.
+        entries = await trio.to_thread.run_sync(lambda: len(session.entries))
         self._output(
             client,
             name,
             f"session {session.id}\n  file: {path}\n  cwd: {app.cwd}\n"
             f"  model: {model_name(app.model)}, thinking {app.thinking}\n"
-            f"  messages: {len(app.harness.messages)}, entries: {len(session.entries)}",
+            f"  messages: {len(app.harness.messages)}, entries: {entries}",
         )
 
     async def _resume(self, client: Client, name: str, arg: str) -> None:

@@ -145,6 +145,17 @@ def _prompt_reached_session(session: Any, key: str) -> bool:
     return False
 
 
+async def _job_facts(session: Any, key: str) -> tuple[list[str], bool]:
+    """The job's states so far and whether its prompt reached the session, read in a
+    worker thread: they are in entries of the whole session, which a resumed session
+    reads back from storage (the event loop's thread only holds the active branch's)."""
+
+    def read() -> tuple[list[str], bool]:
+        return _job_states(session, key), _prompt_reached_session(session, key)
+
+    return await trio.to_thread.run_sync(read)
+
+
 def _last_text(harness: Any) -> Any:
     last = harness.messages[-1] if harness.messages else None
     return getattr(last, "text", None)
@@ -213,7 +224,7 @@ async def _published(waiting: Awaitable[None] | None) -> None:
 async def _run_job(
     config: WorkerConfig, session: Any, publisher: EventPublisher, prompt: str, key: str
 ) -> dict[str, Any]:
-    states = _job_states(session, key)
+    states, reached = await _job_facts(session, key)
     if "done" in states or "interrupted" in states:
         return {"status": "duplicate", "key": key, "states": states}
     factory = config.harness_factory()
@@ -227,7 +238,7 @@ async def _run_job(
     await _published(publisher.publish({"type": JOB_ENTRY, "state": "started", "key": key}))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_watch_aborts, config.events_url, session.id, key, harness)
-        if not redelivered or not _prompt_reached_session(session, key):
+        if not redelivered or not reached:
             await harness.prompt(prompt)  # recovers an interrupted run first
         elif harness.interrupted is not None:
             await harness.resume()  # the cut-off run goes on where it stopped

@@ -62,10 +62,10 @@ def scanned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     scan = _jsonl._scan_lines
 
     def wrapped(
-        state: Any, source: Any, chunk: list[bytes], at: int, path: str, number: int
+        state: Any, source: Any, chunk: list[bytes], at: int, path: str, number: int, *rest: Any
     ) -> tuple[int, int]:
         lines.extend(range(number + 1, number + 1 + len(chunk)))
-        return scan(state, source, chunk, at, path, number)
+        return scan(state, source, chunk, at, path, number, *rest)
 
     monkeypatch.setattr(_jsonl, "_scan_lines", wrapped)
     return lines
