@@ -51,6 +51,7 @@ from ._events import (
     TurnEnd as TurnEnd,
     TurnStart as TurnStart,
 )
+from ._lazy import exports as _exports
 from ._loop import (
     AgentContext as AgentContext,
     LoopConfig as LoopConfig,
@@ -228,17 +229,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'pitrio' has no attribute {name!r}"
-        raise AttributeError(msg)
-    from importlib import import_module
-
-    value = getattr(import_module(f"pitrio.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _exports(globals(), _LAZY)
