@@ -11,7 +11,8 @@ Workloads, each one process of each CLI:
 
 For each: wall time (spawn to exit), CPU time of the child (user + system,
 ``os.wait4``), its peak RSS (``ru_maxrss``), the bytes of JSON it printed, and the bytes
-its session file holds afterwards (both write Pi's JSONL format). Each run is checked (exit
+its session file holds afterwards (both write Pi's JSONL format); for pitrio also the
+modules it has loaded at exit (one more run, not timed). Each run is checked (exit
 status 0, the answer's last text in its output). Rounds interleave the subjects (round 1:
 help on pitrio, help on pi, turn on pitrio, ...) so that a noisy machine slows both
 alike; a cell is the median over the rounds. The server runs in this process (a thread),
@@ -206,9 +207,11 @@ def run_one(
     deltas: int,
     url: str,
     source: str | None = None,
+    stderr: list[str] | None = None,
 ) -> dict[str, float]:
     """One process of ``subject`` doing ``workload`` in a fresh HOME and project
-    (``source``: a pitrio source tree to import instead of the installed one)."""
+    (``source``: a pitrio source tree to import instead of the installed one; ``stderr``
+    gets what the process wrote there)."""
     with tempfile.TemporaryDirectory(prefix="pitrio-bench-cli-") as temp:
         root = Path(temp)
         env = _home(root, url)
@@ -233,6 +236,8 @@ def run_one(
             assert child.stderr is not None
             with child.stderr:
                 errors = child.stderr.read()
+            if stderr is not None:
+                stderr.append(errors.decode(errors="replace"))
             _, status, usage = os.wait4(child.pid, 0)
             wall = time.perf_counter() - started
             child.returncode = os.waitstatus_to_exitcode(status)
@@ -252,6 +257,35 @@ def run_one(
         "stdout_bytes": float(len(printed)),
         "session_bytes": float(written),
     }
+
+
+_LIST_MODULES: Final = (
+    "import atexit, json, runpy, sys\n"
+    "atexit.register(lambda: print('modules:', json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+    "sys.argv[0] = 'pitrio'\n"
+    "runpy.run_module('pitrio', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def imported_modules(
+    command: Sequence[str], workload: str, *, url: str, deltas: int = 3, source: str | None = None
+) -> list[str]:
+    """The modules a ``python -m pitrio`` command (``commands()["pitrio"]``) has loaded
+    when it exits after ``workload`` (``sys.modules``, the interpreter's own included;
+    ``-X importtime`` would miss what ``importlib.import_module`` loads). A run of its
+    own, not timed."""
+    python, _dash_m, _pitrio, *rest = command
+    lines: list[str] = []
+    run_one(
+        "pitrio", [python, "-c", _LIST_MODULES, *rest], workload, deltas=deltas, url=url,
+        source=source, stderr=lines,
+    )  # fmt: skip
+    found = [line for line in lines[0].splitlines() if line.startswith("modules: ")]
+    if not found:
+        msg = f"pitrio {workload}: no module list on stderr: {lines[0][-400:]}"
+        raise BenchmarkError(msg)
+    modules: list[str] = json.loads(found[-1].removeprefix("modules: "))
+    return modules
 
 
 def measure(
@@ -284,11 +318,21 @@ def measure(
                         source=sources[subject],
                     )
                     runs.setdefault((workload, subject), []).append(one)
+        modules = {
+            (workload, subject): imported_modules(
+                subjects[subject], workload, url=server.url, deltas=deltas, source=source
+            )
+            for workload in workloads
+            for subject, source in sources.items()
+            if subject.startswith("pitrio")
+        }
     rows = []
     for (workload, subject), found in runs.items():
         row: dict[str, Any] = {"workload": workload, "subject": subject}
         for key in found[0]:
             row[key] = statistics.median(r[key] for r in found)
+        if (workload, subject) in modules:
+            row["modules"] = len(modules[workload, subject])
         rows.append(row)
     return {
         "metric": "cli_end_to_end",
@@ -329,12 +373,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(f"{args.rounds} interleaved rounds, medians (load average {result['load_average']})")
-    print("workload subject           wall ms   CPU ms  peak RSS MB  stdout B  session B")
+    print("workload subject           wall ms   CPU ms  peak RSS MB  stdout B  session B  modules")
     for row in result["rows"]:
+        modules = row.get("modules")
         print(
             f"{row['workload']:<8} {row['subject']:<15} {row['wall_ms']:>8.0f} "
             f"{row['cpu_ms']:>8.0f} {row['peak_rss_mb']:>12.1f} {row['stdout_bytes']:>9.0f} "
-            f"{row['session_bytes']:>10.0f}"
+            f"{row['session_bytes']:>10.0f} {'' if modules is None else modules:>8}"
         )
     return 0
 
