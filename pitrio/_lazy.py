@@ -15,22 +15,27 @@ from typing import Any
 
 
 def exports(
-    namespace: dict[str, Any], names: Mapping[str, str]
+    namespace: dict[str, Any], names: Mapping[str, str], *, modules: Mapping[str, str] = {}
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` serving ``names`` (public name ->
-    private module of the package whose ``globals()`` is ``namespace``)."""
+    private module of the package whose ``globals()`` is ``namespace``) and ``modules``
+    (public name -> a private module exported as a whole, ``pitrio.wire``)."""
     package = namespace["__name__"]
 
     def __getattr__(name: str) -> object:
         module = names.get(name)
-        if module is None:
+        value: object
+        if module is not None:
+            value = getattr(import_module(f"{package}.{module}"), name)
+        elif name in modules:
+            value = import_module(f"{package}.{modules[name]}")
+        else:
             msg = f"module {package!r} has no attribute {name!r}"
             raise AttributeError(msg)
-        value = getattr(import_module(f"{package}.{module}"), name)
         namespace[name] = value
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*namespace, *names})
+        return sorted({*namespace, *names, *modules})
 
     return __getattr__, __dir__

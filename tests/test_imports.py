@@ -51,11 +51,22 @@ def _loaded(modules: list[str], name: str) -> bool:
     return any(m == name or m.startswith(f"{name}.") for m in modules)
 
 
+def test_import_pitrio_loads_no_module_of_its_own() -> None:
+    """Every name of ``pitrio`` is imported when first read (PEP 562)."""
+    modules = _modules_after("import pitrio\nassert 'Agent' in dir(pitrio)")
+    assert [m for m in modules if m.startswith("pitrio")] == ["pitrio", "pitrio._lazy"]
+    assert not _loaded(modules, "trio")
+
+
 @pytest.mark.parametrize(
     "code",
-    ["import pitrio", "from pitrio import Agent, AgentTool, wire, register_message_role"],
+    [
+        "from pitrio import Agent",
+        "import pitrio\npitrio.Agent",
+        "from pitrio import Agent, AgentTool, wire, register_message_role",
+    ],
 )
-def test_import_pitrio_loads_only_the_kernel(code: str) -> None:
+def test_the_agent_loads_only_the_kernel(code: str) -> None:
     modules = _modules_after(code)
     assert "pitrio._agent" in modules  # the check would see a failed import
     assert [name for name in NOT_AT_IMPORT if _loaded(modules, name)] == []
