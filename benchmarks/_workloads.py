@@ -14,7 +14,8 @@ abort      ``agent.abort()`` to the run settled (``wait_for_idle`` returns), set
            for a tool that watches its signal, a tool that ignores it (Trio
            preempts it), and a provider stream mid-response
 transcript one text turn after 10 / 100 / 1,000 prior messages                µs per turn
-import     ``import pitrio`` (timed inside a fresh interpreter) and the whole   ms
+import     ``from pitrio import Agent`` (timed inside a fresh interpreter;   ms
+           ``import pitrio`` alone loads nothing) and the whole
            ``python -m pitrio --help`` process
 sse        N text deltas of a chat-completions stream over loopback HTTP,     deltas/s
            parsed by pitrio's provider or by the official ``openai`` SDK
@@ -187,12 +188,13 @@ async def measure_transcript(
 # import time
 
 _IMPORT_CODE: Final = (
-    "import time; t = time.perf_counter(); import pitrio; print(time.perf_counter() - t)"
+    "import time; t = time.perf_counter(); from pitrio import Agent; print(time.perf_counter() - t)"
 )
 
 
 def measure_import(*, reps: int = 10) -> dict[str, Any]:
-    """``import pitrio`` inside fresh interpreters, and whole ``--help`` processes (ms)."""
+    """``from pitrio import Agent`` (the kernel: a bare ``import pitrio`` loads nothing)
+    inside fresh interpreters, and whole ``--help`` processes (ms)."""
     imports: list[float] = []
     helps: list[float] = []
     bare: list[float] = []

@@ -11,7 +11,9 @@ Workloads, each one process of each CLI:
 
 For each: wall time (spawn to exit), CPU time of the child (user + system,
 ``os.wait4``), its peak RSS (``ru_maxrss``), the bytes of JSON it printed, and the bytes
-its session file holds afterwards (both write Pi's JSONL format). Each run is checked (exit
+its session file holds afterwards (both write Pi's JSONL format); for pitrio also the
+modules it has loaded at exit (one more run, not timed) and, with ``--instructions``, the
+instructions one process runs (cachegrind, one more run). Each run is checked (exit
 status 0, the answer's last text in its output). Rounds interleave the subjects (round 1:
 help on pitrio, help on pi, turn on pitrio, ...) so that a noisy machine slows both
 alike; a cell is the median over the rounds. The server runs in this process (a thread),
@@ -20,7 +22,7 @@ so its work is in neither child's CPU time.
 Usage::
 
     python -m benchmarks.bench_cli [--rounds 5] [--workloads help,turn,tools,deltas]
-        [--deltas 10000] [--pi PATH] [--baseline SOURCE_TREE] [--json]
+        [--deltas 10000] [--pi PATH] [--baseline SOURCE_TREE] [--instructions] [--json]
 
 ``--pi`` is the ``pi`` wrapper (default ``$PI_ORACLE`` or
 ``/work/shared/oracle/coding-agent/pi``, as ``tests/cli`` find it); its ``--oracle-path``
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -206,9 +209,11 @@ def run_one(
     deltas: int,
     url: str,
     source: str | None = None,
+    stderr: list[str] | None = None,
 ) -> dict[str, float]:
     """One process of ``subject`` doing ``workload`` in a fresh HOME and project
-    (``source``: a pitrio source tree to import instead of the installed one)."""
+    (``source``: a pitrio source tree to import instead of the installed one; ``stderr``
+    gets what the process wrote there)."""
     with tempfile.TemporaryDirectory(prefix="pitrio-bench-cli-") as temp:
         root = Path(temp)
         env = _home(root, url)
@@ -233,6 +238,8 @@ def run_one(
             assert child.stderr is not None
             with child.stderr:
                 errors = child.stderr.read()
+            if stderr is not None:
+                stderr.append(errors.decode(errors="replace"))
             _, status, usage = os.wait4(child.pid, 0)
             wall = time.perf_counter() - started
             child.returncode = os.waitstatus_to_exitcode(status)
@@ -254,6 +261,59 @@ def run_one(
     }
 
 
+_LIST_MODULES: Final = (
+    "import atexit, json, runpy, sys\n"
+    "atexit.register(lambda: print('modules:', json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+    "sys.argv[0] = 'pitrio'\n"
+    "runpy.run_module('pitrio', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def imported_modules(
+    command: Sequence[str], workload: str, *, url: str, deltas: int = 3, source: str | None = None
+) -> list[str]:
+    """The modules a ``python -m pitrio`` command (``commands()["pitrio"]``) has loaded
+    when it exits after ``workload`` (``sys.modules``, the interpreter's own included;
+    ``-X importtime`` would miss what ``importlib.import_module`` loads). A run of its
+    own, not timed."""
+    python, _dash_m, _pitrio, *rest = command
+    lines: list[str] = []
+    run_one(
+        "pitrio", [python, "-c", _LIST_MODULES, *rest], workload, deltas=deltas, url=url,
+        source=source, stderr=lines,
+    )  # fmt: skip
+    found = [line for line in lines[0].splitlines() if line.startswith("modules: ")]
+    if not found:
+        msg = f"pitrio {workload}: no module list on stderr: {lines[0][-400:]}"
+        raise BenchmarkError(msg)
+    modules: list[str] = json.loads(found[-1].removeprefix("modules: "))
+    return modules
+
+
+_VALGRIND: Final = (
+    "valgrind", "--tool=cachegrind", "--cache-sim=no", "--trace-children=yes",
+    "--cachegrind-out-file=/dev/null",
+)  # fmt: skip
+_IREFS: Final = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def instructions(
+    command: Sequence[str], workload: str, *, url: str, deltas: int = 3, source: str | None = None
+) -> int:
+    """The instructions (cachegrind, ``--cache-sim=no``) one process of ``command`` runs
+    doing ``workload``: a run of its own, not timed."""
+    lines: list[str] = []
+    run_one(
+        "pitrio", [*_VALGRIND, *command], workload, deltas=deltas, url=url, source=source,
+        stderr=lines,
+    )  # fmt: skip
+    counts = [int(m.replace(",", "")) for m in _IREFS.findall(lines[0])]
+    if not counts:
+        msg = f"pitrio {workload}: no instruction count from valgrind: {lines[0][-400:]}"
+        raise BenchmarkError(msg)
+    return sum(counts)
+
+
 def measure(
     *,
     workloads: Sequence[str],
@@ -261,9 +321,11 @@ def measure(
     deltas: int,
     pi: Path,
     baseline: str | None = None,
+    count_instructions: bool = False,
 ) -> dict[str, Any]:
     """Every workload on every subject, ``rounds`` interleaved rounds (``baseline``: a
-    pitrio source tree measured too, as ``pitrio-baseline``)."""
+    pitrio source tree measured too, as ``pitrio-baseline``; ``count_instructions``: one
+    more run of each pitrio workload under cachegrind)."""
     oracle = oracle_path(pi)
     runs: dict[tuple[str, str], list[dict[str, float]]] = {}
     with Server() as server:
@@ -284,11 +346,31 @@ def measure(
                         source=sources[subject],
                     )
                     runs.setdefault((workload, subject), []).append(one)
+        modules = {
+            (workload, subject): imported_modules(
+                subjects[subject], workload, url=server.url, deltas=deltas, source=source
+            )
+            for workload in workloads
+            for subject, source in sources.items()
+            if subject.startswith("pitrio")
+        }
+        counted = {
+            (workload, subject): instructions(
+                subjects[subject], workload, url=server.url, deltas=deltas, source=source
+            )
+            for workload in (workloads if count_instructions else ())
+            for subject, source in sources.items()
+            if subject.startswith("pitrio")
+        }
     rows = []
     for (workload, subject), found in runs.items():
         row: dict[str, Any] = {"workload": workload, "subject": subject}
         for key in found[0]:
             row[key] = statistics.median(r[key] for r in found)
+        if (workload, subject) in modules:
+            row["modules"] = len(modules[workload, subject])
+        if (workload, subject) in counted:
+            row["instructions"] = counted[workload, subject]
         rows.append(row)
     return {
         "metric": "cli_end_to_end",
@@ -316,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deltas", type=int, default=DELTAS)
     parser.add_argument("--pi", type=Path, default=PI, help="the pi wrapper script")
     parser.add_argument("--baseline", help="a pitrio source tree to measure too (before/after)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count pitrio's instructions (valgrind)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = measure(
@@ -324,17 +409,23 @@ def main(argv: list[str] | None = None) -> int:
         deltas=args.deltas,
         pi=args.pi,
         baseline=args.baseline,
+        count_instructions=args.instructions,
     )
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"{args.rounds} interleaved rounds, medians (load average {result['load_average']})")
-    print("workload subject           wall ms   CPU ms  peak RSS MB  stdout B  session B")
+    print(
+        "workload subject           wall ms   CPU ms  peak RSS MB  stdout B  session B  modules"
+        "   instructions"
+    )
     for row in result["rows"]:
+        modules, counted = row.get("modules", ""), row.get("instructions")
         print(
             f"{row['workload']:<8} {row['subject']:<15} {row['wall_ms']:>8.0f} "
             f"{row['cpu_ms']:>8.0f} {row['peak_rss_mb']:>12.1f} {row['stdout_bytes']:>9.0f} "
-            f"{row['session_bytes']:>10.0f}"
+            f"{row['session_bytes']:>10.0f} {modules:>8} "
+            f"{'' if counted is None else f'{counted:,}':>14}"
         )
     return 0
 

@@ -4,116 +4,117 @@ from __future__ import annotations
 
 import typing as _typing
 
-from . import _wire as wire
-from ._agent import (
-    Agent as Agent,
-    AgentState as AgentState,
-    Listener as Listener,
-    QueueMode as QueueMode,
-)
-from ._errors import (
-    AgentBusyError as AgentBusyError,
-    ArgumentTypeError as ArgumentTypeError,
-    HarnessError as HarnessError,
-    IncompleteStreamError as IncompleteStreamError,
-    InvalidStateError as InvalidStateError,
-    PitrioError as PitrioError,
-    ProviderError as ProviderError,
-    ProviderProtocolError as ProviderProtocolError,
-    UnknownApiError as UnknownApiError,
-    UsageError as UsageError,
-    WireFormatError as WireFormatError,
-)
-from ._events import (
-    AgentEnd as AgentEnd,
-    AgentEvent as AgentEvent,
-    AgentStart as AgentStart,
-    AssistantMessageEvent as AssistantMessageEvent,
-    DoneEvent as DoneEvent,
-    ErrorEvent as ErrorEvent,
-    MessageEnd as MessageEnd,
-    MessageStart as MessageStart,
-    MessageUpdate as MessageUpdate,
-    StartEvent as StartEvent,
-    TextDeltaEvent as TextDeltaEvent,
-    TextEndEvent as TextEndEvent,
-    TextStartEvent as TextStartEvent,
-    ThinkingDeltaEvent as ThinkingDeltaEvent,
-    ThinkingEndEvent as ThinkingEndEvent,
-    ThinkingStartEvent as ThinkingStartEvent,
-    ToolCallDeltaEvent as ToolCallDeltaEvent,
-    ToolCallEndEvent as ToolCallEndEvent,
-    ToolCallStartEvent as ToolCallStartEvent,
-    ToolExecutionEnd as ToolExecutionEnd,
-    ToolExecutionStart as ToolExecutionStart,
-    ToolExecutionUpdate as ToolExecutionUpdate,
-    ToolResult as ToolResult,
-    TurnEnd as TurnEnd,
-    TurnStart as TurnStart,
-)
-from ._loop import (
-    AgentContext as AgentContext,
-    LoopConfig as LoopConfig,
-    NextTurn as NextTurn,
-    TurnContext as TurnContext,
-    agent_loop as agent_loop,
-    agent_loop_continue as agent_loop_continue,
-    default_convert_to_llm as default_convert_to_llm,
-    run_agent_loop as run_agent_loop,
-    run_agent_loop_continue as run_agent_loop_continue,
-    set_default_stream_fn as set_default_stream_fn,
-)
-from ._messages import (
-    AgentMessage as AgentMessage,
-    AssistantMessage as AssistantMessage,
-    Cost as Cost,
-    CustomMessage as CustomMessage,
-    DeferredHandle as DeferredHandle,
-    ImageContent as ImageContent,
-    StopReason as StopReason,
-    TextContent as TextContent,
-    ThinkingContent as ThinkingContent,
-    ThinkingLevel as ThinkingLevel,
-    ToolCall as ToolCall,
-    ToolResultMessage as ToolResultMessage,
-    Usage as Usage,
-    UserMessage as UserMessage,
-    user_text as user_text,
-)
-from ._model import (
-    Context as Context,
-    Model as Model,
-    ModelCost as ModelCost,
-    StreamFn as StreamFn,
-    StreamOptions as StreamOptions,
-)
-from ._signal import AbortSignal as AbortSignal
-from ._stream import (
-    AssistantMessageEventStream as AssistantMessageEventStream,
-    EventStream as EventStream,
-)
-from ._tools import (
-    AfterToolCallContext as AfterToolCallContext,
-    AfterToolCallResult as AfterToolCallResult,
-    AgentTool as AgentTool,
-    BeforeToolCallContext as BeforeToolCallContext,
-    BeforeToolCallResult as BeforeToolCallResult,
-    Tool as Tool,
-    error_result as error_result,
-    text_result as text_result,
-)
-from ._wire import register_message_role as register_message_role
+from ._lazy import exports as _exports
 
 if _typing.TYPE_CHECKING:
+    from . import _wire as wire
+    from ._agent import (
+        Agent as Agent,
+        AgentState as AgentState,
+        Listener as Listener,
+        QueueMode as QueueMode,
+    )
+    from ._errors import (
+        AgentBusyError as AgentBusyError,
+        ArgumentTypeError as ArgumentTypeError,
+        HarnessError as HarnessError,
+        IncompleteStreamError as IncompleteStreamError,
+        InvalidStateError as InvalidStateError,
+        PitrioError as PitrioError,
+        ProviderError as ProviderError,
+        ProviderProtocolError as ProviderProtocolError,
+        UnknownApiError as UnknownApiError,
+        UsageError as UsageError,
+        WireFormatError as WireFormatError,
+    )
+    from ._events import (
+        AgentEnd as AgentEnd,
+        AgentEvent as AgentEvent,
+        AgentStart as AgentStart,
+        AssistantMessageEvent as AssistantMessageEvent,
+        DoneEvent as DoneEvent,
+        ErrorEvent as ErrorEvent,
+        MessageEnd as MessageEnd,
+        MessageStart as MessageStart,
+        MessageUpdate as MessageUpdate,
+        StartEvent as StartEvent,
+        TextDeltaEvent as TextDeltaEvent,
+        TextEndEvent as TextEndEvent,
+        TextStartEvent as TextStartEvent,
+        ThinkingDeltaEvent as ThinkingDeltaEvent,
+        ThinkingEndEvent as ThinkingEndEvent,
+        ThinkingStartEvent as ThinkingStartEvent,
+        ToolCallDeltaEvent as ToolCallDeltaEvent,
+        ToolCallEndEvent as ToolCallEndEvent,
+        ToolCallStartEvent as ToolCallStartEvent,
+        ToolExecutionEnd as ToolExecutionEnd,
+        ToolExecutionStart as ToolExecutionStart,
+        ToolExecutionUpdate as ToolExecutionUpdate,
+        ToolResult as ToolResult,
+        TurnEnd as TurnEnd,
+        TurnStart as TurnStart,
+    )
     from ._function_tools import tool as tool
+    from ._loop import (
+        AgentContext as AgentContext,
+        LoopConfig as LoopConfig,
+        NextTurn as NextTurn,
+        TurnContext as TurnContext,
+        agent_loop as agent_loop,
+        agent_loop_continue as agent_loop_continue,
+        default_convert_to_llm as default_convert_to_llm,
+        run_agent_loop as run_agent_loop,
+        run_agent_loop_continue as run_agent_loop_continue,
+        set_default_stream_fn as set_default_stream_fn,
+    )
+    from ._messages import (
+        AgentMessage as AgentMessage,
+        AssistantMessage as AssistantMessage,
+        Cost as Cost,
+        CustomMessage as CustomMessage,
+        DeferredHandle as DeferredHandle,
+        ImageContent as ImageContent,
+        StopReason as StopReason,
+        TextContent as TextContent,
+        ThinkingContent as ThinkingContent,
+        ThinkingLevel as ThinkingLevel,
+        ToolCall as ToolCall,
+        ToolResultMessage as ToolResultMessage,
+        Usage as Usage,
+        UserMessage as UserMessage,
+        user_text as user_text,
+    )
+    from ._model import (
+        Context as Context,
+        Model as Model,
+        ModelCost as ModelCost,
+        StreamFn as StreamFn,
+        StreamOptions as StreamOptions,
+    )
     from ._output import OutputMode as OutputMode
     from ._run_context import RunContext as RunContext, ToolCallId as ToolCallId
     from ._run_result import RunResult as RunResult, UsageLimits as UsageLimits
+    from ._signal import AbortSignal as AbortSignal
+    from ._stream import (
+        AssistantMessageEventStream as AssistantMessageEventStream,
+        EventStream as EventStream,
+    )
+    from ._tools import (
+        AfterToolCallContext as AfterToolCallContext,
+        AfterToolCallResult as AfterToolCallResult,
+        AgentTool as AgentTool,
+        BeforeToolCallContext as BeforeToolCallContext,
+        BeforeToolCallResult as BeforeToolCallResult,
+        Tool as Tool,
+        error_result as error_result,
+        text_result as text_result,
+    )
     from ._validation import (
         ToolArgumentsError as ToolArgumentsError,
         ToolSchemaError as ToolSchemaError,
         ValidationAborted as ValidationAborted,
     )
+    from ._wire import register_message_role as register_message_role
 
 __version__ = "0.1.0"
 
@@ -212,33 +213,104 @@ __all__ = [
     "wire",
 ]
 
-# Typed tools, one-call runs and the validation of tool arguments, imported when first
-# used: ``import pitrio`` pays for none of them (the validation package is about a tenth
-# of its instructions; the loop imports it at the first tool call).
-_LAZY = {
+# Every name is imported from its module when first read (PEP 562): ``import pitrio`` loads
+# nothing else, so ``python -m pitrio --help`` starts without Trio or a kernel class, and
+# ``from pitrio import Agent`` loads the kernel (typed tools, one-call runs and the
+# validation of tool arguments stay out of it until used: the loop imports validation at
+# the first tool call).
+_LAZY: _typing.Final[dict[str, str]] = {
+    "AbortSignal": "_signal",
+    "AfterToolCallContext": "_tools",
+    "AfterToolCallResult": "_tools",
+    "Agent": "_agent",
+    "AgentBusyError": "_errors",
+    "AgentContext": "_loop",
+    "AgentEnd": "_events",
+    "AgentEvent": "_events",
+    "AgentMessage": "_messages",
+    "AgentStart": "_events",
+    "AgentState": "_agent",
+    "AgentTool": "_tools",
+    "ArgumentTypeError": "_errors",
+    "AssistantMessage": "_messages",
+    "AssistantMessageEvent": "_events",
+    "AssistantMessageEventStream": "_stream",
+    "BeforeToolCallContext": "_tools",
+    "BeforeToolCallResult": "_tools",
+    "Context": "_model",
+    "Cost": "_messages",
+    "CustomMessage": "_messages",
+    "DeferredHandle": "_messages",
+    "DoneEvent": "_events",
+    "ErrorEvent": "_events",
+    "EventStream": "_stream",
+    "HarnessError": "_errors",
+    "ImageContent": "_messages",
+    "IncompleteStreamError": "_errors",
+    "InvalidStateError": "_errors",
+    "Listener": "_agent",
+    "LoopConfig": "_loop",
+    "MessageEnd": "_events",
+    "MessageStart": "_events",
+    "MessageUpdate": "_events",
+    "Model": "_model",
+    "ModelCost": "_model",
+    "NextTurn": "_loop",
     "OutputMode": "_output",
+    "PitrioError": "_errors",
+    "ProviderError": "_errors",
+    "ProviderProtocolError": "_errors",
+    "QueueMode": "_agent",
     "RunContext": "_run_context",
     "RunResult": "_run_result",
+    "StartEvent": "_events",
+    "StopReason": "_messages",
+    "StreamFn": "_model",
+    "StreamOptions": "_model",
+    "TextContent": "_messages",
+    "TextDeltaEvent": "_events",
+    "TextEndEvent": "_events",
+    "TextStartEvent": "_events",
+    "ThinkingContent": "_messages",
+    "ThinkingDeltaEvent": "_events",
+    "ThinkingEndEvent": "_events",
+    "ThinkingLevel": "_messages",
+    "ThinkingStartEvent": "_events",
+    "Tool": "_tools",
     "ToolArgumentsError": "_validation",
+    "ToolCall": "_messages",
+    "ToolCallDeltaEvent": "_events",
+    "ToolCallEndEvent": "_events",
     "ToolCallId": "_run_context",
+    "ToolCallStartEvent": "_events",
+    "ToolExecutionEnd": "_events",
+    "ToolExecutionStart": "_events",
+    "ToolExecutionUpdate": "_events",
+    "ToolResult": "_events",
+    "ToolResultMessage": "_messages",
     "ToolSchemaError": "_validation",
+    "TurnContext": "_loop",
+    "TurnEnd": "_events",
+    "TurnStart": "_events",
+    "UnknownApiError": "_errors",
+    "Usage": "_messages",
+    "UsageError": "_errors",
     "UsageLimits": "_run_result",
+    "UserMessage": "_messages",
     "ValidationAborted": "_validation",
+    "WireFormatError": "_errors",
+    "agent_loop": "_loop",
+    "agent_loop_continue": "_loop",
+    "default_convert_to_llm": "_loop",
+    "error_result": "_tools",
+    "register_message_role": "_wire",
+    "run_agent_loop": "_loop",
+    "run_agent_loop_continue": "_loop",
+    "set_default_stream_fn": "_loop",
+    "text_result": "_tools",
     "tool": "_function_tools",
+    "user_text": "_messages",
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'pitrio' has no attribute {name!r}"
-        raise AttributeError(msg)
-    from importlib import import_module
-
-    value = getattr(import_module(f"pitrio.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _exports(globals(), _LAZY, modules={"wire": "_wire"})

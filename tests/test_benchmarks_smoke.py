@@ -254,8 +254,8 @@ def test_targets_marked_met_not_met_or_not_measured() -> None:
 
     assert mark("1,000 concurrent runs: ≥ 2x") is True
     assert mark("1,000 concurrent runs: peak RSS") is False
-    assert mark("import pitrio ≤ 100 ms") is None
-    assert mark("import pitrio ≤ 1.1x import trio") is None
+    assert mark("from pitrio import Agent ≤ 100 ms") is None
+    assert mark("from pitrio import Agent ≤ 1.1x import trio") is None
     assert mark("≥ 2x fewer instructions than pi-ai-python for a one-turn prompt") is None
     assert mark("concurrent: ≥ Pi on Node's runs/s") is None
 
@@ -266,7 +266,7 @@ _INSTR: Any = {
     "pitrio": {
         "per_turn_k4": 500_000.0, "per_turn_k1": 200_000.0, "per_tool_call": 100_000.0,
         "one_turn_prompt": 300_000.0, "prompt_extra": 150_000.0,
-        "import": 480_000_000.0, "import_trio": 400_000_000.0,
+        "import": 10_000_000.0, "import_agent": 480_000_000.0, "import_trio": 400_000_000.0,
     },
     "pi_py_port": {
         "per_turn_k4": 1_200_000.0, "per_turn_k1": 400_000.0, "per_tool_call": 200_000.0,
@@ -289,7 +289,7 @@ def test_issue_21_targets_from_instructions_and_node_in_one_sitting() -> None:
     assert prompt["met"] is True
     assert "300,000 vs 630,000 instructions (2.10x" in prompt["figure"]
     assert "on top of the turn 150,000 vs 190,000" in prompt["figure"]
-    start = found["import pitrio ≤ 1.1x import trio (instructions)"]
+    start = found["from pitrio import Agent ≤ 1.1x import trio (instructions)"]
     assert start["met"] is False
     assert "480,000,000 vs 400,000,000 instructions (1.20x)" in start["figure"]
     assert found["concurrent: ≥ Pi on Node's runs/s in the same sitting"]["met"] is False
@@ -309,7 +309,8 @@ def test_markdown_has_the_prompt_and_import_rows() -> None:
     assert "| one-turn prompt (a new agent, `prompt()`, T=0) | 300,000 | 630,000 |" in text
     assert "| the prompt on top of its turn | 150,000 | 190,000 |" in text
     assert "| `import trio` | 400,000,000 |  |" in text
-    assert "`import pitrio` is 1.20x `import trio`" in text
+    assert "| `import pitrio` | 10,000,000 |  |" in text
+    assert "`from pitrio import Agent` is 1.20x `import trio`" in text
     by = {r["metric"]: r["pitrio_advantage"] for r in report["ratios"]}
     assert by["instr_prompt"] == pytest.approx(2.1)
 

@@ -3,9 +3,11 @@ the time is measured by ``python -m benchmarks --metrics import``)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,11 +51,22 @@ def _loaded(modules: list[str], name: str) -> bool:
     return any(m == name or m.startswith(f"{name}.") for m in modules)
 
 
+def test_import_pitrio_loads_no_module_of_its_own() -> None:
+    """Every name of ``pitrio`` is imported when first read (PEP 562)."""
+    modules = _modules_after("import pitrio\nassert 'Agent' in dir(pitrio)")
+    assert [m for m in modules if m.startswith("pitrio")] == ["pitrio", "pitrio._lazy"]
+    assert not _loaded(modules, "trio")
+
+
 @pytest.mark.parametrize(
     "code",
-    ["import pitrio", "from pitrio import Agent, AgentTool, wire, register_message_role"],
+    [
+        "from pitrio import Agent",
+        "import pitrio\npitrio.Agent",
+        "from pitrio import Agent, AgentTool, wire, register_message_role",
+    ],
 )
-def test_import_pitrio_loads_only_the_kernel(code: str) -> None:
+def test_the_agent_loads_only_the_kernel(code: str) -> None:
     modules = _modules_after(code)
     assert "pitrio._agent" in modules  # the check would see a failed import
     assert [name for name in NOT_AT_IMPORT if _loaded(modules, name)] == []
@@ -104,3 +117,62 @@ def test_the_validation_package_is_imported_at_the_first_tool_call() -> None:
         "assert agent.state.messages[2].content[0].text == 'ok', agent.state.messages\n"
     )
     assert _loaded(_modules_after(code), "pitrio._validation")
+
+
+def test_the_harness_imports_a_module_when_one_of_its_names_is_read() -> None:
+    """``pitrio.harness`` exports lazily (PEP 562): importing it loads none of its
+    modules; a name loads its own module and what that imports, never the other stores."""
+    modules = _modules_after("import pitrio.harness")
+    assert [m for m in modules if m.startswith("pitrio.harness.")] == []
+    modules = _modules_after("from pitrio.harness import Harness, JsonlSessionStore")
+    assert "pitrio.harness._harness" in modules
+    unused = ("pitrio.harness._sqlite", "pitrio.harness._postgres", "sqlite3", "yaml")
+    assert [name for name in unused if _loaded(modules, name)] == []
+
+
+def test_the_harness_names_are_all_public_and_listed() -> None:
+    import pitrio.harness as harness
+
+    assert sorted(harness._LAZY) == sorted(harness.__all__)
+    assert set(harness.__all__) <= set(dir(harness))
+    for name in harness.__all__:
+        module = importlib.import_module(f"pitrio.harness.{harness._LAZY[name]}")
+        assert getattr(harness, name) is getattr(module, name), name
+    with pytest.raises(AttributeError, match=r"module 'pitrio\.harness' has no attribute 'Nope'"):
+        _ = harness.Nope
+
+
+def test_yaml_is_imported_at_the_first_front_matter() -> None:
+    code = (
+        "import sys\n"
+        "from pitrio.harness import load_skills\n"
+        "from pitrio.harness._resources import parse_front_matter\n"
+        "assert parse_front_matter('no front matter') == ({}, 'no front matter')\n"
+        "assert 'yaml' not in sys.modules\n"
+        "assert parse_front_matter('---\\nname: x\\n---\\nbody') == ({'name': 'x'}, 'body')\n"
+    )
+    assert _loaded(_modules_after(code), "yaml")
+
+
+def test_pathspec_is_imported_at_the_first_ignore_file(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from pitrio.coding import coding_tools\n"
+        "from pitrio.coding._walk import _read_spec\n"
+        "assert 'pathspec' not in sys.modules\n"
+        f"open({str(tmp_path)!r} + '/.gitignore', 'w').write('*.log\\n')\n"
+        f"assert _read_spec({str(tmp_path)!r} + '/.gitignore').match_file('a.log')\n"
+    )
+    assert _loaded(_modules_after(code), "pathspec")
+
+
+def test_the_subscription_logins_are_imported_when_one_is_asked_for() -> None:
+    """``pitrio.providers.auth`` (the credential store a CLI run opens) loads no OAuth
+    flow; listing the logins loads them all."""
+    flows = ["_anthropic", "_codex", "_copilot", "_device", "_openrouter"]
+    modules = _modules_after("from pitrio.providers.auth import AuthFile, resolve_auth")
+    assert [f for f in flows if f"pitrio.providers._auth.{f}" in modules] == []
+    modules = _modules_after(
+        "from pitrio.providers.auth import oauth_providers\nassert oauth_providers()['anthropic']"
+    )
+    assert [f for f in flows if f"pitrio.providers._auth.{f}" not in modules] == []

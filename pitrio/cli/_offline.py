@@ -12,7 +12,6 @@ repeats it).
 from __future__ import annotations
 
 import shutil
-from importlib import resources
 from typing import Final, final
 
 import trio
@@ -30,7 +29,6 @@ from pitrio import (
     TextEndEvent,
     TextStartEvent,
 )
-from pitrio.harness import ReplayStreamFn
 
 __all__ = [
     "DEMO_PROMPT",
@@ -58,11 +56,15 @@ _EVENT_DELAY: Final = 0.004
 
 def sample_project() -> str:
     """The path of the sample project shipped with pitrio (do not modify it)."""
+    from importlib import resources  # the offline demo's: a run with a model needs neither
+
     return str(resources.files("pitrio.cli").joinpath("_sample", "project"))
 
 
 def recording_path() -> str:
     """The path of the shipped recording."""
+    from importlib import resources
+
     return str(resources.files("pitrio.cli").joinpath("_sample", "demo.replay.jsonl"))
 
 
@@ -88,6 +90,8 @@ class OfflineStreamFn:
     __slots__ = ("_replay", "delay")
 
     def __init__(self, path: str | None = None, *, delay: float = _EVENT_DELAY) -> None:
+        from pitrio.harness import ReplayStreamFn
+
         self._replay = ReplayStreamFn(path or recording_path(), strict=False)
         self.delay = delay
 

@@ -24,6 +24,7 @@ of it.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -50,10 +51,15 @@ _OTHER = (
 # and below; from the third on they are shown as code points.
 _MARKS_RUN = "[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
 _STACKED: Final = 2
-_UNSAFE: Final = re.compile(f"\r\n|\t|[{_C0}{_OTHER}]|{_MARKS_RUN}{{{_STACKED + 1},}}")
-_UNSAFE_OR_NEWLINE: Final = re.compile(
-    f"\r\n|\n|\t|[{_C0}{_OTHER}]|{_MARKS_RUN}{{{_STACKED + 1},}}"
-)
+
+
+@functools.cache
+def _unsafe(newline: bool) -> re.Pattern[str]:
+    """What :func:`visible` (``newline``: :func:`one_line`) replaces. Compiled at the
+    first text that is not plain ASCII: the character classes cost a start-up more than
+    the rest of this module."""
+    also = "\n|" if newline else ""
+    return re.compile(f"\r\n|{also}\t|[{_C0}{_OTHER}]|{_MARKS_RUN}{{{_STACKED + 1},}}")
 
 
 def _mark(char: str) -> str:
@@ -101,16 +107,18 @@ def visible(text: str) -> str:
     other character the terminal would act on, or draw as nothing, becomes a visible
     mark (see the module's docstring). Text without any is returned as it is.
     """
-    if (text.isascii() and text.isprintable()) or _UNSAFE.search(text) is None:
+    if text.isascii() and text.isprintable():
         return text  # the common case, the first test in C: a delta of plain words
-    return _UNSAFE.sub(_replace, text)
+    unsafe = _unsafe(False)
+    return text if unsafe.search(text) is None else unsafe.sub(_replace, text)
 
 
 def one_line(text: str) -> str:
     """:func:`visible`, and each newline shown as `` ⏎ `` (the text stays on one line)."""
-    if (text.isascii() and text.isprintable()) or _UNSAFE_OR_NEWLINE.search(text) is None:
+    if text.isascii() and text.isprintable():
         return text
-    return _UNSAFE_OR_NEWLINE.sub(_replace_one_line, text)
+    unsafe = _unsafe(True)
+    return text if unsafe.search(text) is None else unsafe.sub(_replace_one_line, text)
 
 
 _SPACES: Final = re.compile(" {2,}|^ | $")

@@ -18,10 +18,12 @@ import stat
 import threading
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import attrs
-import pathspec
+
+if TYPE_CHECKING:
+    import pathspec
 
 __all__ = ["Entry", "Stopped", "glob_regex", "in_git_repository", "walk"]
 
@@ -77,7 +79,11 @@ def _read_spec(path: str) -> pathspec.GitIgnoreSpec | None:
     except OSError:
         return None
     lines = data.decode("utf-8", "replace").splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+    if not lines:
+        return None
+    import pathspec  # at the first ignore file: the coding tools load without it
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 @final

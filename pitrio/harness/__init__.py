@@ -7,160 +7,165 @@ It sits above the kernel and uses only pitrio's public API.
 
 from __future__ import annotations
 
-from ._branch_summary import (
-    BranchSummaryResult as BranchSummaryResult,
-    collect_entries_for_branch_summary as collect_entries_for_branch_summary,
-    generate_branch_summary as generate_branch_summary,
-)
-from ._compaction import (
-    CompactionPreparation as CompactionPreparation,
-    CompactionSettings as CompactionSettings,
-    ContextEstimate as ContextEstimate,
-    estimate_context_tokens as estimate_context_tokens,
-    estimate_tokens as estimate_tokens,
-    prepare_compaction as prepare_compaction,
-    should_compact as should_compact,
-)
-from ._entries import (
-    BranchSummaryEntry as BranchSummaryEntry,
-    CompactionEntry as CompactionEntry,
-    CustomEntry as CustomEntry,
-    MessageEntry as MessageEntry,
-    ModelRef as ModelRef,
-    SessionContext as SessionContext,
-    SessionEntry as SessionEntry,
-    build_session_context as build_session_context,
-)
-from ._errors import (
-    BranchSummaryError as BranchSummaryError,
-    CompactionError as CompactionError,
-    SessionClosedError as SessionClosedError,
-    SessionError as SessionError,
-    SessionExistsError as SessionExistsError,
-    SessionFormatError as SessionFormatError,
-    SessionLockedError as SessionLockedError,
-    SessionNotFoundError as SessionNotFoundError,
-)
-from ._events import (
-    AutoRetryEnd as AutoRetryEnd,
-    AutoRetryStart as AutoRetryStart,
-    CompactionEnd as CompactionEnd,
-    CompactionReason as CompactionReason,
-    CompactionStart as CompactionStart,
-    HandlerError as HandlerError,
-    HarnessEvent as HarnessEvent,
-    NavigationEnd as NavigationEnd,
-    NavigationStart as NavigationStart,
-    QueueUpdate as QueueUpdate,
-    RecoveryEnd as RecoveryEnd,
-    RecoveryStart as RecoveryStart,
-    SavePoint as SavePoint,
-    Settled as Settled,
-)
-from ._harness import (
-    Harness as Harness,
-    Watcher as Watcher,
-    WatchSnapshot as WatchSnapshot,
-)
-from ._hooks import (
-    BeforeAgentStartEvent as BeforeAgentStartEvent,
-    BeforeAgentStartResult as BeforeAgentStartResult,
-    BeforeCompactionEvent as BeforeCompactionEvent,
-    BeforeCompactionResult as BeforeCompactionResult,
-    BeforeNavigationEvent as BeforeNavigationEvent,
-    BeforeNavigationResult as BeforeNavigationResult,
-    ContextEvent as ContextEvent,
-    HookError as HookError,
-    HookName as HookName,
-    Hooks as Hooks,
-    ProviderPayloadEvent as ProviderPayloadEvent,
-    ProviderRequestEvent as ProviderRequestEvent,
-    ProviderRequestPatch as ProviderRequestPatch,
-    ProviderResponseEvent as ProviderResponseEvent,
-    ToolCallEvent as ToolCallEvent,
-    ToolCallResult as ToolCallResult,
-    ToolResultEvent as ToolResultEvent,
-    ToolResultPatch as ToolResultPatch,
-)
-from ._invocation import (
-    ToolInvocation as ToolInvocation,
-    current_invocation as current_invocation,
-)
-from ._jsonl import (
-    JsonlSessionStore as JsonlSessionStore,
-    SessionRecoveredWarning as SessionRecoveredWarning,
-    default_sessions_root as default_sessions_root,
-)
-from ._listeners import HarnessListener as HarnessListener
-from ._messages import (
-    AppMessage as AppMessage,
-    BashExecutionMessage as BashExecutionMessage,
-    BranchSummaryMessage as BranchSummaryMessage,
-    CompactionSummaryMessage as CompactionSummaryMessage,
-    bash_execution_to_text as bash_execution_to_text,
-    convert_to_llm as convert_to_llm,
-)
-from ._operations import (
-    LaneState as LaneState,
-    Operation as Operation,
-    ReplayPolicy as ReplayPolicy,
-    restore_lane as restore_lane,
-    restore_session as restore_session,
-)
-from ._pi_sessions import (
-    PiSessionStore as PiSessionStore,
-    default_pi_sessions_root as default_pi_sessions_root,
-)
-from ._postgres import PostgresSessionStore as PostgresSessionStore
-from ._queue import QueuedMessage as QueuedMessage, QueueKind as QueueKind
-from ._replay import (
-    RecordingStreamFn as RecordingStreamFn,
-    ReplayedRaiseError as ReplayedRaiseError,
-    ReplayFileError as ReplayFileError,
-    ReplayMismatchError as ReplayMismatchError,
-    ReplayStreamFn as ReplayStreamFn,
-)
-from ._resources import (
-    ContextFile as ContextFile,
-    PromptTemplate as PromptTemplate,
-    ResourceDiagnostic as ResourceDiagnostic,
-    Skill as Skill,
-    SkillsResult as SkillsResult,
-    TemplatesResult as TemplatesResult,
-    expand_prompt_template as expand_prompt_template,
-    expand_skill_command as expand_skill_command,
-    format_context_files as format_context_files,
-    format_skill_invocation as format_skill_invocation,
-    format_skills_for_prompt as format_skills_for_prompt,
-    load_context_files as load_context_files,
-    load_prompt_templates as load_prompt_templates,
-    load_skills as load_skills,
-)
-from ._retry import (
-    RetrySettings as RetrySettings,
-    is_context_overflow as is_context_overflow,
-    is_retryable as is_retryable,
-    retry_delay as retry_delay,
-    server_retry_delay as server_retry_delay,
-)
-from ._session import Session as Session
-from ._sqlite import SqliteSessionStore as SqliteSessionStore
-from ._store import (
-    InMemorySessionStore as InMemorySessionStore,
-    SessionInfo as SessionInfo,
-    SessionStore as SessionStore,
-)
-from ._summary import (
-    CompactionResult as CompactionResult,
-    compact as compact,
-)
-from ._turn import (
-    Resources as Resources,
-    SystemPromptFn as SystemPromptFn,
-    ToolContext as ToolContext,
-    ToolFactory as ToolFactory,
-    TurnState as TurnState,
-)
+from typing import TYPE_CHECKING as _TYPE_CHECKING, Final as _Final
+
+from .._lazy import exports as _exports
+
+if _TYPE_CHECKING:
+    from ._branch_summary import (
+        BranchSummaryResult as BranchSummaryResult,
+        collect_entries_for_branch_summary as collect_entries_for_branch_summary,
+        generate_branch_summary as generate_branch_summary,
+    )
+    from ._compaction import (
+        CompactionPreparation as CompactionPreparation,
+        CompactionSettings as CompactionSettings,
+        ContextEstimate as ContextEstimate,
+        estimate_context_tokens as estimate_context_tokens,
+        estimate_tokens as estimate_tokens,
+        prepare_compaction as prepare_compaction,
+        should_compact as should_compact,
+    )
+    from ._entries import (
+        BranchSummaryEntry as BranchSummaryEntry,
+        CompactionEntry as CompactionEntry,
+        CustomEntry as CustomEntry,
+        MessageEntry as MessageEntry,
+        ModelRef as ModelRef,
+        SessionContext as SessionContext,
+        SessionEntry as SessionEntry,
+        build_session_context as build_session_context,
+    )
+    from ._errors import (
+        BranchSummaryError as BranchSummaryError,
+        CompactionError as CompactionError,
+        SessionClosedError as SessionClosedError,
+        SessionError as SessionError,
+        SessionExistsError as SessionExistsError,
+        SessionFormatError as SessionFormatError,
+        SessionLockedError as SessionLockedError,
+        SessionNotFoundError as SessionNotFoundError,
+    )
+    from ._events import (
+        AutoRetryEnd as AutoRetryEnd,
+        AutoRetryStart as AutoRetryStart,
+        CompactionEnd as CompactionEnd,
+        CompactionReason as CompactionReason,
+        CompactionStart as CompactionStart,
+        HandlerError as HandlerError,
+        HarnessEvent as HarnessEvent,
+        NavigationEnd as NavigationEnd,
+        NavigationStart as NavigationStart,
+        QueueUpdate as QueueUpdate,
+        RecoveryEnd as RecoveryEnd,
+        RecoveryStart as RecoveryStart,
+        SavePoint as SavePoint,
+        Settled as Settled,
+    )
+    from ._harness import (
+        Harness as Harness,
+        Watcher as Watcher,
+        WatchSnapshot as WatchSnapshot,
+    )
+    from ._hooks import (
+        BeforeAgentStartEvent as BeforeAgentStartEvent,
+        BeforeAgentStartResult as BeforeAgentStartResult,
+        BeforeCompactionEvent as BeforeCompactionEvent,
+        BeforeCompactionResult as BeforeCompactionResult,
+        BeforeNavigationEvent as BeforeNavigationEvent,
+        BeforeNavigationResult as BeforeNavigationResult,
+        ContextEvent as ContextEvent,
+        HookError as HookError,
+        HookName as HookName,
+        Hooks as Hooks,
+        ProviderPayloadEvent as ProviderPayloadEvent,
+        ProviderRequestEvent as ProviderRequestEvent,
+        ProviderRequestPatch as ProviderRequestPatch,
+        ProviderResponseEvent as ProviderResponseEvent,
+        ToolCallEvent as ToolCallEvent,
+        ToolCallResult as ToolCallResult,
+        ToolResultEvent as ToolResultEvent,
+        ToolResultPatch as ToolResultPatch,
+    )
+    from ._invocation import (
+        ToolInvocation as ToolInvocation,
+        current_invocation as current_invocation,
+    )
+    from ._jsonl import (
+        JsonlSessionStore as JsonlSessionStore,
+        SessionRecoveredWarning as SessionRecoveredWarning,
+        default_sessions_root as default_sessions_root,
+    )
+    from ._listeners import HarnessListener as HarnessListener
+    from ._messages import (
+        AppMessage as AppMessage,
+        BashExecutionMessage as BashExecutionMessage,
+        BranchSummaryMessage as BranchSummaryMessage,
+        CompactionSummaryMessage as CompactionSummaryMessage,
+        bash_execution_to_text as bash_execution_to_text,
+        convert_to_llm as convert_to_llm,
+    )
+    from ._operations import (
+        LaneState as LaneState,
+        Operation as Operation,
+        ReplayPolicy as ReplayPolicy,
+        restore_lane as restore_lane,
+        restore_session as restore_session,
+    )
+    from ._pi_sessions import (
+        PiSessionStore as PiSessionStore,
+        default_pi_sessions_root as default_pi_sessions_root,
+    )
+    from ._postgres import PostgresSessionStore as PostgresSessionStore
+    from ._queue import QueuedMessage as QueuedMessage, QueueKind as QueueKind
+    from ._replay import (
+        RecordingStreamFn as RecordingStreamFn,
+        ReplayedRaiseError as ReplayedRaiseError,
+        ReplayFileError as ReplayFileError,
+        ReplayMismatchError as ReplayMismatchError,
+        ReplayStreamFn as ReplayStreamFn,
+    )
+    from ._resources import (
+        ContextFile as ContextFile,
+        PromptTemplate as PromptTemplate,
+        ResourceDiagnostic as ResourceDiagnostic,
+        Skill as Skill,
+        SkillsResult as SkillsResult,
+        TemplatesResult as TemplatesResult,
+        expand_prompt_template as expand_prompt_template,
+        expand_skill_command as expand_skill_command,
+        format_context_files as format_context_files,
+        format_skill_invocation as format_skill_invocation,
+        format_skills_for_prompt as format_skills_for_prompt,
+        load_context_files as load_context_files,
+        load_prompt_templates as load_prompt_templates,
+        load_skills as load_skills,
+    )
+    from ._retry import (
+        RetrySettings as RetrySettings,
+        is_context_overflow as is_context_overflow,
+        is_retryable as is_retryable,
+        retry_delay as retry_delay,
+        server_retry_delay as server_retry_delay,
+    )
+    from ._session import Session as Session
+    from ._sqlite import SqliteSessionStore as SqliteSessionStore
+    from ._store import (
+        InMemorySessionStore as InMemorySessionStore,
+        SessionInfo as SessionInfo,
+        SessionStore as SessionStore,
+    )
+    from ._summary import (
+        CompactionResult as CompactionResult,
+        compact as compact,
+    )
+    from ._turn import (
+        Resources as Resources,
+        SystemPromptFn as SystemPromptFn,
+        ToolContext as ToolContext,
+        ToolFactory as ToolFactory,
+        TurnState as TurnState,
+    )
 
 __all__: list[str] = [
     "AppMessage",
@@ -283,3 +288,130 @@ __all__: list[str] = [
     "server_retry_delay",
     "should_compact",
 ]
+
+# Each name is imported from its module when first read: an application using JSONL
+# sessions does not load SQLite's, PostgreSQL's or Pi's stores, nor record/replay.
+_LAZY: _Final[dict[str, str]] = {
+    "AppMessage": "_messages",
+    "AutoRetryEnd": "_events",
+    "AutoRetryStart": "_events",
+    "BashExecutionMessage": "_messages",
+    "BeforeAgentStartEvent": "_hooks",
+    "BeforeAgentStartResult": "_hooks",
+    "BeforeCompactionEvent": "_hooks",
+    "BeforeCompactionResult": "_hooks",
+    "BeforeNavigationEvent": "_hooks",
+    "BeforeNavigationResult": "_hooks",
+    "BranchSummaryEntry": "_entries",
+    "BranchSummaryError": "_errors",
+    "BranchSummaryMessage": "_messages",
+    "BranchSummaryResult": "_branch_summary",
+    "CompactionEnd": "_events",
+    "CompactionEntry": "_entries",
+    "CompactionError": "_errors",
+    "CompactionPreparation": "_compaction",
+    "CompactionReason": "_events",
+    "CompactionResult": "_summary",
+    "CompactionSettings": "_compaction",
+    "CompactionStart": "_events",
+    "CompactionSummaryMessage": "_messages",
+    "ContextEstimate": "_compaction",
+    "ContextEvent": "_hooks",
+    "ContextFile": "_resources",
+    "CustomEntry": "_entries",
+    "Harness": "_harness",
+    "HandlerError": "_events",
+    "HarnessEvent": "_events",
+    "HarnessListener": "_listeners",
+    "HookError": "_hooks",
+    "HookName": "_hooks",
+    "Hooks": "_hooks",
+    "InMemorySessionStore": "_store",
+    "JsonlSessionStore": "_jsonl",
+    "LaneState": "_operations",
+    "MessageEntry": "_entries",
+    "ModelRef": "_entries",
+    "NavigationEnd": "_events",
+    "NavigationStart": "_events",
+    "Operation": "_operations",
+    "PiSessionStore": "_pi_sessions",
+    "PostgresSessionStore": "_postgres",
+    "PromptTemplate": "_resources",
+    "ProviderPayloadEvent": "_hooks",
+    "ProviderRequestEvent": "_hooks",
+    "ProviderRequestPatch": "_hooks",
+    "ProviderResponseEvent": "_hooks",
+    "QueueKind": "_queue",
+    "QueueUpdate": "_events",
+    "QueuedMessage": "_queue",
+    "RecordingStreamFn": "_replay",
+    "RecoveryEnd": "_events",
+    "RecoveryStart": "_events",
+    "ReplayFileError": "_replay",
+    "ReplayMismatchError": "_replay",
+    "ReplayPolicy": "_operations",
+    "ReplayStreamFn": "_replay",
+    "ReplayedRaiseError": "_replay",
+    "ResourceDiagnostic": "_resources",
+    "Resources": "_turn",
+    "RetrySettings": "_retry",
+    "SavePoint": "_events",
+    "Session": "_session",
+    "SessionClosedError": "_errors",
+    "SessionContext": "_entries",
+    "SessionEntry": "_entries",
+    "SessionError": "_errors",
+    "SessionExistsError": "_errors",
+    "SessionFormatError": "_errors",
+    "SessionInfo": "_store",
+    "SessionLockedError": "_errors",
+    "SessionNotFoundError": "_errors",
+    "SessionRecoveredWarning": "_jsonl",
+    "SessionStore": "_store",
+    "Settled": "_events",
+    "Skill": "_resources",
+    "SkillsResult": "_resources",
+    "SqliteSessionStore": "_sqlite",
+    "SystemPromptFn": "_turn",
+    "TemplatesResult": "_resources",
+    "ToolCallEvent": "_hooks",
+    "ToolCallResult": "_hooks",
+    "ToolContext": "_turn",
+    "ToolFactory": "_turn",
+    "ToolInvocation": "_invocation",
+    "ToolResultEvent": "_hooks",
+    "ToolResultPatch": "_hooks",
+    "TurnState": "_turn",
+    "WatchSnapshot": "_harness",
+    "Watcher": "_harness",
+    "bash_execution_to_text": "_messages",
+    "build_session_context": "_entries",
+    "collect_entries_for_branch_summary": "_branch_summary",
+    "compact": "_summary",
+    "convert_to_llm": "_messages",
+    "current_invocation": "_invocation",
+    "default_pi_sessions_root": "_pi_sessions",
+    "default_sessions_root": "_jsonl",
+    "estimate_context_tokens": "_compaction",
+    "estimate_tokens": "_compaction",
+    "expand_prompt_template": "_resources",
+    "expand_skill_command": "_resources",
+    "format_context_files": "_resources",
+    "format_skill_invocation": "_resources",
+    "format_skills_for_prompt": "_resources",
+    "generate_branch_summary": "_branch_summary",
+    "is_context_overflow": "_retry",
+    "is_retryable": "_retry",
+    "load_context_files": "_resources",
+    "load_prompt_templates": "_resources",
+    "load_skills": "_resources",
+    "prepare_compaction": "_compaction",
+    "restore_lane": "_operations",
+    "restore_session": "_operations",
+    "retry_delay": "_retry",
+    "server_retry_delay": "_retry",
+    "should_compact": "_compaction",
+}
+
+
+__getattr__, __dir__ = _exports(globals(), _LAZY)

@@ -24,6 +24,7 @@ work in a worker thread.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +32,6 @@ from typing import Any, Final, Literal, final
 
 import attrs
 import trio
-import yaml
 
 from ._js_text import js_len, js_slice
 
@@ -76,24 +76,32 @@ class ResourceDiagnostic:
 # -- front matter -----------------------------------------------------------------------
 
 
-class _Yaml12Loader(yaml.SafeLoader):
+@functools.cache
+def _yaml12_loader() -> type[Any]:
     """PyYAML's safe loader with YAML 1.2 booleans (as JavaScript's ``yaml`` reads them):
-    only ``true``/``false`` are booleans; ``yes``, ``on`` and dates stay strings."""
+    only ``true``/``false`` are booleans; ``yes``, ``on`` and dates stay strings. Built at
+    the first front matter: an application without any pays neither for the class nor
+    for importing PyYAML."""
+    import yaml
 
+    class Yaml12Loader(yaml.SafeLoader):
+        pass
 
-_Yaml12Loader.yaml_implicit_resolvers = {
-    key: [
-        (tag, rx)
-        for tag, rx in resolvers
-        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
-    ]
-    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
+    Yaml12Loader.yaml_implicit_resolvers = {
+        key: [
+            (tag, rx)
+            for tag, rx in resolvers
+            if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
+        ]
+        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Yaml12Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
+    )
+    return Yaml12Loader
+
 
 _JS_TRIM: Final = re.compile(r"^[\s\ufeff]+|[\s\ufeff]+$")
 
@@ -115,9 +123,19 @@ def parse_front_matter(content: str) -> tuple[dict[str, Any], str]:
         return {}, normalized
     # The text ends where a line does (as Pi's parser reads it: a block scalar keeps its
     # final newline).
-    data = yaml.load(normalized[4:end] + "\n", Loader=_Yaml12Loader)  # a safe loader
+    import yaml
+
+    data = yaml.load(normalized[4:end] + "\n", Loader=_yaml12_loader())  # a safe loader
     body = _JS_TRIM.sub("", normalized[end + 4 :])
     return (dict(data) if isinstance(data, Mapping) else {}), body
+
+
+def _yaml_error() -> type[Exception]:
+    """``yaml.YAMLError``, read where :func:`parse_front_matter` raised (it imported
+    PyYAML before it could)."""
+    import yaml
+
+    return yaml.YAMLError
 
 
 def _locale_key(name: str) -> tuple[str, str]:
@@ -185,7 +203,7 @@ def _template_from_file(
         return None
     try:
         front, body = parse_front_matter(raw)
-    except yaml.YAMLError as exc:
+    except _yaml_error() as exc:
         diagnostics.append(ResourceDiagnostic(code="parse_failed", message=str(exc), path=path))
         return None
     description = front.get("description")
@@ -396,7 +414,7 @@ def _skill_from_file(
         return None
     try:
         front, body = parse_front_matter(raw)
-    except yaml.YAMLError as exc:
+    except _yaml_error() as exc:
         if declared:
             diagnostics.append(ResourceDiagnostic(code="parse_failed", message=str(exc), path=path))
         return None

@@ -82,8 +82,25 @@ class RetrySettings:
     jitter: float = attrs.field(default=0.1, validator=_fraction)
 
 
-def _pattern(parts: list[str]) -> re.Pattern[str]:
-    return re.compile("|".join(parts), re.IGNORECASE)
+@final
+class _Pattern:
+    """A case-insensitive pattern compiled at its first search: these are read only
+    when a run fails, and compiling the 70-odd alternatives cost every start-up."""
+
+    __slots__ = ("_compiled", "_source")
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._compiled: re.Pattern[str] | None = None
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._compiled is None:
+            self._compiled = re.compile(self._source, re.IGNORECASE)
+        return self._compiled.search(text)
+
+
+def _pattern(parts: list[str]) -> _Pattern:
+    return _Pattern("|".join(parts))
 
 
 _NON_RETRYABLE: Final = _pattern(
@@ -147,7 +164,7 @@ _RETRYABLE: Final = _pattern(
 )
 
 _OVERFLOW: Final = tuple(
-    re.compile(p, re.IGNORECASE)
+    _Pattern(p)
     for p in (
         r"prompt is too long",
         r"request_too_large",
@@ -179,9 +196,9 @@ _OVERFLOW: Final = tuple(
 )
 
 _NOT_OVERFLOW: Final = (
-    re.compile(r"^(Throttling error|Service unavailable):", re.IGNORECASE),
-    re.compile(r"rate limit", re.IGNORECASE),
-    re.compile(r"too many requests", re.IGNORECASE),
+    _Pattern(r"^(Throttling error|Service unavailable):"),
+    _Pattern(r"rate limit"),
+    _Pattern(r"too many requests"),
 )
 
 

@@ -10,6 +10,7 @@ environment is not tried.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Final, final
 
@@ -17,27 +18,34 @@ import attrs
 import httpx
 import trio
 
-from ._anthropic import AnthropicOAuth
-from ._codex import CodexOAuth
-from ._copilot import CopilotOAuth
-from ._device import KimiOAuth, XaiOAuth
 from ._errors import AuthError, LoginError
 from ._flow import LoginInteraction, ModelAuth, OAuthFlow, now_ms
-from ._openrouter import OpenRouterOAuth
-from ._radius import RadiusOAuth
 from ._store import ApiKeyCredential, Credential, CredentialStore, OAuthCredential
 
 __all__ = ["ResolvedAuth", "login", "logout", "oauth_flow", "oauth_providers", "resolve_auth"]
 
-_FLOWS: dict[str, OAuthFlow] = {
-    "anthropic": AnthropicOAuth(),
-    "openai-codex": CodexOAuth(),
-    "github-copilot": CopilotOAuth(),
-    "xai": XaiOAuth(),
-    "openrouter": OpenRouterOAuth(),
-    "kimi-coding": KimiOAuth(),
-    "radius": RadiusOAuth(),
-}
+
+@functools.cache
+def _flows() -> dict[str, OAuthFlow]:
+    """Provider -> login, imported at the first use of one: a request with an API key
+    (stored, given or from the environment) loads none of the seven."""
+    from ._anthropic import AnthropicOAuth
+    from ._codex import CodexOAuth
+    from ._copilot import CopilotOAuth
+    from ._device import KimiOAuth, XaiOAuth
+    from ._openrouter import OpenRouterOAuth
+    from ._radius import RadiusOAuth
+
+    return {
+        "anthropic": AnthropicOAuth(),
+        "openai-codex": CodexOAuth(),
+        "github-copilot": CopilotOAuth(),
+        "xai": XaiOAuth(),
+        "openrouter": OpenRouterOAuth(),
+        "kimi-coding": KimiOAuth(),
+        "radius": RadiusOAuth(),
+    }
+
 
 _MINIMUM_VALIDITY_MS: Final = 5 * 60 * 1000
 _REFRESH_TIMEOUT: Final = 15.0
@@ -45,7 +53,7 @@ _REFRESH_TIMEOUT: Final = 15.0
 
 def oauth_providers() -> dict[str, str]:
     """Provider id -> display name of every subscription login, in pi-ai's order."""
-    return {provider: flow.name for provider, flow in _FLOWS.items()}
+    return {provider: flow.name for provider, flow in _flows().items()}
 
 
 def oauth_flow(provider: str) -> OAuthFlow:
@@ -54,9 +62,9 @@ def oauth_flow(provider: str) -> OAuthFlow:
     Raises:
         AuthError: ``provider`` has no subscription login (the text lists those there are).
     """
-    found = _FLOWS.get(provider)
+    found = _flows().get(provider)
     if found is None:
-        known = ", ".join(_FLOWS)
+        known = ", ".join(_flows())
         msg = f"no subscription login for provider {provider!r}; there are: {known}"
         raise AuthError(msg, provider=provider)
     return found
@@ -65,11 +73,12 @@ def oauth_flow(provider: str) -> OAuthFlow:
 def set_oauth_flow(provider: str, flow: OAuthFlow | None) -> OAuthFlow | None:
     """Replace (``None``: remove) ``provider``'s login; returns the one it had. For
     tests, which point a flow at a local server."""
-    previous = _FLOWS.get(provider)
+    flows = _flows()
+    previous = flows.get(provider)
     if flow is None:
-        _FLOWS.pop(provider, None)
+        flows.pop(provider, None)
     else:
-        _FLOWS[provider] = flow
+        flows[provider] = flow
     return previous
 
 
@@ -111,7 +120,7 @@ async def resolve_auth(
         return ResolvedAuth(auth=ModelAuth(api_key=api_key), source="--api-key")
     stored = await store.read(provider) if store is not None else None
     if isinstance(stored, OAuthCredential):
-        flow = _FLOWS.get(provider)
+        flow = _flows().get(provider)
         if flow is None:
             return None  # pi-ai: no handler for the stored type, no silent env fallback
         assert store is not None
