@@ -38,6 +38,7 @@ import trio
 
 from pitrio import UsageError
 
+from . import _worker
 from ._entries import Write, new_id, now_ms
 from ._errors import (
     SessionError,
@@ -170,7 +171,7 @@ class _PostgresWriter:
         self._unsynced = False
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
-        await trio.to_thread.run_sync(self._write_sync, transactions)
+        await _worker.run_sync(self._write_sync, transactions)
         self._unsynced = True
 
     def _write_sync(self, transactions: Sequence[Sequence[Write]]) -> None:
@@ -185,7 +186,7 @@ class _PostgresWriter:
     async def sync(self) -> None:
         if self._store.fsync == "flush" and self._unsynced:
             self._unsynced = False
-            await trio.to_thread.run_sync(self._store._sync_sync, self)
+            await _worker.run_sync(self._store._sync_sync, self)
         else:
             await trio.lowlevel.checkpoint()
 
@@ -201,7 +202,7 @@ class _PostgresWriter:
                 conn.execute("SELECT pg_current_xact_id()")
 
     async def close(self) -> None:
-        await trio.to_thread.run_sync(self._close_sync)
+        await _worker.run_sync(self._close_sync)
 
     def _close_sync(self) -> None:
         with self._lock:
