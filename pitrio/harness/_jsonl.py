@@ -70,7 +70,7 @@ from typing import Any, final
 import attrs
 import trio
 
-from . import _worker
+from . import _encoding, _worker
 from ._entries import Write, new_id, now_ms
 from ._errors import (
     SessionError,
@@ -183,7 +183,7 @@ def _encoded(value: Any) -> bytes:
 
 
 def _line(transaction: Sequence[Write]) -> bytes:
-    return _encoded(transaction[0] if len(transaction) == 1 else transaction)
+    return _encoding.line(transaction)  # the records' repeated parts encoded once
 
 
 # --- locking ------------------------------------------------------------------------

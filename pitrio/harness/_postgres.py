@@ -38,7 +38,7 @@ import trio
 
 from pitrio import UsageError
 
-from . import _worker
+from . import _encoding, _worker
 from ._entries import Write, new_id, now_ms
 from ._errors import (
     SessionError,
@@ -136,7 +136,9 @@ _SCHEMA_LOCK = 0x7069_7472_696F  # "pitrio": creating the tables, one process at
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # json.dumps(value, separators=(",", ":"), ensure_ascii=False), the harness's records
+    # with their repeated parts encoded once
+    return _encoding.dumps(value)
 
 
 def _lock_key(schema: str, session_id: str) -> int:

@@ -31,7 +31,7 @@ from typing import Any, final
 
 import trio
 
-from . import _worker
+from . import _encoding, _worker
 from ._entries import Write, new_id, now_ms
 from ._errors import (
     SessionExistsError,
@@ -120,7 +120,9 @@ _SELECT_SESSION = "SELECT cwd, created_at, parent_session_id, next_seq FROM sess
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # json.dumps(value, separators=(",", ":"), ensure_ascii=False), the harness's records
+    # with their repeated parts encoded once
+    return _encoding.dumps(value)
 
 
 @final
