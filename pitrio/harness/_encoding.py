@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final
 
-__all__ = ["Encoded", "Record", "dumps", "line"]
+__all__ = ["Encoded", "Record", "dumps", "line", "restamped"]
 
 _ENCODE_ASCII: Final = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -59,6 +59,7 @@ class Encoded(dict[str, Any]):
     changed after it is made."""
 
     __slots__ = ("_json",)
+    _json: str
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (dict, (dict(self),))
@@ -91,12 +92,30 @@ def _object(value: dict[str, Any]) -> str:
     return "{" + ",".join([encode_basestring(k) + ":" + _value(v) for k, v in value.items()]) + "}"
 
 
+def restamped(form: Encoded, timestamp: int) -> Encoded:
+    """``{**form, "timestamp": timestamp}`` (a message's wire form stamped again), its
+    JSON made from ``form``'s when the timestamp is the form's last member, as in every
+    message's wire form (a tool result kept as an outcome, then its entry)."""
+    out = Encoded(form)
+    out["timestamp"] = timestamp  # (in the form's place)
+    old = form.get("timestamp")
+    if type(old) is int and type(timestamp) is int and next(reversed(form)) == "timestamp":
+        text = _value(form)
+        suffix = f'"timestamp":{old}}}'
+        if text.endswith(suffix):
+            out._json = f'{text[: -len(suffix)]}"timestamp":{timestamp}}}'
+    return out
+
+
 def dumps(value: Any) -> str:
     """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``, faster for the
-    harness's records (a write whose value is a :class:`Record` or :class:`Encoded`)."""
+    harness's records (a write whose value or message is a :class:`Record` or
+    :class:`Encoded`)."""
     kind = type(value)
     if kind is dict:
         inner = value.get("value")
+        if inner is None:
+            inner = value.get("message")
         if type(inner) is Record or type(inner) is Encoded:
             return _object(value)
         return _encode(value)

@@ -27,7 +27,7 @@ import attrs
 
 from pitrio import AgentTool, AssistantMessage, Model, ToolCall, ToolResultMessage, wire
 
-from ._encoding import Encoded, Record
+from ._encoding import Encoded, Record, restamped
 from ._entries import JSONValue, Write, new_id, now_ms
 from ._errors import SessionFormatError
 from ._frames import delete_frames, frames_key
@@ -75,6 +75,18 @@ _RUNNING: Final = Encoded(status="running")
 
 # A compaction inside the run keeps its input here (``_structural.OP_PREPARATION``).
 _OP_PREPARATION: Final = "pi.op.preparation"
+
+
+# A tool result with this much text is encoded once for its outcome and its entry; a
+# smaller one costs less encoded twice than walked to splice (_encoding).
+_LARGE_RESULT: Final = 1024
+
+
+def _large(message: ToolResultMessage) -> bool:
+    size = 0
+    for block in message.content:
+        size += len(getattr(block, "text", "") or "")
+    return size >= _LARGE_RESULT
 
 
 def replay_policy(tool: object) -> ReplayPolicy:
@@ -701,9 +713,15 @@ class OperationRecorder:
             "resultEntryId": rid,
             "terminate": terminate,
         }
-        form = wire.unstructure(message)
+        form: dict[str, Any] = wire.unstructure(message)
+        payload: dict[str, Any]
+        if _large(message):
+            # Its JSON made once for the outcome and the entry (restamped, _wire_form).
+            form = Encoded(form)
+            payload = Record(type="message", payload=form)
+        else:  # a small one costs less encoded twice than spliced
+            payload = {"type": "message", "payload": form}
         self._forms[message.tool_call_id] = (message, form)
-        payload = {"type": "message", "payload": form}
         writes = [
             _set(PENDING_ENTRY, rid, payload),
             _delete(PENDING_TOOL_OUTPUT, f"{self._op_id}:{rid}"),
@@ -776,6 +794,8 @@ class OperationRecorder:
             and message.tool_name == outcome.tool_name
         ):
             return None
+        if type(form) is Encoded:
+            return restamped(form, message.timestamp)
         return {**form, "timestamp": message.timestamp}
 
     async def finish(self, status: Literal["completed", "aborted", "failed"]) -> None:

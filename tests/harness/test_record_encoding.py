@@ -22,7 +22,7 @@ import trio
 
 from pitrio import Model, Tool, ToolResult, text_result
 from pitrio.harness import Harness, JsonlSessionStore, SqliteSessionStore, _worker
-from pitrio.harness._encoding import Encoded, Record, dumps, line
+from pitrio.harness._encoding import Encoded, Record, dumps, line, restamped
 from pitrio.testing import ScriptedModel, ScriptedResponse
 
 MODEL = Model(id="m", api="scripted", provider="scripted", context_window=200_000)
@@ -68,6 +68,21 @@ def test_a_lone_surrogate_is_escaped_as_javascript_escapes_it() -> None:
     assert json.loads(data)["value"]["text"] == "a\ud800b"
 
 
+def test_a_restamped_form_is_the_plain_encoder_s() -> None:
+    """A tool result's wire form, encoded for its outcome, is stamped again for its
+    entry: the JSON follows, whether the timestamp is its last member or not."""
+    form = Encoded(role="toolResult", content=[{"type": "text", "text": "ok ✓"}], timestamp=5)
+    dumps(form)
+    entry = {"kind": "entry", "id": "e", "type": "message", "seq": 2}
+    for base in (form, Encoded(timestamp=5, role="toolResult"), Encoded(role="x")):
+        again = restamped(base, 1796186844886)
+        assert again == {**base, "timestamp": 1796186844886}
+        assert list(again) == list({**base, "timestamp": 1796186844886})
+        assert dumps(again) == _plain(dict(again))
+        assert dumps({**entry, "message": again}) == _plain({**entry, "message": dict(again)})
+    assert dumps(form) == _plain(dict(form))  # the original keeps its own stamp
+
+
 def test_copies_of_encoded_parts_are_plain_dicts() -> None:
     state = _state()
     dumps(state)  # the parts now keep their JSON
@@ -94,7 +109,8 @@ def _tools(k: int, seen: list[str] | None = None, db: Path | None = None) -> lis
             # While the tool runs: the run's state as the database holds it.
             seen.extend(await trio.to_thread.run_sync(stored_states))
         await trio.lowlevel.checkpoint()
-        return text_result(f"done {call_id} ✓")
+        # The first call's result is large: encoded once for its outcome and its entry.
+        return text_result(f"done {call_id} ✓" + ("é\n" * 1000 if call_id.endswith("_0") else ""))
 
     return [
         Tool(name=f"t{j}", description="t", execute=execute, parameters={"type": "object"})
