@@ -27,6 +27,7 @@ import attrs
 
 from pitrio import AgentTool, AssistantMessage, Model, ToolCall, ToolResultMessage, wire
 
+from ._encoding import Encoded, Record, restamped
 from ._entries import JSONValue, Write, new_id, now_ms
 from ._errors import SessionFormatError
 from ._frames import delete_frames, frames_key
@@ -69,8 +70,23 @@ INTERRUPTED_TOOL: Final = (
 )
 
 
+# What every state of a running operation says of its control (encoded once).
+_RUNNING: Final = Encoded(status="running")
+
 # A compaction inside the run keeps its input here (``_structural.OP_PREPARATION``).
 _OP_PREPARATION: Final = "pi.op.preparation"
+
+
+# A tool result with this much text is encoded once for its outcome and its entry; a
+# smaller one costs less encoded twice than walked to splice (_encoding).
+_LARGE_RESULT: Final = 1024
+
+
+def _large(message: ToolResultMessage) -> bool:
+    size = 0
+    for block in message.content:
+        size += len(getattr(block, "text", "") or "")
+    return size >= _LARGE_RESULT
 
 
 def replay_policy(tool: object) -> ReplayPolicy:
@@ -239,7 +255,7 @@ class OperationRecorder:
     def __init__(self, session: Session, settings: Mapping[str, Any]) -> None:
         self._session = session
         self._lane = session._lane
-        self._settings = dict(settings)
+        self._settings = Encoded(settings)  # in every state: its JSON made once
         self._op_id: str | None = None
         self._meta: dict[str, Any] = {}
         self._state: dict[str, Any] = {}
@@ -272,13 +288,14 @@ class OperationRecorder:
 
     def _put(self, state: dict[str, Any]) -> Write:
         assert self._op_id is not None
-        self._state = state
-        return _set(OP_STATE, self._op_id, state)
+        # A Record: its writer splices in the JSON of the parts it repeats (_encoding).
+        record = self._state = Record(state)
+        return _set(OP_STATE, self._op_id, record)
 
     def _scope(self) -> dict[str, Any]:
         """What every state of the run carries (Pi's ``operationScopeOf``)."""
         return {
-            "control": {"status": "running"},
+            "control": _RUNNING,
             "settings": self._settings,
             "latestAssistantEntryId": self._state.get("latestAssistantEntryId"),
         }
@@ -431,14 +448,14 @@ class OperationRecorder:
                 "at": "assistant.ready",
                 "continuation": state.get("continuation"),
                 "triggerEntryId": state.get("triggerEntryId", trigger),
-                "generationContext": {
-                    "stepId": step,
-                    "triggerEntryId": self._request_trigger(state, trigger),
-                    "configuration": self._configuration(model, tool_names),
-                    "streamOptions": {},
-                    "retryPolicy": {"maxAttempts": attempts, "baseDelayMs": base_delay_ms},
-                    "overflowRecoveryUsed": False,
-                },
+                "generationContext": Encoded(
+                    stepId=step,
+                    triggerEntryId=self._request_trigger(state, trigger),
+                    configuration=Encoded(self._configuration(model, tool_names)),
+                    streamOptions={},
+                    retryPolicy={"maxAttempts": attempts, "baseDelayMs": base_delay_ms},
+                    overflowRecoveryUsed=False,
+                ),
                 "nextAttempt": 1,
             }
             transactions.append([self._put(ready), self._lane_state(self._op_id)])
@@ -572,15 +589,15 @@ class OperationRecorder:
             state = {
                 **scope,
                 "at": "tools",
-                "batch": {
-                    "assistantEntryId": entry_id,
-                    "configuration": context.get("configuration"),
-                    "turnId": context.get("stepId"),
-                    "calls": [
-                        {"status": "planned", "sourceIndex": index, "resultEntryId": new_id()}
+                "batch": Record(
+                    assistantEntryId=entry_id,
+                    configuration=context.get("configuration"),
+                    turnId=context.get("stepId"),
+                    calls=[
+                        Encoded(status="planned", sourceIndex=index, resultEntryId=new_id())
                         for index, _ in calls
                     ],
-                },
+                ),
             }
         else:
             state = {
@@ -642,9 +659,9 @@ class OperationRecorder:
         return self._session.get_value(PENDING_TOOL_OUTPUT, f"{self._op_id}:{invocation_id}")
 
     def _with_call(self, n: int, call: dict[str, Any]) -> Write:
-        batch = dict(self._state["batch"])
+        batch = Record(self._state["batch"])
         calls = list(batch["calls"])
-        calls[n] = call
+        calls[n] = Encoded(call)  # the other calls' JSON is reused
         batch["calls"] = calls
         return self._put({**self._state, "batch": batch})
 
@@ -711,9 +728,15 @@ class OperationRecorder:
             "resultEntryId": rid,
             "terminate": terminate,
         }
-        form = wire.unstructure(message)
+        form: dict[str, Any] = wire.unstructure(message)
+        payload: dict[str, Any]
+        if _large(message):
+            # Its JSON made once for the outcome and the entry (restamped, _wire_form).
+            form = Encoded(form)
+            payload = Record(type="message", payload=form)
+        else:  # a small one costs less encoded twice than spliced
+            payload = {"type": "message", "payload": form}
         self._forms[message.tool_call_id] = (message, form)
-        payload = {"type": "message", "payload": form}
         writes = [
             _set(PENDING_ENTRY, rid, payload),
             _delete(PENDING_TOOL_OUTPUT, f"{self._op_id}:{rid}"),
@@ -786,6 +809,8 @@ class OperationRecorder:
             and message.tool_name == outcome.tool_name
         ):
             return None
+        if type(form) is Encoded:
+            return restamped(form, message.timestamp)
         return {**form, "timestamp": message.timestamp}
 
     async def finish(

@@ -38,6 +38,7 @@ import trio
 
 from pitrio import UsageError
 
+from . import _encoding, _worker
 from ._entries import Write, new_id, now_ms
 from ._errors import (
     SessionError,
@@ -135,7 +136,9 @@ _SCHEMA_LOCK = 0x7069_7472_696F  # "pitrio": creating the tables, one process at
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # json.dumps(value, separators=(",", ":"), ensure_ascii=False), the harness's records
+    # with their repeated parts encoded once
+    return _encoding.dumps(value)
 
 
 def _lock_key(schema: str, session_id: str) -> int:
@@ -170,7 +173,7 @@ class _PostgresWriter:
         self._unsynced = False
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
-        await trio.to_thread.run_sync(self._write_sync, transactions)
+        await _worker.run_sync(self._write_sync, transactions)
         self._unsynced = True
 
     def _write_sync(self, transactions: Sequence[Sequence[Write]]) -> None:
@@ -185,7 +188,7 @@ class _PostgresWriter:
     async def sync(self) -> None:
         if self._store.fsync == "flush" and self._unsynced:
             self._unsynced = False
-            await trio.to_thread.run_sync(self._store._sync_sync, self)
+            await _worker.run_sync(self._store._sync_sync, self)
         else:
             await trio.lowlevel.checkpoint()
 
@@ -201,7 +204,7 @@ class _PostgresWriter:
                 conn.execute("SELECT pg_current_xact_id()")
 
     async def close(self) -> None:
-        await trio.to_thread.run_sync(self._close_sync)
+        await _worker.run_sync(self._close_sync)
 
     def _close_sync(self) -> None:
         with self._lock:

@@ -31,6 +31,7 @@ from typing import Any, final
 
 import trio
 
+from . import _encoding, _worker
 from ._entries import Write, new_id, now_ms
 from ._errors import (
     SessionExistsError,
@@ -119,7 +120,9 @@ _SELECT_SESSION = "SELECT cwd, created_at, parent_session_id, next_seq FROM sess
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # json.dumps(value, separators=(",", ":"), ensure_ascii=False), the harness's records
+    # with their repeated parts encoded once
+    return _encoding.dumps(value)
 
 
 @final
@@ -136,20 +139,20 @@ class _SqliteWriter:
         self._unsynced = True
 
     async def write(self, session: Session, transactions: Sequence[Sequence[Write]]) -> None:
-        await trio.to_thread.run_sync(self._store._write_sync, self._session_id, transactions)
+        await _worker.run_sync(self._store._write_sync, self._session_id, transactions)
         self._unsynced = True
 
     async def sync(self) -> None:
         if self._store.fsync == "flush" and self._unsynced:
             self._unsynced = False
-            await trio.to_thread.run_sync(self._store._checkpoint_sync)
+            await _worker.run_sync(self._store._checkpoint_sync)
         else:
             await trio.lowlevel.checkpoint()
 
     async def close(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
-            await trio.to_thread.run_sync(_release, self._lock_path, fd)
+            await _worker.run_sync(_release, self._lock_path, fd)
 
 
 def _release(path: str, fd: int) -> None:

@@ -313,15 +313,19 @@ async def test_appends_and_a_save_point_each_take_one_worker_thread_hop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_kind: str
 ) -> None:
     """Blocking file calls run in worker threads: an append is one hop, a save point's
-    write and sync together one more; what each wrote is on disk when it returns."""
-    from pitrio.harness import PiSessionStore
+    write and sync together one more (through Trio's thread cache, not ``to_thread``);
+    what each wrote is on disk when it returns."""
+    from pitrio.harness import PiSessionStore, _worker
 
     hops: list[str] = []
-    real = trio.to_thread.run_sync
+    real = _worker.run_sync
 
-    async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def counting(fn: Any, *args: Any) -> Any:
         hops.append(getattr(fn, "__name__", repr(fn)))
-        return await real(fn, *args, **kwargs)
+        return await real(fn, *args)
+
+    async def refused(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"a write hopped through to_thread: {fn!r}")
 
     store: Any = (
         JsonlSessionStore(tmp_path, fsync="flush")
@@ -329,14 +333,15 @@ async def test_appends_and_a_save_point_each_take_one_worker_thread_hop(
         else PiSessionStore(tmp_path, fsync="flush")
     )
     session = await store.create()
-    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
+    monkeypatch.setattr(_worker, "run_sync", counting)
+    monkeypatch.setattr(trio.to_thread, "run_sync", refused)
     await session.append_message(user("small"))
     assert hops == ["_append_sync"]
     assert "small" in await trio.Path(session.path or "").read_text()
     await session.append_message(user("at the save point"), write=False)
     await session.flush()  # the save point: its write and sync in one hop
     assert hops == ["_append_sync", "_append_and_sync_sync"]
-    monkeypatch.setattr(trio.to_thread, "run_sync", real)
+    monkeypatch.undo()
     await session.close()
     again = await store.open(session.id)
     assert len(again.entries) == 2
