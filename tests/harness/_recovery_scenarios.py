@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 from pitrio import Model, TextContent, Tool, ToolCall, text_result, wire
 from pitrio.harness import (
@@ -107,10 +108,56 @@ async def run(scenario: str, root: Path) -> Path:
         _frames.FRAME_INTERVAL = interval
 
 
+class _FrameWrites:
+    """The session's writer, counting the frame writes in flight (in a worker thread)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.in_flight: list[trio.Event] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def write(self, owner: Any, pending: Any) -> Any:
+        if not all(
+            write.get("namespace") == "pi.pending.assistant_frame"
+            for transaction in pending
+            for write in transaction
+        ):
+            return await self._inner.write(owner, pending)
+        done = trio.Event()
+        self.in_flight.append(done)
+        try:
+            return await self._inner.write(owner, pending)
+        finally:
+            self.in_flight.remove(done)
+            done.set()
+
+
+def _paced(writer: _FrameWrites) -> Any:
+    """A listener that holds each streamed event until its frames are in the file: how
+    a stream's frames batch into writes is otherwise the scheduler's and the worker
+    thread's (on a loaded machine the whole answer can stream during the first write),
+    and the session must hold the frames of a request cut mid-stream."""
+
+    async def settle() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        while writer.in_flight:
+            await writer.in_flight[0].wait()
+
+    def listener(event: Any) -> Any:
+        return settle() if event.type == "message_update" else None
+
+    return listener
+
+
 async def _run(scenario: str, root: Path) -> Path:
     store = JsonlSessionStore(root, fsync="never")
     session = await store.create(cwd="/work/project", session_id=scenario)
+    writer = _FrameWrites(session._writer)
+    session._writer = writer
     harness = Script(scenario).harness(session)
+    harness.subscribe(_paced(writer))
     if scenario == "queue":
         await harness.enqueue("steer", "s1")
         follow = await harness.enqueue("follow_up", "f1")
