@@ -16,7 +16,7 @@ active before it returns its promise)::
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, assert_never, final, overload
 
 import attrs
@@ -181,6 +181,51 @@ async def _abort_when_cancelled(run: _Run) -> None:
         # The run (shielded) now settles as aborted; the Cancelled is not lost: the
         # run's own task re-raises it once the run is idle.
         run.signal.abort()
+
+
+@final
+class _WatchOnWait:
+    """Awaits a run's coroutine, and starts its watcher (:func:`_abort_when_cancelled`)
+    in ``nursery`` when the coroutine first yields to Trio. Until then the run has only
+    run synchronously (no other task ran, nothing could cancel the caller), so a run that
+    never waits needs no watcher task, nor the scheduling round that task would cost."""
+
+    __slots__ = ("_coro", "_nursery", "_run")
+
+    def __init__(
+        self, coro: Coroutine[Any, Any, Exception | None], nursery: trio.Nursery, run: _Run
+    ) -> None:
+        self._coro = coro
+        self._nursery = nursery
+        self._run = run
+
+    def __await__(self) -> Generator[Any, Any, Exception | None]:
+        coro = self._coro
+        try:
+            trap = coro.send(None)
+        except StopIteration as stop:
+            result: Exception | None = stop.value
+            return result
+        self._nursery.start_soon(_abort_when_cancelled, self._run)
+        # The rest as ``yield from`` would do it, had the coroutine not started yet.
+        while True:
+            try:
+                value = yield trap
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # what Trio throws into the task goes on down
+                try:
+                    trap = coro.throw(exc)
+                except StopIteration as stop:
+                    result = stop.value
+                    return result
+                continue
+            try:
+                trap = coro.send(value)
+            except StopIteration as stop:
+                result = stop.value
+                return result
 
 
 def _unwrap(exc: Exception) -> Exception:
@@ -665,13 +710,14 @@ class Agent:
             # The run's nursery: everything the run starts (provider streams, tool
             # batches) lives in nurseries nested inside this one.
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_abort_when_cancelled, run)
                 task_status.started()
                 # A cancellation from outside (a deadline, a cancelled nursery) does not
                 # tear the run down mid-event: the watcher turns it into abort(), the run
                 # settles as an aborted run does, and the Cancelled is re-raised below.
+                # The watcher starts when the run first waits: a run that never does
+                # (a model that answers at once) cannot be cancelled meanwhile.
                 with trio.CancelScope(shield=True):
-                    failure = await self._execute(executor, run)
+                    failure = await _WatchOnWait(self._execute(executor, run), nursery, run)
                     self._finish_run(run)  # at once, as Pi's finishRun
                     run.settled.set()
         finally:

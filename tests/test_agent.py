@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -389,6 +391,90 @@ async def test_an_outer_cancel_during_a_tool_settles_and_propagates(
     assert last.stop_reason == "aborted"
     assert agent.signal is None  # idle
     assert trio.current_time() == pytest.approx(5)
+
+
+class _Spawned(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+
+async def test_the_watcher_starts_only_when_the_run_first_waits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A run that never waits starts no task (its watcher would have nothing to watch);
+    one that waits starts the watcher, which turns an outer cancel into the abort."""
+    spawned = _Spawned()
+    trio.lowlevel.add_instrument(spawned)
+    try:
+        agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("at once")]), model=MODEL)
+        await agent.prompt("go")
+        assert agent.state.messages[-1].text == "at once"
+        assert spawned.names == []
+
+        async def listener(event: AgentEvent, signal: AbortSignal) -> None:
+            if event.type == "turn_end":
+                await signal.wait()  # the run's first wait, until the watcher aborts
+
+        waiting = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("later")]), model=MODEL)
+        waiting.subscribe(listener)
+        with trio.fail_after(10), trio.move_on_after(1) as scope:
+            await waiting.prompt("go")
+    finally:
+        trio.lowlevel.remove_instrument(spawned)
+    assert scope.cancelled_caught
+    assert [name.rsplit(".", 1)[-1] for name in spawned.names] == ["_abort_when_cancelled"]
+    assert waiting.signal is None  # settled: the abort ended the listener's wait
+    assert not waiting.is_running
+
+
+def test_watch_on_wait_passes_throws_and_close_to_the_run() -> None:
+    """What Trio throws into the waiting task reaches the run's coroutine; closing the
+    awaitable closes it; the watcher is started once, at the first yield."""
+    from pitrio._agent import _Run, _WatchOnWait
+
+    seen: list[object] = []
+
+    @types.coroutine
+    def body() -> Generator[str, object, Exception | None]:
+        try:
+            seen.append((yield "first"))
+            yield "second"
+        except KeyError as exc:
+            return exc
+        except GeneratorExit:
+            seen.append("closed")
+            raise
+        return None
+
+    class Nursery:
+        def start_soon(self, fn: object, *args: object) -> None:
+            seen.append("watcher")
+
+    def watched() -> Generator[Any, Any, Exception | None]:
+        awaitable = _WatchOnWait(body(), Nursery(), _Run())  # type: ignore[arg-type]
+        return awaitable.__await__()
+
+    gen = watched()
+    assert gen.send(None) == "first"
+    assert gen.send("resumed") == "second"
+    with pytest.raises(StopIteration) as stop:
+        gen.throw(KeyError("k"))
+    assert isinstance(stop.value.value, KeyError)
+    assert seen == ["watcher", "resumed"]
+    gen = watched()
+    gen.send(None)
+    gen.close()
+    assert seen[-2:] == ["watcher", "closed"]
+
+    async def at_once() -> Exception | None:
+        return None
+
+    with pytest.raises(StopIteration):  # a coroutine that ends at once: no watcher
+        _WatchOnWait(at_once(), Nursery(), _Run()).__await__().send(None)  # type: ignore[arg-type]
+    assert seen.count("watcher") == 2
 
 
 async def test_a_cancelled_prompt_raises_cancelled_not_a_group() -> None:
