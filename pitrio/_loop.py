@@ -125,7 +125,7 @@ async def run_agent_loop(
         messages=[*context.messages, *prompts],
         tools=context.tools,
     )
-    return await _invoke(prompts, current, config, emit, signal, stream_fn)
+    return await invoke_loop(prompts, current, config, emit, signal, stream_fn)
 
 
 async def run_agent_loop_continue(
@@ -147,10 +147,10 @@ async def run_agent_loop_continue(
     current = AgentContext(
         system_prompt=context.system_prompt, messages=context.messages, tools=context.tools
     )
-    return await _invoke((), current, config, emit, signal, stream_fn)
+    return await invoke_loop((), current, config, emit, signal, stream_fn)
 
 
-async def _invoke(
+async def invoke_loop(
     prompts: Sequence[AgentMessage],
     context: AgentContext,
     config: LoopConfig,
@@ -158,14 +158,24 @@ async def _invoke(
     signal: AbortSignal | None,
     stream_fn: StreamFn | None,
 ) -> list[AgentMessage]:
-    """One invocation: agent_start, turn_start, the prompts' events, then the loop."""
+    """One invocation: agent_start, turn_start, the prompts' events, then the loop, on
+    ``context`` itself (the entry points' working copy; the Agent makes its own)."""
     new_messages: list[AgentMessage] = list(prompts)
     emitter = Emit(emit)
-    await emitter(AgentStart())
-    await emitter(TurnStart())
+    # emit, and an await only if a listener left something to wait for (as in _consume)
+    pending = emit(AgentStart())
+    if pending is not None:
+        await pending
+    pending = emit(TurnStart())
+    if pending is not None:
+        await pending
     for prompt in prompts:
-        await emitter(MessageStart(message=prompt))
-        await emitter(MessageEnd(message=prompt))
+        pending = emit(MessageStart(message=prompt))
+        if pending is not None:
+            await pending
+        pending = emit(MessageEnd(message=prompt))
+        if pending is not None:
+            await pending
     await _run_loop(
         context,
         new_messages,
@@ -253,13 +263,23 @@ def agent_loop_continue(
 # The loop
 
 
-async def _poll(fn: Callable[[], MaybeAwaitable] | None) -> list[AgentMessage]:
+def _poll(
+    fn: Callable[[], MaybeAwaitable] | None,
+) -> list[AgentMessage] | Awaitable[list[AgentMessage]]:
+    """A queue poll's messages (a copy), or an awaitable of them when the hook is async.
+    Not a coroutine itself: the loop polls two or three times per turn, and the queues
+    of an Agent answer at once."""
     if fn is None:
         return []
     result = fn()
     if type(result) is not list and is_awaitable(result):
-        result = await result
+        return _polled(result)
     return list(result) if result else []
+
+
+async def _polled(result: Awaitable[Sequence[AgentMessage] | None]) -> list[AgentMessage]:
+    messages = await result
+    return list(messages) if messages else []
 
 
 _Resume: TypeAlias = tuple[
@@ -291,7 +311,8 @@ async def _run_loop(
         # Pi's lastCompletedTurn: built only for the hooks that receive it.
         turned = False
         last_turn: TurnContext | None = None
-        pending = await _poll(config.get_steering_messages)
+        polled = _poll(config.get_steering_messages)
+        pending = polled if isinstance(polled, list) else await polled
     else:
         requests, turned, last_turn, _, _ = resume
     while True:
@@ -323,7 +344,8 @@ async def _run_loop(
                                     ),
                                 )
                     if not pending:
-                        pending = await _poll(config.get_steering_messages)
+                        polled = _poll(config.get_steering_messages)
+                        pending = polled if isinstance(polled, list) else await polled
                     pending_emit = emit.now(TurnStart())
                     if pending_emit is not None:
                         await pending_emit
@@ -386,9 +408,11 @@ async def _run_loop(
                 ):
                     await emit(AgentEnd(messages=tuple(new_messages)))
                     return
-            pending = await _poll(config.get_steering_messages)
+            polled = _poll(config.get_steering_messages)
+            pending = polled if isinstance(polled, list) else await polled
 
-        follow_ups = await _poll(config.get_follow_up_messages)
+        polled = _poll(config.get_follow_up_messages)
+        follow_ups = polled if isinstance(polled, list) else await polled
         if follow_ups:
             pending = follow_ups
             continue
