@@ -18,7 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from time import time as _time
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, assert_never, final, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    TypeAlias,
+    TypeVar,
+    assert_never,
+    final,
+    overload,
+)
 
 import attrs
 import trio
@@ -646,7 +655,7 @@ class Agent:
         last = next((m for m in reversed(observer.messages) if m.role == "assistant"), None)
         return observer.result(last.text if isinstance(last, AssistantMessage) else "")
 
-    async def _run_prompts(
+    def _run_prompts(
         self,
         messages: list[AgentMessage],
         *,
@@ -655,7 +664,10 @@ class Agent:
         deps: object = _AGENT_DEPS,
         extra_tools: Sequence[AgentTool] = (),
         stream_options: StreamOptions | None = None,
-    ) -> None:
+    ) -> Coroutine[Any, Any, None]:
+        """The run of ``messages``, to await (a plain function returning the run's
+        coroutine: one coroutine less per prompt)."""
+
         async def executor(signal: AbortSignal) -> None:
             # run_agent_loop's working copy of the snapshot, made at once: the transcript
             # copied once, with the prompts appended.
@@ -672,7 +684,7 @@ class Agent:
                 messages, context, config, self._process_event, signal, self.stream_fn
             )
 
-        await self._run_with_lifecycle(executor, task_status, deps)
+        return self._run_with_lifecycle(executor, task_status, deps)
 
     def _snapshot(self) -> AgentContext:
         return AgentContext(
@@ -826,7 +838,7 @@ class Agent:
         elif kind is MessageEnd:
             state.streaming_message = None
             state._messages.append(event.message)  # type: ignore[union-attr]  # mypy narrows kind, not event
-        elif kind is ToolExecutionUpdate or kind is TurnStart or kind is AgentStart:
+        elif kind is TurnStart or kind is AgentStart or kind is ToolExecutionUpdate:
             pass
         elif kind is ToolExecutionStart:
             state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]  # as above

@@ -364,7 +364,10 @@ async def _run_loop(
                     await emit(TurnEnd(message=message, tool_results=()))
                     await emit(AgentEnd(messages=tuple(new_messages)))
                     return
-                tool_calls = [b for b in message.content if type(b) is ToolCall]
+                tool_calls = []  # a loop, not a comprehension: no function call per turn
+                for block in message.content:
+                    if type(block) is ToolCall:
+                        tool_calls.append(block)
 
             tool_results: tuple[ToolResultMessage, ...] = ()
             has_more_tool_calls = False
