@@ -764,10 +764,12 @@ class Agent:
                 # (a model that answers at once) cannot be cancelled meanwhile.
                 with trio.CancelScope(shield=True):
                     failure = await _WatchOnWait(self._execute(executor, run), nursery, run)
-                    self._finish_run(run)  # at once, as Pi's finishRun
+                    if not run.is_idle:  # (agent_end's listeners made it idle already)
+                        self._finish_run(run)  # at once, as Pi's finishRun
                     run.settle()
         finally:
-            self._finish_run(run)
+            if not run.is_idle:
+                self._finish_run(run)
             if deps_token is not None:
                 RUN_DEPS.reset(deps_token)
         if failure is not None:

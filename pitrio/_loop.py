@@ -182,7 +182,7 @@ async def invoke_loop(
         config,
         signal or AbortSignal(),
         emitter,
-        _resolve_stream_fn(stream_fn),
+        stream_fn if stream_fn is not None else _resolve_stream_fn(None),
         None,
         None,
     )
@@ -486,7 +486,7 @@ async def _stream_assistant_response(
     returned = requests.stream_fn(config.model, llm_context, options)
     # Pi awaits the stream function, so an async one (returning the stream) is allowed.
     response = returned if isinstance(returned, EventStream) else await returned
-    if not response.has_producer:  # already filled, or filled by someone else
+    if response._producer is None:  # already filled, or filled by someone else
         # (cancel() only stops a producer: nothing for the abort to do here)
         return await _consume(response, context, emit)
     remove = signal.add_callback(response.cancel)
