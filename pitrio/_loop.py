@@ -486,7 +486,8 @@ async def _stream_assistant_response(
     returned = requests.stream_fn(config.model, llm_context, options)
     # Pi awaits the stream function, so an async one (returning the stream) is allowed.
     response = returned if isinstance(returned, EventStream) else await returned
-    if response._producer is None:  # already filled, or filled by someone else
+    # the property, not _producer: a stream class may fill itself (harness frames)
+    if not response.has_producer:  # already filled, or filled by someone else
         # (cancel() only stops a producer: nothing for the abort to do here)
         return await _consume(response, context, emit)
     remove = signal.add_callback(response.cancel)
