@@ -16,6 +16,7 @@ from pitrio import (
     AgentBusyError,
     AgentContext,
     AgentEvent,
+    AgentMessage,
     AssistantMessage,
     LoopConfig,
     Model,
@@ -28,6 +29,7 @@ from pitrio import (
     UserMessage,
     agent_loop,
     agent_loop_continue,
+    run_agent_loop,
     text_result,
     user_text,
 )
@@ -579,3 +581,58 @@ async def test_no_tool_update_follows_its_end(autojump_clock: trio.testing.MockC
     for call_id in ("c1", "c2"):
         mine = [kind for kind, cid in order if cid == call_id]
         assert mine == ["tool_execution_update", "tool_execution_end"]
+
+
+async def test_a_runs_waits_return_once_it_has_settled_and_is_idle() -> None:
+    """The run's events are made for the first waiter: one before the end is woken by it,
+    one after the end returns at once (a checkpoint still), and a watcher that first runs
+    after the end watches nothing."""
+    from pitrio._agent import _abort_when_cancelled, _Run
+
+    run = _Run()
+    woken: list[str] = []
+
+    async def wait_settled() -> None:
+        await run.wait_settled()
+        woken.append("settled")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait_settled)
+        await trio.testing.wait_all_tasks_blocked()
+        assert woken == []
+        run.settle()
+    assert woken == ["settled"]
+    run.make_idle()
+    with trio.testing.assert_checkpoints():
+        await run.wait_idle()
+    late = _Run()
+    late.settle()
+    late.make_idle()
+    with trio.testing.assert_checkpoints():
+        await late.wait_settled()
+        await late.wait_idle()
+    await _abort_when_cancelled(late)
+    assert not late.signal.aborted
+
+
+async def test_async_queue_polls_are_awaited() -> None:
+    """A loop whose steering and follow-up hooks are async: their answers are awaited,
+    an empty one (None) is no message."""
+    polls: list[str] = []
+
+    async def steering() -> list[AgentMessage]:
+        polls.append("steering")
+        return []
+
+    async def follow_ups() -> None:
+        polls.append("follow_up")
+
+    config = LoopConfig(
+        model=MODEL, get_steering_messages=steering, get_follow_up_messages=follow_ups
+    )
+    model = ScriptedModel([ScriptedResponse.text("hi")])
+    seen: list[AgentEvent] = []
+    new = await run_agent_loop([user_text("go")], AgentContext(), config, seen.append, None, model)
+    assert [m.role for m in new] == ["user", "assistant"]
+    assert polls == ["steering", "steering", "follow_up"]
+    assert seen[-1].type == "agent_end"
