@@ -235,7 +235,10 @@ class _WatchOnWait:
     __slots__ = ("_coro", "_nursery", "_run")
 
     def __init__(
-        self, coro: Coroutine[Any, Any, Exception | None], nursery: trio.Nursery, run: _Run
+        self,
+        coro: Coroutine[Any, Any, Exception | None],
+        nursery: trio.Nursery | None,
+        run: _Run,
     ) -> None:
         self._coro = coro
         self._nursery = nursery
@@ -248,7 +251,8 @@ class _WatchOnWait:
         except StopIteration as stop:
             result: Exception | None = stop.value
             return result
-        self._nursery.start_soon(_abort_when_cancelled, self._run)
+        if self._nursery is not None:  # (None: the watcher is already there)
+            self._nursery.start_soon(_abort_when_cancelled, self._run)
         # The rest as ``yield from`` would do it, had the coroutine not started yet.
         while True:
             try:
@@ -756,6 +760,12 @@ class Agent:
             # The run's nursery: everything the run starts (provider streams, tool
             # batches) lives in nurseries nested inside this one.
             async with trio.open_nursery() as nursery:
+                watched: trio.Nursery | None = nursery
+                if task_status is not trio.TASK_STATUS_IGNORED:
+                    # Started by nursery.start(): the watcher from the start, as before
+                    # the lazy one, so the starter sees the scheduling it always saw.
+                    nursery.start_soon(_abort_when_cancelled, run)
+                    watched = None
                 task_status.started()
                 # A cancellation from outside (a deadline, a cancelled nursery) does not
                 # tear the run down mid-event: the watcher turns it into abort(), the run
@@ -763,7 +773,7 @@ class Agent:
                 # The watcher starts when the run first waits: a run that never does
                 # (a model that answers at once) cannot be cancelled meanwhile.
                 with trio.CancelScope(shield=True):
-                    failure = await _WatchOnWait(self._execute(executor, run), nursery, run)
+                    failure = await _WatchOnWait(self._execute(executor, run), watched, run)
                     if not run.is_idle:  # (agent_end's listeners made it idle already)
                         self._finish_run(run)  # at once, as Pi's finishRun
                     run.settle()
