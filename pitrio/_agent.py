@@ -16,8 +16,18 @@ active before it returns its promise)::
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, assert_never, final, overload
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from time import time as _time
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    TypeAlias,
+    TypeVar,
+    assert_never,
+    final,
+    overload,
+)
 
 import attrs
 import trio
@@ -37,7 +47,7 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._loop import _resolve_stream_fn, run_agent_loop, run_agent_loop_continue
+from ._loop import _resolve_stream_fn, invoke_loop, run_agent_loop_continue
 from ._loop_config import (
     AgentContext,
     LoopConfig,
@@ -160,27 +170,108 @@ class _Queue:
 
 @final
 class _Run:
-    __slots__ = ("idle", "settled", "signal")
+    """One run's abort signal, and whether it has settled (``agent_end`` listeners done,
+    or failed) and is idle (state reset too: ``wait_for_idle()`` returns). The events
+    behind the two waits are made only when someone waits: most runs have no waiter."""
+
+    __slots__ = ("_idle", "_settled", "is_idle", "is_settled", "signal")
 
     def __init__(self) -> None:
         self.signal = AbortSignal()
-        self.settled = trio.Event()  # agent_end listeners done (or failed)
-        self.idle = trio.Event()  # state reset too: wait_for_idle() returns
+        self.is_settled = False
+        self.is_idle = False
+        self._settled: trio.Event | None = None
+        self._idle: trio.Event | None = None
+
+    def settle(self) -> None:
+        self.is_settled = True
+        if self._settled is not None:
+            self._settled.set()
+
+    def make_idle(self) -> None:
+        self.is_idle = True
+        if self._idle is not None:
+            self._idle.set()
+
+    async def wait_settled(self) -> None:
+        """Block until settled. Checkpoints."""
+        if self._settled is None:
+            self._settled = trio.Event()
+            if self.is_settled:
+                self._settled.set()
+        await self._settled.wait()
+
+    async def wait_idle(self) -> None:
+        """Block until idle. Checkpoints."""
+        if self._idle is None:
+            self._idle = trio.Event()
+            if self.is_idle:
+                self._idle.set()
+        await self._idle.wait()
 
 
 async def _abort_when_cancelled(run: _Run) -> None:
     """Lives beside a run: a cancellation from outside becomes the run's abort()."""
-    if run.settled.is_set():
+    if run.is_settled:
         # The run ended before this task first ran (it never waited): nothing to
         # watch, and no schedule point (Event.wait() makes one even when set), so
         # the nursery's exit does not wait a second round for this task.
         return
     try:
-        await run.settled.wait()
+        await run.wait_settled()
     except trio.Cancelled:
         # The run (shielded) now settles as aborted; the Cancelled is not lost: the
         # run's own task re-raises it once the run is idle.
         run.signal.abort()
+
+
+@final
+class _WatchOnWait:
+    """Awaits a run's coroutine, and starts its watcher (:func:`_abort_when_cancelled`)
+    in ``nursery`` when the coroutine first yields to Trio. Until then the run has only
+    run synchronously (no other task ran, nothing could cancel the caller), so a run that
+    never waits needs no watcher task, nor the scheduling round that task would cost."""
+
+    __slots__ = ("_coro", "_nursery", "_run")
+
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, Exception | None],
+        nursery: trio.Nursery | None,
+        run: _Run,
+    ) -> None:
+        self._coro = coro
+        self._nursery = nursery
+        self._run = run
+
+    def __await__(self) -> Generator[Any, Any, Exception | None]:
+        coro = self._coro
+        try:
+            trap = coro.send(None)
+        except StopIteration as stop:
+            result: Exception | None = stop.value
+            return result
+        if self._nursery is not None:  # (None: the watcher is already there)
+            self._nursery.start_soon(_abort_when_cancelled, self._run)
+        # The rest as ``yield from`` would do it, had the coroutine not started yet.
+        while True:
+            try:
+                value = yield trap
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # what Trio throws into the task goes on down
+                try:
+                    trap = coro.throw(exc)
+                except StopIteration as stop:
+                    result = stop.value
+                    return result
+                continue
+            try:
+                trap = coro.send(value)
+            except StopIteration as stop:
+                result = stop.value
+                return result
 
 
 def _unwrap(exc: Exception) -> Exception:
@@ -346,7 +437,7 @@ class Agent:
         if run is None:
             await trio.lowlevel.checkpoint()
             return
-        await run.idle.wait()
+        await run.wait_idle()
 
     def reset(self) -> None:
         """Clear the transcript, error and queues (system prompt, model, tools stay).
@@ -568,7 +659,7 @@ class Agent:
         last = next((m for m in reversed(observer.messages) if m.role == "assistant"), None)
         return observer.result(last.text if isinstance(last, AssistantMessage) else "")
 
-    async def _run_prompts(
+    def _run_prompts(
         self,
         messages: list[AgentMessage],
         *,
@@ -577,46 +668,48 @@ class Agent:
         deps: object = _AGENT_DEPS,
         extra_tools: Sequence[AgentTool] = (),
         stream_options: StreamOptions | None = None,
-    ) -> None:
+    ) -> Coroutine[Any, Any, None]:
+        """The run of ``messages``, to await (a plain function returning the run's
+        coroutine: one coroutine less per prompt)."""
+
         async def executor(signal: AbortSignal) -> None:
-            # run_agent_loop copies the transcript itself (with the prompts appended): the
-            # snapshot need not copy it first, once more per prompt.
-            context = self._snapshot(copy_messages=False)
-            if extra_tools:
-                context.tools = [*context.tools, *extra_tools]
+            # run_agent_loop's working copy of the snapshot, made at once: the transcript
+            # copied once, with the prompts appended.
+            state = self.state
+            context = AgentContext(
+                system_prompt=state.system_prompt,
+                messages=[*state.messages, *messages],
+                tools=[*state.tools, *extra_tools] if extra_tools else list(state.tools),
+            )
             config = self._loop_config(skip_initial_poll)
             if stream_options is not None:
                 config = attrs.evolve(config, stream_options=stream_options)
-            await run_agent_loop(
-                messages,
-                context,
-                config,
-                self._process_event,
-                signal,
-                self.stream_fn,
+            await invoke_loop(
+                messages, context, config, self._process_event, signal, self.stream_fn
             )
 
-        await self._run_with_lifecycle(executor, task_status, deps)
+        return self._run_with_lifecycle(executor, task_status, deps)
 
-    def _snapshot(self, *, copy_messages: bool = True) -> AgentContext:
-        messages = self.state.messages
+    def _snapshot(self) -> AgentContext:
         return AgentContext(
             system_prompt=self.state.system_prompt,
-            messages=list(messages) if copy_messages else messages,
+            messages=list(self.state.messages),
             tools=list(self.state.tools),
         )
 
     def _loop_config(self, skip_initial_steering_poll: bool) -> LoopConfig:
         """The loop configuration of one run (Pi's ``createLoopConfig``)."""
-        skip = skip_initial_steering_poll
         steering = self._steering
+        get_steering_messages: Callable[[], list[AgentMessage]] = steering.drain
+        if skip_initial_steering_poll:
+            skip = True
 
-        def get_steering_messages() -> list[AgentMessage]:
-            nonlocal skip
-            if skip:
-                skip = False
-                return []
-            return steering.drain()
+            def get_steering_messages() -> list[AgentMessage]:
+                nonlocal skip
+                if skip:
+                    skip = False
+                    return []
+                return steering.drain()
 
         should_stop = self.should_stop_after_turn
         prepare = self.prepare_next_turn
@@ -654,7 +747,9 @@ class Agent:
             raise AgentBusyError(msg)
         # The run's dependencies, for RunContext: every task the run starts copies this
         # task's context, so the tools see them wherever they run.
-        deps_token = RUN_DEPS.set(self.deps if deps is _AGENT_DEPS else deps)
+        run_deps = self.deps if deps is _AGENT_DEPS else deps
+        # Set only when it changes (most runs have none, as the context around them).
+        deps_token = RUN_DEPS.set(run_deps) if RUN_DEPS.get() is not run_deps else None
         run = self._run = _Run()
         state = self.state
         state.is_streaming = True
@@ -665,18 +760,28 @@ class Agent:
             # The run's nursery: everything the run starts (provider streams, tool
             # batches) lives in nurseries nested inside this one.
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_abort_when_cancelled, run)
+                watched: trio.Nursery | None = nursery
+                if task_status is not trio.TASK_STATUS_IGNORED:
+                    # Started by nursery.start(): the watcher from the start, as before
+                    # the lazy one, so the starter sees the scheduling it always saw.
+                    nursery.start_soon(_abort_when_cancelled, run)
+                    watched = None
                 task_status.started()
                 # A cancellation from outside (a deadline, a cancelled nursery) does not
                 # tear the run down mid-event: the watcher turns it into abort(), the run
                 # settles as an aborted run does, and the Cancelled is re-raised below.
+                # The watcher starts when the run first waits: a run that never does
+                # (a model that answers at once) cannot be cancelled meanwhile.
                 with trio.CancelScope(shield=True):
-                    failure = await self._execute(executor, run)
-                    self._finish_run(run)  # at once, as Pi's finishRun
-                    run.settled.set()
+                    failure = await _WatchOnWait(self._execute(executor, run), watched, run)
+                    if not run.is_idle:  # (agent_end's listeners made it idle already)
+                        self._finish_run(run)  # at once, as Pi's finishRun
+                    run.settle()
         finally:
-            self._finish_run(run)
-            RUN_DEPS.reset(deps_token)
+            if not run.is_idle:
+                self._finish_run(run)
+            if deps_token is not None:
+                RUN_DEPS.reset(deps_token)
         if failure is not None:
             # As Pi's prompt() rejects when its failure handling throws (a listener
             # failing again during the failure tail): the listener's own exception.
@@ -684,14 +789,14 @@ class Agent:
         await trio.lowlevel.checkpoint_if_cancelled()
 
     def _finish_run(self, run: _Run) -> None:
-        if run.idle.is_set():
+        if run.is_idle:
             return
         state = self.state
         state.is_streaming = False
         state.streaming_message = None
         state.pending_tool_calls = frozenset()
         self._run = None
-        run.idle.set()
+        run.make_idle()
 
     async def _execute(self, executor: Callable[[AbortSignal], Any], run: _Run) -> Exception | None:
         """Run the loop; a failure ends the run with Pi's failure tail. Returns the
@@ -737,29 +842,28 @@ class Agent:
         state = self.state
         # Dispatch on the exact class (the event classes are final), most frequent
         # first: this runs for every event, and a failed isinstance() or a class-pattern
-        # match costs several times more. It ends in assert_never, so a new event type
-        # fails mypy here until it is handled.
-        if type(event) is MessageUpdate or type(event) is MessageStart:
-            state.streaming_message = event.message
-        elif type(event) is MessageEnd:
+        # match costs several times more; the class is looked up once. It ends in
+        # assert_never, so a new event type fails mypy here until it is handled.
+        kind = type(event)
+        if kind is MessageUpdate or kind is MessageStart:
+            state.streaming_message = event.message  # type: ignore[union-attr]  # mypy narrows kind, not event
+        elif kind is MessageEnd:
             state.streaming_message = None
-            state._messages.append(event.message)
-        elif type(event) is ToolExecutionUpdate or type(event) is TurnStart:
+            state._messages.append(event.message)  # type: ignore[union-attr]  # mypy narrows kind, not event
+        elif kind is TurnStart or kind is AgentStart or kind is ToolExecutionUpdate:
             pass
-        elif type(event) is ToolExecutionStart:
-            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}
-        elif type(event) is ToolExecutionEnd:
-            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}
-        elif type(event) is TurnEnd:
-            message = event.message
+        elif kind is ToolExecutionStart:
+            state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]  # as above
+        elif kind is ToolExecutionEnd:
+            state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}  # type: ignore[union-attr]  # as above
+        elif kind is TurnEnd:
+            message = event.message  # type: ignore[union-attr]  # mypy narrows kind, not event
             if isinstance(message, AssistantMessage) and message.error_message:
                 state.error_message = message.error_message
-        elif type(event) is AgentEnd:
+        elif kind is AgentEnd:
             state.streaming_message = None
-        elif type(event) is AgentStart:
-            pass
         else:
-            assert_never(event)
+            assert_never(kind)
         run = self._run
         if run is None:
             msg = "Agent listener invoked outside active run"
@@ -769,7 +873,7 @@ class Agent:
         # point where another task would see a run that has ended still running).
         listeners = self._listeners
         if not listeners:
-            if type(event) is AgentEnd:
+            if kind is AgentEnd:
                 self._finish_run(run)
             return None
         signal = run.signal
@@ -777,10 +881,10 @@ class Agent:
             result = listener(event, signal)
             if result is not None and is_awaitable(result):
                 pending = _finish_listeners(result, listeners, index + 1, event, signal)
-                if type(event) is AgentEnd:
+                if kind is AgentEnd:
                     return self._finish_after(pending, run)
                 return pending
-        if type(event) is AgentEnd:
+        if kind is AgentEnd:
             self._finish_run(run)
         return None
 
@@ -834,6 +938,4 @@ def _normalize_input(
 
 
 def _now_ms() -> int:
-    import time
-
-    return int(time.time() * 1000)
+    return int(_time() * 1000)

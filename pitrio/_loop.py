@@ -125,7 +125,7 @@ async def run_agent_loop(
         messages=[*context.messages, *prompts],
         tools=context.tools,
     )
-    return await _invoke(prompts, current, config, emit, signal, stream_fn)
+    return await invoke_loop(prompts, current, config, emit, signal, stream_fn)
 
 
 async def run_agent_loop_continue(
@@ -147,10 +147,10 @@ async def run_agent_loop_continue(
     current = AgentContext(
         system_prompt=context.system_prompt, messages=context.messages, tools=context.tools
     )
-    return await _invoke((), current, config, emit, signal, stream_fn)
+    return await invoke_loop((), current, config, emit, signal, stream_fn)
 
 
-async def _invoke(
+async def invoke_loop(
     prompts: Sequence[AgentMessage],
     context: AgentContext,
     config: LoopConfig,
@@ -158,21 +158,31 @@ async def _invoke(
     signal: AbortSignal | None,
     stream_fn: StreamFn | None,
 ) -> list[AgentMessage]:
-    """One invocation: agent_start, turn_start, the prompts' events, then the loop."""
+    """One invocation: agent_start, turn_start, the prompts' events, then the loop, on
+    ``context`` itself (the entry points' working copy; the Agent makes its own)."""
     new_messages: list[AgentMessage] = list(prompts)
     emitter = Emit(emit)
-    await emitter(AgentStart())
-    await emitter(TurnStart())
+    # emit, and an await only if a listener left something to wait for (as in _consume)
+    pending = emit(AgentStart())
+    if pending is not None:
+        await pending
+    pending = emit(TurnStart())
+    if pending is not None:
+        await pending
     for prompt in prompts:
-        await emitter(MessageStart(message=prompt))
-        await emitter(MessageEnd(message=prompt))
+        pending = emit(MessageStart(message=prompt))
+        if pending is not None:
+            await pending
+        pending = emit(MessageEnd(message=prompt))
+        if pending is not None:
+            await pending
     await _run_loop(
         context,
         new_messages,
         config,
         signal or AbortSignal(),
         emitter,
-        _resolve_stream_fn(stream_fn),
+        stream_fn if stream_fn is not None else _resolve_stream_fn(None),
         None,
         None,
     )
@@ -253,13 +263,23 @@ def agent_loop_continue(
 # The loop
 
 
-async def _poll(fn: Callable[[], MaybeAwaitable] | None) -> list[AgentMessage]:
+def _poll(
+    fn: Callable[[], MaybeAwaitable] | None,
+) -> list[AgentMessage] | Awaitable[list[AgentMessage]]:
+    """A queue poll's messages (a copy), or an awaitable of them when the hook is async.
+    Not a coroutine itself: the loop polls two or three times per turn, and the queues
+    of an Agent answer at once."""
     if fn is None:
         return []
     result = fn()
     if type(result) is not list and is_awaitable(result):
-        result = await result
+        return _polled(result)
     return list(result) if result else []
+
+
+async def _polled(result: Awaitable[Sequence[AgentMessage] | None]) -> list[AgentMessage]:
+    messages = await result
+    return list(messages) if messages else []
 
 
 _Resume: TypeAlias = tuple[
@@ -291,7 +311,8 @@ async def _run_loop(
         # Pi's lastCompletedTurn: built only for the hooks that receive it.
         turned = False
         last_turn: TurnContext | None = None
-        pending = await _poll(config.get_steering_messages)
+        polled = _poll(config.get_steering_messages)
+        pending = polled if isinstance(polled, list) else await polled
     else:
         requests, turned, last_turn, _, _ = resume
     while True:
@@ -323,7 +344,8 @@ async def _run_loop(
                                     ),
                                 )
                     if not pending:
-                        pending = await _poll(config.get_steering_messages)
+                        polled = _poll(config.get_steering_messages)
+                        pending = polled if isinstance(polled, list) else await polled
                     pending_emit = emit.now(TurnStart())
                     if pending_emit is not None:
                         await pending_emit
@@ -342,7 +364,10 @@ async def _run_loop(
                     await emit(TurnEnd(message=message, tool_results=()))
                     await emit(AgentEnd(messages=tuple(new_messages)))
                     return
-                tool_calls = [b for b in message.content if type(b) is ToolCall]
+                tool_calls = []  # a loop, not a comprehension: no function call per turn
+                for block in message.content:
+                    if type(block) is ToolCall:
+                        tool_calls.append(block)
 
             tool_results: tuple[ToolResultMessage, ...] = ()
             has_more_tool_calls = False
@@ -386,9 +411,11 @@ async def _run_loop(
                 ):
                     await emit(AgentEnd(messages=tuple(new_messages)))
                     return
-            pending = await _poll(config.get_steering_messages)
+            polled = _poll(config.get_steering_messages)
+            pending = polled if isinstance(polled, list) else await polled
 
-        follow_ups = await _poll(config.get_follow_up_messages)
+        polled = _poll(config.get_follow_up_messages)
+        follow_ups = polled if isinstance(polled, list) else await polled
         if follow_ups:
             pending = follow_ups
             continue
@@ -459,6 +486,7 @@ async def _stream_assistant_response(
     returned = requests.stream_fn(config.model, llm_context, options)
     # Pi awaits the stream function, so an async one (returning the stream) is allowed.
     response = returned if isinstance(returned, EventStream) else await returned
+    # the property, not _producer: a stream class may fill itself (harness frames)
     if not response.has_producer:  # already filled, or filled by someone else
         # (cancel() only stops a producer: nothing for the abort to do here)
         return await _consume(response, context, emit)

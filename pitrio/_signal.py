@@ -34,7 +34,8 @@ class AbortSignal:
     def __init__(self) -> None:
         self.aborted = False
         self.reason: object = None
-        self._callbacks: dict[int, Callable[[], object]] = {}
+        # Made at the first callback: many runs never register one.
+        self._callbacks: dict[int, Callable[[], object]] | None = None
         self._event: trio.Event | None = None
         self._next_key = 0
 
@@ -44,10 +45,11 @@ class AbortSignal:
             return
         self.aborted = True
         self.reason = reason
-        callbacks = list(self._callbacks.values())
-        self._callbacks.clear()
-        for callback in callbacks:
-            callback()
+        if self._callbacks:
+            callbacks = list(self._callbacks.values())
+            self._callbacks.clear()
+            for callback in callbacks:
+                callback()
         if self._event is not None:
             self._event.set()
 
@@ -57,10 +59,13 @@ class AbortSignal:
         if self.aborted:
             callback()
             return _noop
+        callbacks = self._callbacks
+        if callbacks is None:
+            callbacks = self._callbacks = {}
         key = self._next_key
         self._next_key = key + 1
-        self._callbacks[key] = callback
-        return partial(self._callbacks.pop, key, None)
+        callbacks[key] = callback
+        return partial(callbacks.pop, key, None)
 
     @contextmanager
     def cancel_scope(self) -> Iterator[trio.CancelScope]:

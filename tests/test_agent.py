@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from pitrio import (
     AgentBusyError,
     AgentContext,
     AgentEvent,
+    AgentMessage,
     AssistantMessage,
     LoopConfig,
     Model,
@@ -26,6 +29,7 @@ from pitrio import (
     UserMessage,
     agent_loop,
     agent_loop_continue,
+    run_agent_loop,
     text_result,
     user_text,
 )
@@ -391,6 +395,90 @@ async def test_an_outer_cancel_during_a_tool_settles_and_propagates(
     assert trio.current_time() == pytest.approx(5)
 
 
+class _Spawned(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+
+async def test_the_watcher_starts_only_when_the_run_first_waits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A run that never waits starts no task (its watcher would have nothing to watch);
+    one that waits starts the watcher, which turns an outer cancel into the abort."""
+    spawned = _Spawned()
+    trio.lowlevel.add_instrument(spawned)
+    try:
+        agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("at once")]), model=MODEL)
+        await agent.prompt("go")
+        assert agent.state.messages[-1].text == "at once"
+        assert spawned.names == []
+
+        async def listener(event: AgentEvent, signal: AbortSignal) -> None:
+            if event.type == "turn_end":
+                await signal.wait()  # the run's first wait, until the watcher aborts
+
+        waiting = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("later")]), model=MODEL)
+        waiting.subscribe(listener)
+        with trio.fail_after(10), trio.move_on_after(1) as scope:
+            await waiting.prompt("go")
+    finally:
+        trio.lowlevel.remove_instrument(spawned)
+    assert scope.cancelled_caught
+    assert [name.rsplit(".", 1)[-1] for name in spawned.names] == ["_abort_when_cancelled"]
+    assert waiting.signal is None  # settled: the abort ended the listener's wait
+    assert not waiting.is_running
+
+
+def test_watch_on_wait_passes_throws_and_close_to_the_run() -> None:
+    """What Trio throws into the waiting task reaches the run's coroutine; closing the
+    awaitable closes it; the watcher is started once, at the first yield."""
+    from pitrio._agent import _Run, _WatchOnWait
+
+    seen: list[object] = []
+
+    @types.coroutine
+    def body() -> Generator[str, object, Exception | None]:
+        try:
+            seen.append((yield "first"))
+            yield "second"
+        except KeyError as exc:
+            return exc
+        except GeneratorExit:
+            seen.append("closed")
+            raise
+        return None
+
+    class Nursery:
+        def start_soon(self, fn: object, *args: object) -> None:
+            seen.append("watcher")
+
+    def watched() -> Generator[Any, Any, Exception | None]:
+        awaitable = _WatchOnWait(body(), Nursery(), _Run())  # type: ignore[arg-type]
+        return awaitable.__await__()
+
+    gen = watched()
+    assert gen.send(None) == "first"
+    assert gen.send("resumed") == "second"
+    with pytest.raises(StopIteration) as stop:
+        gen.throw(KeyError("k"))
+    assert isinstance(stop.value.value, KeyError)
+    assert seen == ["watcher", "resumed"]
+    gen = watched()
+    gen.send(None)
+    gen.close()
+    assert seen[-2:] == ["watcher", "closed"]
+
+    async def at_once() -> Exception | None:
+        return None
+
+    with pytest.raises(StopIteration):  # a coroutine that ends at once: no watcher
+        _WatchOnWait(at_once(), Nursery(), _Run()).__await__().send(None)  # type: ignore[arg-type]
+    assert seen.count("watcher") == 2
+
+
 async def test_a_cancelled_prompt_raises_cancelled_not_a_group() -> None:
     """The Cancelled that leaves prompt() is Trio's own (a scope outside catches it)."""
     agent = Agent(stream_fn=ScriptedModel([ScriptedResponse.text("x", delay=1)]), model=MODEL)
@@ -493,3 +581,58 @@ async def test_no_tool_update_follows_its_end(autojump_clock: trio.testing.MockC
     for call_id in ("c1", "c2"):
         mine = [kind for kind, cid in order if cid == call_id]
         assert mine == ["tool_execution_update", "tool_execution_end"]
+
+
+async def test_a_runs_waits_return_once_it_has_settled_and_is_idle() -> None:
+    """The run's events are made for the first waiter: one before the end is woken by it,
+    one after the end returns at once (a checkpoint still), and a watcher that first runs
+    after the end watches nothing."""
+    from pitrio._agent import _abort_when_cancelled, _Run
+
+    run = _Run()
+    woken: list[str] = []
+
+    async def wait_settled() -> None:
+        await run.wait_settled()
+        woken.append("settled")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait_settled)
+        await trio.testing.wait_all_tasks_blocked()
+        assert woken == []
+        run.settle()
+    assert woken == ["settled"]
+    run.make_idle()
+    with trio.testing.assert_checkpoints():
+        await run.wait_idle()
+    late = _Run()
+    late.settle()
+    late.make_idle()
+    with trio.testing.assert_checkpoints():
+        await late.wait_settled()
+        await late.wait_idle()
+    await _abort_when_cancelled(late)
+    assert not late.signal.aborted
+
+
+async def test_async_queue_polls_are_awaited() -> None:
+    """A loop whose steering and follow-up hooks are async: their answers are awaited,
+    an empty one (None) is no message."""
+    polls: list[str] = []
+
+    async def steering() -> list[AgentMessage]:
+        polls.append("steering")
+        return []
+
+    async def follow_ups() -> None:
+        polls.append("follow_up")
+
+    config = LoopConfig(
+        model=MODEL, get_steering_messages=steering, get_follow_up_messages=follow_ups
+    )
+    model = ScriptedModel([ScriptedResponse.text("hi")])
+    seen: list[AgentEvent] = []
+    new = await run_agent_loop([user_text("go")], AgentContext(), config, seen.append, None, model)
+    assert [m.role for m in new] == ["user", "assistant"]
+    assert polls == ["steering", "steering", "follow_up"]
+    assert seen[-1].type == "agent_end"
