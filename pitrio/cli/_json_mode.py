@@ -70,6 +70,10 @@ __all__ = [
 
 NOTHING_TO_COMPACT: Final = "Nothing to compact (session too small)"
 ALREADY_COMPACTED: Final = "Already compacted"
+AUTO_COMPACTION_FAILED: Final = {
+    "threshold": "Auto-compaction failed: ",
+    "overflow": "Context overflow recovery failed: ",
+}
 
 _USAGE_ORDER: Final = (
     "input",
@@ -416,7 +420,9 @@ class PiEvents:
                     f"Compaction failed: {compaction_error(event, self._session())}"
                 )
             elif event.status == "failed":
-                data["errorMessage"] = event.error_message
+                # Pi's coding agent's texts for a compaction it started on its own
+                prefix = AUTO_COMPACTION_FAILED.get(event.reason, "")
+                data["errorMessage"] = prefix + (event.error_message or "compaction failed")
             return data
         if isinstance(event, AutoRetryStart):
             self.retry_attempt = event.attempt

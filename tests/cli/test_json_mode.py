@@ -182,3 +182,39 @@ def test_numbers_are_written_as_javascript_writes_them() -> None:
 
     value = {"a": 0.0, "b": 1e-05, "c": 1.5, "d": [2.5e-7, 1e21, "é"], "e": 123456789.0}
     assert dumps(value) == '{"a":0,"b":0.00001,"c":1.5,"d":[2.5e-7,1e+21,"é"],"e":123456789}'
+
+
+@pytest.mark.parametrize(
+    ("reason", "text"),
+    [
+        ("threshold", "Auto-compaction failed: Summarization failed: overloaded"),
+        ("overflow", "Context overflow recovery failed: Summarization failed: overloaded"),
+    ],
+)
+def test_a_failed_automatic_compaction_says_what_pis_coding_agent_says(
+    reason: str, text: str
+) -> None:
+    """``compaction_end`` of a compaction the agent started itself carries Pi's
+    ``Auto-compaction failed: …`` / ``Context overflow recovery failed: …``
+    (``agent-session.js``), the harness's error after it."""
+    from pitrio.cli._json_mode import PiEvents
+    from pitrio.harness import CompactionEnd
+
+    lines: list[dict[str, Any]] = []
+    events = PiEvents(lines.append, harness=lambda: None, session=lambda: None)  # type: ignore[arg-type,return-value]
+    events(
+        CompactionEnd(
+            reason=reason,  # type: ignore[arg-type]
+            status="failed",
+            error_message="Summarization failed: overloaded",
+        )
+    )
+    assert lines == [
+        {
+            "type": "compaction_end",
+            "reason": reason,
+            "aborted": False,
+            "willRetry": False,
+            "errorMessage": text,
+        }
+    ]
