@@ -78,19 +78,22 @@ async def retry_once(telemetry: TelemetryContext) -> Harness:
 
 
 async def compactions(telemetry: TelemetryContext) -> Harness:
-    """A prompt whose run ends over the threshold (compacted), then a manual compact()."""
+    """A prompt whose run ends over the threshold (compacted after its answer); a prompt
+    whose context is still over it (the kept answer's usage: compacted before its first
+    request, as Pi's harness checks every checkpoint); a manual compact()."""
     session = await InMemorySessionStore().create(cwd="/tmp")
-    scripted = ScriptedModel(
-        [
-            ScriptedResponse.text("a" * 400, usage=_usage(300, 10)),
-            ScriptedResponse.text("b" * 400, usage=_usage(900, 10)),
-            ScriptedResponse.text("SUMMARY"),
-            ScriptedResponse.text("PREFIX"),
-            ScriptedResponse.text("c", usage=_usage(100, 10)),
-            ScriptedResponse.text("SUMMARY 2"),
-            ScriptedResponse.text("PREFIX 2"),
-        ]
-    )
+    answers = [
+        ScriptedResponse.text("a" * 400, usage=_usage(300, 10)),
+        ScriptedResponse.text("b" * 400, usage=_usage(900, 10)),
+        ScriptedResponse.text("c", usage=_usage(100, 10)),
+    ]
+
+    def respond(context: Any) -> ScriptedResponse:
+        if context.system_prompt.startswith("You are a context summarization assistant"):
+            return ScriptedResponse.text("SUMMARY")  # each summary and turn prefix asked
+        return answers.pop(0)
+
+    scripted = ScriptedModel(respond)
     harness = Harness(
         model=SMALL_WINDOW,
         stream_fn=scripted,

@@ -176,7 +176,8 @@ async def test_a_retry_is_a_sleep_between_two_turns_of_one_run(
 async def test_compactions_are_a_step_of_a_run_or_a_root_operation(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A threshold compaction is a step under its run; a manual compact() is its own root."""
+    """A threshold compaction is a step under its run (after its last answer, or before
+    its first request); a manual compact() is its own root."""
     telemetry = InMemoryTelemetryContext()
     harness = await compactions(telemetry)
     assert harness.session is not None
@@ -199,8 +200,8 @@ async def test_compactions_are_a_step_of_a_run_or_a_root_operation(
             child[1].pop("pi.turn.id", None)
     assert trees == [
         run(300),
-        run(900, ["pi.harness.step", threshold, "ok", []]),
-        run(100),
+        run(900, ["pi.harness.step", threshold, "ok", []]),  # after its answer
+        run(100, ["pi.harness.step", threshold, "ok", []]),  # before its first request
         [
             "pi.harness.compaction",
             {"pi.operation.kind": "compaction", "pi.operation.outcome": "completed"},
