@@ -318,3 +318,13 @@ async def test_the_harness_retries_again_once_the_server_answers() -> None:
     assert isinstance(last, AssistantMessage)
     assert (last.stop_reason, last.text) == ("stop", "hello")
     assert harness.retry == retry
+
+
+def test_a_port_with_401_in_it_is_no_reason_to_blame_the_key() -> None:
+    """The key hint wants a status as a word: ``127.0.0.1:40195`` is a port, not a 401."""
+    from pitrio.cli._app import _AUTH_FAILURE
+
+    refused = refused_text("127.0.0.1", 40195, "http://127.0.0.1:40195/v1").lower()
+    assert _AUTH_FAILURE.search(refused) is None
+    assert _AUTH_FAILURE.search("http 401: invalid x-api-key") is not None
+    assert _AUTH_FAILURE.search("error 403 forbidden") is not None

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import re
 import signal as signal_module
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, final
+from typing import TYPE_CHECKING, Any, Final, TextIO, final
 
 import trio
 
@@ -251,7 +252,8 @@ class App:
         """Where to look when a request failed: the key's source, the server's URL."""
         text = (message.error_message or "").lower()
         hints: list[str] = []
-        if any(s in text for s in ("401", "403", "unauthorized", "api key", "authentication")):
+        # a status as a word: a port such as 40195 in "nothing is listening on ..." is none
+        if _AUTH_FAILURE.search(text):
             source = self.settings.key_source or "nowhere (no key was configured)"
             hints.append(f"the API key came from {source}")
         if (
@@ -263,6 +265,9 @@ class App:
         if not hints:
             return None
         return "hint: " + "; ".join(hints)
+
+
+_AUTH_FAILURE: Final = re.compile(r"\b(?:401|403)\b|unauthorized|api key|authentication")
 
 
 def _local_options() -> StreamOptions:
