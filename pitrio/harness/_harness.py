@@ -1227,9 +1227,8 @@ class Harness:
         compacts before it is sent (the later requests are checked in
         ``prepare_next_turn``)."""
         self._first_check = False
-        if self._ops is None or not self._threshold_reached(
-            [*self._agent.state.messages, *prompts]
-        ):
+        if self._ops is None or not self._over_threshold([*self._agent.state.messages, *prompts]):
+            # (what to summarise is decided once the prompt is on the branch)
             return
         self._first_check = True
         self._agent.transform_context = self._first_request
@@ -1402,12 +1401,29 @@ class Harness:
     # -- compaction ---------------------------------------------------------------------
 
     def _can_compact(self, message: AssistantMessage) -> bool:
-        """Overflow recovery needs a session, and the error must be this model's."""
+        """Overflow recovery needs a session, the error must be this model's, and the
+        branch must have something to summarise (:meth:`_summarizable`)."""
         return (
             self._session is not None
             and self._compaction_settings().enabled
             and message.provider == self._config.model.provider
             and message.model == self._config.model.id
+            and self._summarizable()
+        )
+
+    def _summarizable(self) -> bool:
+        """Whether an automatic compaction would summarise anything: the branch's cut
+        leaves older messages (or a split turn's prefix) out of the kept tail. When the
+        kept tail is the whole context (one huge message, a large system prompt or
+        tools with a short history), Pi's coding agent does not compact; Pi's harness
+        would ask for a summary of nothing, keep everything, and do it again at every
+        checkpoint (docs/deviations.md)."""
+        session = self._session
+        if session is None:
+            return False
+        preparation = prepare_compaction(_branch(session), self._compaction_settings())
+        return preparation is not None and bool(
+            preparation.messages_to_summarize or preparation.turn_prefix_messages
         )
 
     def _compaction_settings(self) -> CompactionSettings:
@@ -1416,6 +1432,11 @@ class Harness:
         return CompactionSettings()
 
     def _threshold_reached(self, messages: Sequence[AgentMessage]) -> bool:
+        """Whether to compact before the next request: ``messages`` are over the
+        threshold and the branch has something to summarise."""
+        return self._over_threshold(messages) and self._summarizable()
+
+    def _over_threshold(self, messages: Sequence[AgentMessage]) -> bool:
         window = self._config.model.context_window
         if self._session is None or window <= 0:
             return False

@@ -10,6 +10,9 @@ summary, a retry). The last user message picks the answer:
 * ``fail``: HTTP 400; ``flaky``: HTTP 500 the first time, then an answer;
 * ``big N``: about ``N`` characters in three deltas (for compaction);
 * ``hang``: one delta, then nothing until the client goes away (for abort);
+* ``crowded N``: about ``N`` characters, with a usage of 120,000 prompt tokens (over
+  the compaction threshold of a 128,000-token window);
+* ``overflow``: HTTP 400 with a context-length error;
 * a compaction's request (its ``<conversation>``): a fixed summary;
 * anything else: ``echo: TEXT`` in three deltas.
 
@@ -138,6 +141,18 @@ class OracleServer:
             size = int(text.split()[1])
             third = "x" * (size // 3)
             self._stream(handler, self._text([third, third, third], prompt_tokens))
+            return
+        if text.startswith("crowded "):
+            third = "x" * (int(text.split()[1]) // 3)
+            chunks = [_chunk({"role": "assistant", "content": ""})]
+            chunks += [_chunk({"content": third}) for _ in range(3)]
+            chunks.append(_chunk({}, "stop", usage=_usage(120_000, 3)))
+            self._stream(handler, chunks)
+            return
+        if text == "overflow":
+            message = "This model's maximum context length is 128000 tokens. However, your "
+            message += "messages resulted in 130000 tokens."
+            self._error(handler, 400, {"error": {"message": message}})
             return
         if text == "hang":
             chunks = [_chunk({"role": "assistant", "content": "Start"})]

@@ -30,6 +30,11 @@ SCENARIOS: dict[str, tuple[str, list[str]]] = {
     "retry": ("flaky json", []),
     "chunks": ("chunks 40", []),
     "no-session": ("hello", ["--no-session"]),
+    # Over the compaction threshold after the answer: nothing older than what a
+    # compaction keeps (no compaction), then a long answer (its prompt is summarised).
+    "crowded": ("crowded 30", []),
+    "crowded-long": ("crowded 90000", []),
+    "overflow": ("overflow", []),  # nothing to summarise: the error stands
 }
 
 

@@ -290,7 +290,8 @@ def test_rpc_sends_pis_compaction_events(
 ) -> None:
     """An overflow error: ``compaction_start`` (reason overflow) and ``compaction_end``
     with the result and ``willRetry``, then the retried answer; a ``compact`` command
-    sends the same events with reason ``manual``."""
+    sends the same events with reason ``manual``. (The second prompt is long: past what
+    a compaction keeps, so the first exchange is there to summarise.)"""
     requests: list[str] = []
     summarising = threading.Event()  # the summary request is held until get_state saw it
 
@@ -341,7 +342,7 @@ def test_rpc_sends_pis_compaction_events(
                 return
 
     with proc, proc.stdin, proc.stdout:
-        for text in ("one", "two", "three"):
+        for text in ("one", "two " + "x" * 90_000, "three"):  # ~22,500 tokens
             assert send({"type": "prompt", "message": text})["success"]
             wait_idle()
         compacted = send({"type": "compact"})

@@ -304,6 +304,7 @@ async def test_a_compaction_mid_run_ends_before_a_retry_is_scheduled(
     session = await InMemorySessionStore().create()
     scripted = ScriptedModel(
         [
+            ScriptedResponse.text("hi"),
             ScriptedResponse.tool_calls(
                 ("c1", "t", {}), usage=Usage(input=900, output=10, total_tokens=900)
             ),
@@ -320,6 +321,7 @@ async def test_a_compaction_mid_run_ends_before_a_retry_is_scheduled(
         retry=RetrySettings(base_delay=1.0, jitter=0.0),
         tools=[_tool("t", 0)],
     )
+    await harness.prompt("hello")  # what the compaction summarises
     events: list[HarnessEvent] = []
     harness.subscribe(events.append)
     await harness.prompt("x " * 300)
@@ -328,6 +330,6 @@ async def test_a_compaction_mid_run_ends_before_a_retry_is_scheduled(
     assert order[-1] == "settled"
     assert harness.messages[0].role == "compactionSummary"
     assert harness.messages[-1].text == "done"
-    failed, retried = scripted.requests[2], scripted.requests[3]
+    failed, retried = scripted.requests[3], scripted.requests[4]
     assert "SUMMARY" in _text(retried.messages[0])  # the summary, as the model sees it
     assert retried.messages == failed.messages  # the same compacted context

@@ -317,7 +317,10 @@ async def test_a_compaction_between_requests_resumes_the_run_at_its_next_request
         stream_fn=ScriptedModel(answer),
         session=session,
         tools=[Tool(name="read", description="r", execute=read, parameters={"type": "object"})],
-        compaction=CompactionSettings(keep_recent_tokens=1),
+        # The tool's output alone (500 tokens) is under what to keep, with its call over
+        # it: the cut is at the call, so the prompt is a turn prefix to summarise (with
+        # less to keep, the cut would pass the output and find nothing to summarise).
+        compaction=CompactionSettings(keep_recent_tokens=501),
     )
     await harness.set_model(model)
     events: list[Any] = []

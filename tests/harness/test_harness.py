@@ -319,6 +319,7 @@ async def test_threshold_compaction_between_turns_of_a_run(
     _, session = await _session()
     scripted = ScriptedModel(
         [
+            ScriptedResponse.text("hi"),
             ScriptedResponse.tool_calls(
                 ("c1", "t", {}), usage=Usage(input=900, output=10, total_tokens=910)
             ),
@@ -329,6 +330,7 @@ async def test_threshold_compaction_between_turns_of_a_run(
     harness = Harness(
         model=MODEL, stream_fn=scripted, session=session, tools=[_tool("t")], compaction=SMALL
     )
+    await harness.prompt("hello")  # what the compaction summarises
     events: list[HarnessEvent] = []
     harness.subscribe(events.append)
     await harness.prompt("work " * 200)
@@ -344,6 +346,40 @@ async def test_threshold_compaction_between_turns_of_a_run(
     assert last_request.messages[0].role == "user"
     assert "SUMMARY" in _text(last_request.messages[0])
     assert harness.messages == list(session.build_context().messages)
+
+
+@pytest.mark.parametrize("over", ["threshold", "overflow"])
+async def test_nothing_to_summarise_is_no_compaction(
+    over: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Over the threshold (or overflowed) with everything inside what a compaction keeps:
+    no summary is asked for and no compaction is written, as Pi's coding agent does (Pi's
+    harness would summarise nothing and keep everything; docs/deviations.md). An
+    overflow's error stands."""
+    _, session = await _session()
+    if over == "threshold":
+        last = ScriptedResponse.text("hi", usage=Usage(input=900, output=10, total_tokens=910))
+    else:
+        last = ScriptedResponse(
+            stop_reason="error", error_message="prompt is too long: 1500 tokens > 1000 maximum"
+        )
+    scripted = ScriptedModel([last, ScriptedResponse.text("SUMMARY")])
+    harness = Harness(model=MODEL, stream_fn=scripted, session=session, compaction=SMALL)
+    events: list[HarnessEvent] = []
+    harness.subscribe(events.append)
+    await harness.prompt("x " * 300)  # the prompt alone is more than what is kept
+    assert "compaction_start" not in _types(events)
+    assert len(scripted.requests) == 1
+    assert not [e for e in session.entries if e.type == "compaction"]
+    assert harness.messages[-1].stop_reason == ("stop" if over == "threshold" else "error")
+    # With an earlier exchange to summarise, the same answer compacts.
+    session2 = (await _session())[1]
+    answers = [ScriptedResponse.text("hello"), last, ScriptedResponse.text("SUMMARY")]
+    scripted2 = ScriptedModel([*answers, ScriptedResponse.text("recovered")])
+    harness2 = Harness(model=MODEL, stream_fn=scripted2, session=session2, compaction=SMALL)
+    await harness2.prompt("first")
+    await harness2.prompt("x " * 300)
+    assert [e.type for e in session2.entries].count("compaction") == 1
 
 
 async def test_overflow_is_compacted_and_continued_once(
