@@ -171,6 +171,7 @@ class App:
             ),
             get_api_key=api_key_lookup(settings),
             stream_options=_local_options() if settings.local_port is not None else None,
+            compaction_failure="continue",  # as Pi's coding agent: the run goes on
         )
         harness.hooks.on("tool_call", self.consent)
         if isinstance(self.stream_fn, RefusingStreamFn):

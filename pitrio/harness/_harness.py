@@ -192,6 +192,11 @@ class Harness:
         retry: automatic retry settings.
         compaction: compaction settings (``CompactionSettings`` of
             :mod:`pitrio.harness`; default: Pi's). Compaction needs a session.
+        compaction_failure: what a failed compaction at the threshold inside a run
+            does: ``"fail_run"`` (Pi's harness: the run ends failed with the summary's
+            error) or ``"continue"`` (Pi's coding agent: the run goes on uncompacted;
+            :class:`CompactionEnd` reports the failure). An overflow's failed
+            compaction always ends the run (its request cannot be repeated as it was).
         stream_options: the template of each request's options.
         get_api_key: ``(provider) -> key``, called before each request.
         convert_to_llm: default: the harness's converter (custom roles as Pi's).
@@ -216,6 +221,7 @@ class Harness:
         resources: Resources | None = None,
         retry: RetrySettings | None = None,
         compaction: CompactionSettings | None = None,
+        compaction_failure: Literal["fail_run", "continue"] = "fail_run",
         stream_options: StreamOptions | None = None,
         get_api_key: Callable[[str], Any] | None = None,
         convert_to_llm: Callable[[list[AgentMessage]], Any] | None = None,
@@ -225,7 +231,11 @@ class Harness:
         random: Callable[[], float] | None = None,
     ) -> None:
         _check_model(model)
+        if compaction_failure not in ("fail_run", "continue"):
+            msg = f"compaction_failure must be 'fail_run' or 'continue'; got {compaction_failure!r}"
+            raise UsageError(msg)
         self._session = session
+        self._compaction_failure = compaction_failure
         # What another lane's harness is made with (lane()).
         self._options: dict[str, Any] = {
             "model": model,
@@ -239,6 +249,7 @@ class Harness:
             "resources": resources,
             "retry": retry,
             "compaction": compaction,
+            "compaction_failure": compaction_failure,
             "stream_options": stream_options,
             "get_api_key": get_api_key,
             "convert_to_llm": convert_to_llm,
@@ -1661,7 +1672,9 @@ class Harness:
             self._cancel_scope = None
             if op is not None and _open(session, op):
                 code = _failure_code(exc)
-                if op.in_run:  # Pi's resume_checkpoint boundary: the run fails
+                if op.in_run and reason == "threshold" and self._compaction_failure == "continue":
+                    await op.finish("failed")  # back at its checkpoint, uncompacted
+                elif op.in_run:  # Pi's resume_checkpoint boundary: the run fails
                     await self._fail_run(code, str(exc))
                 else:
                     await op.finish("failed", error={"code": code, "message": str(exc)})

@@ -13,6 +13,10 @@ summary, a retry). The last user message picks the answer:
 * ``crowded N``: about ``N`` characters, with a usage of 120,000 prompt tokens (over
   the compaction threshold of a 128,000-token window);
 * ``overflow``: HTTP 400 with a context-length error;
+* ``twice``: two ``bash`` calls printing 48,000 characters each (the second answer's
+  usage over the threshold, so the run compacts before its third request), then
+  ``Done.``;
+* a compaction's request for a conversation holding ``nosummary``: HTTP 400;
 * a compaction's request (its ``<conversation>``): a fixed summary;
 * anything else: ``echo: TEXT`` in three deltas.
 
@@ -116,8 +120,22 @@ class OracleServer:
         text = _user_text(user).strip()
         prompt_tokens = 10 * len(messages)
         if "<conversation>" in text:
+            if "nosummary" in text:
+                self._error(handler, 400, {"error": {"message": "summary refused"}})
+                return
             self._stream(handler, self._text([SUMMARY], prompt_tokens))
             return
+        if text.startswith("twice"):
+            results = sum(1 for m in messages if m.get("role") == "tool")
+            if results < 2:
+                command = "python3 -c \"print('x' * 48000)\""
+                chunks = self._tool(
+                    "bash", {"command": command}, prompt_tokens, f"call_{results + 1}"
+                )
+                if results == 1:
+                    chunks[-1] = _chunk({}, "tool_calls", usage=_usage(120_000, 7))
+                self._stream(handler, chunks)
+                return
         if last.get("role") == "tool":
             self._stream(handler, self._text(["Done."], prompt_tokens))
             return
@@ -167,10 +185,12 @@ class OracleServer:
         chunks.append(_chunk({}, "stop", usage=_usage(prompt_tokens, len(parts))))
         return chunks
 
-    def _tool(self, name: str, args: dict[str, Any], prompt_tokens: int) -> list[dict[str, Any]]:
+    def _tool(
+        self, name: str, args: dict[str, Any], prompt_tokens: int, call_id: str = "call_1"
+    ) -> list[dict[str, Any]]:
         arguments = json.dumps(args)
         half = len(arguments) // 2
-        call = {"index": 0, "id": "call_1", "type": "function"}
+        call = {"index": 0, "id": call_id, "type": "function"}
         return [
             _chunk({"role": "assistant", "content": "Using a tool."}),
             _chunk({"tool_calls": [{**call, "function": {"name": name, "arguments": ""}}]}),

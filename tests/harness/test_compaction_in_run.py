@@ -18,7 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pitrio import Model, TextContent, Tool, ToolResult, text_result
+import pytest
+
+from pitrio import Model, TextContent, Tool, ToolResult, UsageError, text_result
 from pitrio.harness import (
     CompactionEntry,
     CompactionSettings,
@@ -365,9 +367,10 @@ async def test_a_compaction_between_requests_resumes_the_run_at_its_next_request
 # -- a run's compaction that fails or is aborted ----------------------------------------
 
 
-async def _long_second_run(tmp_path: Path, summary: Any) -> tuple[Any, Harness]:
+async def _long_second_run(tmp_path: Path, summary: Any, **options: Any) -> tuple[Any, Harness]:
     """A harness whose second prompt ("second", answered at length) compacts at the
-    threshold inside its run; ``summary`` answers the summary requests."""
+    threshold inside its run; ``summary`` answers the summary requests; ``options`` go
+    to the harness."""
 
     async def stream(model: Any, context: Any, options: Any) -> Any:
         if str(context.system_prompt).startswith("You are a context summarization"):
@@ -383,6 +386,7 @@ async def _long_second_run(tmp_path: Path, summary: Any) -> tuple[Any, Harness]:
         session=session,
         compaction=CompactionSettings(keep_recent_tokens=1),
         retry=RetrySettings(enabled=False),
+        **options,
     )
     await harness.set_model(SMALL)
     await harness.prompt("first")
@@ -420,6 +424,41 @@ async def test_a_failed_compaction_after_the_last_answer_ends_the_run_failed(
     await session.close()
     states = _states(transactions(only_jsonl(tmp_path)))
     assert states[-1] == "summary.effect_pending"  # then the result, in one transaction
+
+
+async def test_a_failed_compaction_goes_on_uncompacted_when_asked_to(tmp_path: Path) -> None:
+    """``compaction_failure="continue"`` (Pi's coding agent, the CLI): the failure is
+    reported, the run completes with its answer, and the run's records end as a
+    completed run's, the checkpoint written back after the summary's states."""
+
+    async def summary(model: Any, context: Any, options: Any) -> Any:
+        failing = ScriptedResponse(stop_reason="error", error_message="invalid request")
+        return ScriptedModel(lambda _: failing)(model, context, options)
+
+    session, harness = await _long_second_run(tmp_path, summary, compaction_failure="continue")
+    events: list[Any] = []
+    harness.subscribe(events.append)
+    await harness.prompt("second")
+    ends = [e for e in events if e.type == "compaction_end"]
+    assert [(e.reason, e.status, e.error_message) for e in ends] == [
+        ("threshold", "failed", "Summarization failed: invalid request")
+    ]
+    assert events[-1].message.stop_reason == "stop"
+    assert _text(harness.messages[-1]) == LONG
+    assert not any(isinstance(e, CompactionEntry) for e in session.get_branch())
+    assert (last_result(session)["kind"], last_result(session)["status"]) == ("run", "completed")
+    assert leftovers(session) == []
+    await session.close()
+    states = _states(transactions(only_jsonl(tmp_path)))
+    assert states[-2:] == ["summary.effect_pending", "checkpoint"]
+    reopened = await JsonlSessionStore(tmp_path).open("s", read_only=True)
+    assert restore_lane(reopened).operation is None
+    await reopened.close()
+
+
+def test_compaction_failure_takes_one_of_two_values() -> None:
+    with pytest.raises(UsageError, match="compaction_failure must be 'fail_run' or 'continue'"):
+        Harness(model=SMALL, compaction_failure="ignore")  # type: ignore[arg-type]
 
 
 async def test_abort_during_a_compaction_in_a_run_ends_the_run_aborted(tmp_path: Path) -> None:
