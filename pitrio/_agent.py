@@ -21,6 +21,7 @@ from time import time as _time
 from typing import (
     TYPE_CHECKING,
     Any,
+    Final,
     Literal,
     TypeAlias,
     TypeVar,
@@ -62,7 +63,9 @@ from ._messages import (
     ImageContent,
     TextContent,
     ThinkingLevel,
+    UserContent,
     UserMessage,
+    constructor,
 )
 from ._model import Model, StreamFn, StreamOptions
 from ._signal import AbortSignal
@@ -931,10 +934,15 @@ def _normalize_input(
     input: str | AgentMessage | Sequence[AgentMessage], images: Sequence[ImageContent]
 ) -> list[AgentMessage]:
     if isinstance(input, str):
-        return [UserMessage(content=(TextContent(text=input), *images), timestamp=_now_ms())]
+        content: tuple[UserContent, ...] = (_new_text_content(text=input), *images)
+        return [_new_user_message(content=content, timestamp=_now_ms())]
     if isinstance(input, list | tuple):
         return [_as_message(m) for m in input]
     return [_as_message(input)]
+
+
+_new_user_message: Final = constructor(UserMessage)
+_new_text_content: Final = constructor(TextContent)
 
 
 def _now_ms() -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, TypeAlias, final
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, final
 
 import attrs
 
@@ -336,12 +336,14 @@ def fast_construct(*classes: type[Any]) -> None:
                 namespace[f"_default{number}_{name}"] = default
                 params.append(f"{name}=_default{number}_{name}")
         body.extend(f"    self.{name} = {name}" for name in names)
-        lines.append(
-            f"def _new{number}(cls, *, {', '.join(params)}):\n"
-            f"    self = _new(_twin{number})\n" + "\n".join(body) + "\n"
-            "    self.__class__ = cls\n"
-            "    return self\n"
-        )
+        namespace[f"_cls{number}"] = cls
+        for head, target in ((f"_new{number}(cls, ", "cls"), (f"_make{number}(", f"_cls{number}")):
+            lines.append(
+                f"def {head}*, {', '.join(params)}):\n"
+                f"    self = _new(_twin{number})\n" + "\n".join(body) + "\n"
+                f"    self.__class__ = {target}\n"
+                "    return self\n"
+            )
         built.append((cls, f"_new{number}", names))
     code = compile("\n".join(lines), f"<pitrio constructors of {classes[0].__module__}>", "exec")
     exec(code, namespace)  # source built above from attrs field names only
@@ -349,6 +351,26 @@ def fast_construct(*classes: type[Any]) -> None:
         cls.__new__ = staticmethod(namespace[function_name])
         cls.__init__ = object.__init__
         setattr(cls, "__reduce__", _make_reduce(names))  # noqa: B010  # mypy: a method
+        _CONSTRUCTORS[cls] = namespace[function_name.replace("_new", "_make", 1)]
+
+
+_CONSTRUCTORS: dict[type[Any], Callable[..., Any]] = {}
+
+_T = TypeVar("_T")
+
+
+def constructor(cls: type[_T]) -> type[_T]:
+    """The constructor :func:`fast_construct` made for ``cls``, as a plain function.
+
+    Calling a class goes through ``type.__call__``: its ``__new__`` is looked up and
+    called with the keywords packed into a dict, then ``__init__`` is called: ~3,400
+    instructions for a two-field event, against ~1,000 for a call of the same function
+    with the same keywords. The loop builds its events and messages this way at every
+    step and every delta. Typed as the class, so that mypy checks each call's keywords
+    against the class's fields: call it, never use it as a type (``isinstance``).
+    A class without fields has none (use one shared instance: the values are frozen).
+    """
+    return _CONSTRUCTORS[cls]  # type: ignore[return-value]  # same signature as the class
 
 
 _repr_context = threading.local()

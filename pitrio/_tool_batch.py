@@ -29,12 +29,12 @@ import attrs
 import trio
 
 from ._events import (
-    MessageEnd,
-    MessageStart,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     ToolResult,
+    new_message_end,
+    new_message_start,
+    new_tool_execution_end,
+    new_tool_execution_start,
+    new_tool_execution_update,
 )
 from ._loop_config import (
     AgentContext,
@@ -44,7 +44,7 @@ from ._loop_config import (
     js_microtask_hop,
     maybe_await,
 )
-from ._messages import AssistantMessage, ToolCall, ToolResultMessage
+from ._messages import AssistantMessage, ToolCall, ToolResultMessage, constructor
 from ._signal import AbortSignal
 from ._tools import (
     AfterToolCallContext,
@@ -84,9 +84,12 @@ _compile_validator: Callable[[Mapping[str, Any]], Validator] = _load_validation
 """``pitrio._validation.compile_validator``, imported on first use."""
 
 
+_new_tool_result_message: Final = constructor(ToolResultMessage)
+
+
 def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolResultMessage:
     # Pi stamps the result with Date.now() (agent-loop.js); traces drop timestamps.
-    return ToolResultMessage(
+    return _new_tool_result_message(
         tool_call_id=call.id,
         tool_name=call.name,
         content=result.content,
@@ -101,10 +104,10 @@ def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolR
 async def _emit_result_message(message: ToolResultMessage, emit: Emit) -> None:
     # ``emit.now`` and an await only when a listener left something to wait for: most
     # emissions finish synchronously (so do the other hot emission sites).
-    pending = emit.now(MessageStart(message=message))
+    pending = emit.now(new_message_start(message=message))
     if pending is not None:
         await pending
-    pending = emit.now(MessageEnd(message=message))
+    pending = emit.now(new_message_end(message=message))
     if pending is not None:
         await pending
 
@@ -115,11 +118,11 @@ async def fail_truncated(tool_calls: Sequence[ToolCall], emit: Emit) -> BatchOut
     messages = []
     for call in tool_calls:
         await emit(
-            ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+            new_tool_execution_start(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
         )
         result = error_result(_TRUNCATED.format(name=call.name))
         await emit(
-            ToolExecutionEnd(
+            new_tool_execution_end(
                 tool_call_id=call.id, tool_name=call.name, result=result, is_error=True
             )
         )
@@ -327,7 +330,7 @@ class _Batch:
     def emit_end(self, finalized: _Finalized) -> Awaitable[None] | None:
         """Emit ``tool_execution_end``; returns what a listener left to wait for."""
         return self.emit.now(
-            ToolExecutionEnd(
+            new_tool_execution_end(
                 tool_call_id=finalized.call.id,
                 tool_name=finalized.call.name,
                 result=finalized.result,
@@ -351,7 +354,9 @@ class _Batch:
         # a call's async update emissions are awaited in order when it returns).
         for call, tool in zip(tool_calls, tools, strict=True):
             await emit(
-                ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+                new_tool_execution_start(
+                    tool_call_id=call.id, tool_name=call.name, args=call.arguments
+                )
             )
             prepared = await self.prepare(call, tool)
             if isinstance(prepared, _Finalized):
@@ -384,7 +389,9 @@ class _Batch:
         emit = self.emit
         for call, tool in zip(tool_calls, tools, strict=True):
             pending = emit.now(
-                ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+                new_tool_execution_start(
+                    tool_call_id=call.id, tool_name=call.name, args=call.arguments
+                )
             )
             if pending is not None:
                 await pending
@@ -417,10 +424,10 @@ class _Batch:
         now = self.emit.now
         for finalized in finalized_calls:
             message = _result_message(finalized.call, finalized.result, finalized.is_error)
-            pending = now(MessageStart(message=message))
+            pending = now(new_message_start(message=message))
             if pending is not None:
                 await pending
-            pending = now(MessageEnd(message=message))
+            pending = now(new_message_end(message=message))
             if pending is not None:
                 await pending
             messages.append(message)
@@ -563,7 +570,7 @@ class _Updates:
             return
         self.sent = True
         call = self._call
-        update = ToolExecutionUpdate(
+        update = new_tool_execution_update(
             tool_call_id=call.id, tool_name=call.name, args=call.arguments, partial_result=partial
         )
         try:
