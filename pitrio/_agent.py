@@ -228,12 +228,29 @@ async def _abort_when_cancelled(run: _Run) -> None:
         run.signal.abort()
 
 
+def _shielded_trap() -> object:
+    """What ``trio.lowlevel.cancel_shielded_checkpoint()`` yields to Trio: a schedule
+    point that no cancellation can interrupt (taken from the public function, not named)."""
+    coro = trio.lowlevel.cancel_shielded_checkpoint()  # noqa: ASYNC105  # driven by hand
+    try:
+        return coro.send(None)
+    finally:
+        coro.close()
+
+
+_SHIELDED_TRAP: Final = _shielded_trap()
+
+
 @final
 class _WatchOnWait:
     """Awaits a run's coroutine, and starts its watcher (:func:`_abort_when_cancelled`)
-    in ``nursery`` when the coroutine first yields to Trio. Until then the run has only
-    run synchronously (no other task ran, nothing could cancel the caller), so a run that
-    never waits needs no watcher task, nor the scheduling round that task would cost."""
+    in ``nursery`` when the coroutine first waits for something a cancellation could
+    interrupt. Until then the run has only run synchronously or passed schedule points
+    that cannot be cancelled (a nursery's exit with nothing left to wait for, as at the
+    end of a run whose tools all returned at once): a cancellation from outside could
+    not have reached it there, and one that came meanwhile is seen by the watcher as soon
+    as it starts (it aborts the run at the run's first real wait). So a run that never
+    waits needs no watcher task, nor the scheduling rounds that task would cost."""
 
     __slots__ = ("_coro", "_nursery", "_run")
 
@@ -248,33 +265,29 @@ class _WatchOnWait:
         self._run = run
 
     def __await__(self) -> Generator[Any, Any, Exception | None]:
+        # ``yield from`` the coroutine, watching what it yields to Trio.
         coro = self._coro
-        try:
-            trap = coro.send(None)
-        except StopIteration as stop:
-            result: Exception | None = stop.value
-            return result
-        if self._nursery is not None:  # (None: the watcher is already there)
-            self._nursery.start_soon(_abort_when_cancelled, self._run)
-        # The rest as ``yield from`` would do it, had the coroutine not started yet.
+        nursery = self._nursery  # (None: the watcher is already there)
+        value: Any = None
+        error: BaseException | None = None
         while True:
+            try:
+                trap = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                result: Exception | None = stop.value
+                return result
+            finally:
+                error = None
+            if nursery is not None and trap is not _SHIELDED_TRAP:
+                nursery.start_soon(_abort_when_cancelled, self._run)
+                nursery = None
             try:
                 value = yield trap
             except GeneratorExit:
                 coro.close()
                 raise
             except BaseException as exc:  # what Trio throws into the task goes on down
-                try:
-                    trap = coro.throw(exc)
-                except StopIteration as stop:
-                    result = stop.value
-                    return result
-                continue
-            try:
-                trap = coro.send(value)
-            except StopIteration as stop:
-                result = stop.value
-                return result
+                error = exc
 
 
 def _unwrap(exc: Exception) -> Exception:
