@@ -327,7 +327,7 @@ class Agent:
         stream_options: StreamOptions | None = None,
         deps: object = None,
     ) -> None:
-        self.state = AgentState(
+        self.state = _new_agent_state(
             system_prompt=system_prompt,
             model=model if model is not None else DEFAULT_MODEL,
             thinking_level=thinking_level,
@@ -692,7 +692,7 @@ class Agent:
             # run_agent_loop's working copy of the snapshot, made at once: the transcript
             # copied once, with the prompts appended.
             state = self.state
-            context = AgentContext(
+            context = _new_agent_context(
                 system_prompt=state.system_prompt,
                 messages=[*state.messages, *messages],
                 tools=[*state.tools, *extra_tools] if extra_tools else list(state.tools),
@@ -730,7 +730,7 @@ class Agent:
         should_stop = self.should_stop_after_turn
         prepare = self.prepare_next_turn
         state = self.state
-        return LoopConfig(
+        return _new_loop_config(
             model=state.model,
             reasoning=None if state.thinking_level == "off" else state.thinking_level,
             convert_to_llm=self.convert_to_llm,
@@ -893,10 +893,12 @@ class Agent:
                 self._finish_run(run)
             return None
         signal = run.signal
-        for index, listener in enumerate(listeners):
+        called = 0  # a count, not enumerate(): no iterator and tuple per event
+        for listener in listeners:
+            called += 1  # noqa: SIM113  # see above
             result = listener(event, signal)
             if result is not None and is_awaitable(result):
-                pending = _finish_listeners(result, listeners, index + 1, event, signal)
+                pending = _finish_listeners(result, listeners, called, event, signal)
                 if kind is AgentEnd:
                     return self._finish_after(pending, run)
                 return pending
@@ -954,6 +956,9 @@ def _normalize_input(
     return [_as_message(input)]
 
 
+_new_agent_state: Final = constructor(AgentState)
+_new_agent_context: Final = constructor(AgentContext)
+_new_loop_config: Final = constructor(LoopConfig)
 _new_user_message: Final = constructor(UserMessage)
 _new_text_content: Final = constructor(TextContent)
 
