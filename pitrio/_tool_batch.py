@@ -211,10 +211,13 @@ class _Batch:
 
     # -- one call ----------------------------------------------------------------------
 
-    async def prepare(self, call: ToolCall, tool: AgentTool | None) -> _Prepared | _Finalized:
+    def prepare(
+        self, call: ToolCall, tool: AgentTool | None
+    ) -> _Prepared | _Finalized | Coroutine[Any, Any, _Prepared | _Finalized]:
         """Pi's ``prepareToolCall`` (``tool``: the call's, if there is one): a call ready
-        to run, or one finished at once."""
-        signal = self.signal
+        to run, or one finished at once; or, when it must wait (a ``before_tool_call``
+        hook, arguments too big to validate inline), the coroutine to await for that.
+        Most calls need neither, and then no coroutine is made."""
         if tool is None:
             return _Finalized(call, error_result(f"Tool {call.name} not found"), True)
         try:
@@ -225,9 +228,30 @@ class _Batch:
                 prepare = getattr(tool, "prepare_arguments", None)
             if prepare is not None:
                 arguments = prepare(arguments)
-            # Inline for normal arguments; huge ones move to a thread that abort stops.
             validator = _compile_validator(tool.parameters)
-            args = await validator.validate_async(tool.name, arguments, signal=signal)
+            args = validator.validate_inline(tool.name, arguments)
+            if args is validator.TOO_BIG_INLINE or self.config.before_tool_call is not None:
+                return self._prepare_later(call, tool, validator, arguments, args)
+            if self.signal.aborted:
+                return _Finalized(call, error_result("Operation aborted"), True)
+            return _Prepared(call, tool, args)
+        except Exception as exc:  # a ToolArgumentsError too: its text is the tool result
+            return _Finalized(call, error_result(error_text(exc)), True)
+
+    async def _prepare_later(
+        self,
+        call: ToolCall,
+        tool: AgentTool,
+        validator: Validator,
+        arguments: Any,
+        args: Any,
+    ) -> _Prepared | _Finalized:
+        """The rest of :meth:`prepare` when it waits: the validation in a worker thread
+        (huge arguments, which abort stops), then ``before_tool_call``."""
+        signal = self.signal
+        try:
+            if args is validator.TOO_BIG_INLINE:
+                args = await validator.validate_async(tool.name, arguments, signal=signal)
             before_tool_call = self.config.before_tool_call
             if before_tool_call is not None:
                 before: BeforeToolCallResult | None = await maybe_await(
@@ -358,7 +382,9 @@ class _Batch:
                     tool_call_id=call.id, tool_name=call.name, args=call.arguments
                 )
             )
-            prepared = await self.prepare(call, tool)
+            prepared = self.prepare(call, tool)
+            if not isinstance(prepared, _Prepared | _Finalized):
+                prepared = await prepared
             if isinstance(prepared, _Finalized):
                 finalized = prepared
             else:
@@ -395,7 +421,9 @@ class _Batch:
             )
             if pending is not None:
                 await pending
-            prepared = await self.prepare(call, tool)
+            prepared = self.prepare(call, tool)
+            if not isinstance(prepared, _Prepared | _Finalized):
+                prepared = await prepared
             if isinstance(prepared, _Finalized):
                 pending = self.emit_end(prepared)
                 if pending is not None:
