@@ -367,8 +367,8 @@ def constructor(cls: type[_T]) -> type[_T]:
     ~3,400 instructions for a two-field event, against ~1,000 for a call of a function
     with the same keywords. The loop builds its events and messages this way at every
     step and every delta. For a frozen class it is the one :func:`fast_construct` made;
-    for a mutable attrs class with slots and plain fields (keyword-only, no validators,
-    converters, hooks or ``__attrs_post_init__``) one is compiled at the first call.
+    for a mutable attrs class with slots and plain fields (no validators, converters,
+    hooks or ``__attrs_post_init__``) one is compiled at the first call.
     Typed as the class, so that mypy checks each call's keywords against the class's
     fields: call it, never use it as a type (``isinstance``). A frozen class without
     fields has none (use one shared instance).
@@ -390,10 +390,12 @@ def _mutable_constructor(cls: type[Any]) -> Callable[..., Any]:
         msg = f"constructor() cannot build {cls.__name__}: {why}"
         raise TypeError(msg)
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_NOTHING": attrs.NOTHING}
-    params: list[str] = []
+    positional: list[str] = []  # attrs' order: the positional fields, then the keywords
+    keywords: list[str] = []
     body: list[str] = []
     for field in attrs.fields(cls):
         name, alias = field.name, field.alias
+        params = keywords if field.kw_only else positional
         default = field.default
         if default is attrs.NOTHING:
             params.append(alias)
@@ -405,8 +407,9 @@ def _mutable_constructor(cls: type[Any]) -> Callable[..., Any]:
             namespace[f"_default_{name}"] = default
             params.append(f"{alias}=_default_{name}")
         body.append(f"    self.{name} = {alias}")
+    signature = ", ".join([*positional, *(["*", *keywords] if keywords else [])])
     source = (
-        f"def make(*, {', '.join(params)}):\n    self = _new(_cls)\n"
+        f"def make({signature}):\n    self = _new(_cls)\n"
         + "\n".join(body)
         + "\n    return self\n"
     )
@@ -427,13 +430,12 @@ def _not_plain(cls: type[Any]) -> str | None:
     for field in attrs.fields(cls):
         default = field.default
         if (
-            not field.kw_only
-            or not field.init
+            not field.init
             or field.validator is not None
             or field.converter is not None
             or (isinstance(default, _FACTORY) and default.takes_self)
         ):
-            return f"its field {field.name} is not a plain keyword-only field"
+            return f"its field {field.name} is not a plain field"
     return None
 
 

@@ -146,6 +146,11 @@ class _Finalized:
     is_error: bool
 
 
+# (the hot paths' constructors: see pitrio._messages.constructor)
+_new_prepared: Final = constructor(_Prepared)
+_new_finalized: Final = constructor(_Finalized)
+
+
 def _terminates(finalized: Sequence[_Finalized]) -> bool:
     for f in finalized:
         if f.result.terminate is not True:
@@ -234,7 +239,7 @@ class _Batch:
                 return self._prepare_later(call, tool, validator, arguments, args)
             if self.signal.aborted:
                 return _Finalized(call, error_result("Operation aborted"), True)
-            return _Prepared(call, tool, args)
+            return _new_prepared(call, tool, args)
         except Exception as exc:  # a ToolArgumentsError too: its text is the tool result
             return _Finalized(call, error_result(error_text(exc)), True)
 
@@ -349,7 +354,7 @@ class _Batch:
                         is_error = after.is_error
             except Exception as exc:
                 result, is_error = error_result(error_text(exc)), True
-        return _Finalized(prepared.call, result, is_error)
+        return _new_finalized(prepared.call, result, is_error)
 
     def emit_end(self, finalized: _Finalized) -> Awaitable[None] | None:
         """Emit ``tool_execution_end``; returns what a listener left to wait for."""
@@ -520,7 +525,7 @@ class _Batch:
                 hops -= 1
                 await _HOP
             if self.config.after_tool_call is None:
-                finalized = _Finalized(call, result, is_error)
+                finalized = _new_finalized(call, result, is_error)
             else:
                 finalized = await self.finalize(prepared, result, is_error)
                 await _HOP
@@ -547,7 +552,7 @@ class _Batch:
             if lockstep:
                 await js_microtask_hop()
             if self.config.after_tool_call is None:
-                finalized = _Finalized(prepared.call, result, is_error)
+                finalized = _new_finalized(prepared.call, result, is_error)
             else:
                 finalized = await self.finalize(prepared, result, is_error)
                 if lockstep:

@@ -185,6 +185,18 @@ def test_the_plain_constructor_of_a_mutable_class() -> None:
     with pytest.raises(TypeError, match="name"):
         make()  # type: ignore[call-arg]  # the missing field, on purpose
 
+    @attrs.define
+    class Mixed:
+        a: int
+        b: int = 2
+        c: int = attrs.field(kw_only=True, default=3)
+
+    mixed = _messages.constructor(Mixed)
+    assert attrs.asdict(mixed(1)) == attrs.asdict(Mixed(1)) == {"a": 1, "b": 2, "c": 3}
+    assert attrs.asdict(mixed(1, 5, c=6)) == {"a": 1, "b": 5, "c": 6}
+    with pytest.raises(TypeError):
+        mixed(1, 5, 6)  # type: ignore[call-arg]  # c is keyword-only, as attrs makes it
+
 
 def test_the_plain_constructor_refuses_what_it_cannot_build() -> None:
     @attrs.define(kw_only=True)
@@ -196,8 +208,8 @@ def test_the_plain_constructor_refuses_what_it_cannot_build() -> None:
         x: int = attrs.field(validator=attrs.validators.instance_of(int))
 
     @attrs.define
-    class Positional:
-        x: int
+    class NotInit:
+        x: int = attrs.field(init=False, default=0)
 
     @attrs.define(kw_only=True)
     class PostInit:
@@ -213,7 +225,7 @@ def test_the_plain_constructor_refuses_what_it_cannot_build() -> None:
     for cls, why in (
         (Validated, "on_setattr"),  # attrs checks the validator on every assignment
         (ValidatedOnce, "its field x"),
-        (Positional, "its field x"),
+        (NotInit, "its field x"),
         (PostInit, "__attrs_post_init__"),
         (Frozen, "frozen"),
         (dict, "not a slotted attrs class"),
