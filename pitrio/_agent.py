@@ -527,8 +527,8 @@ class Agent:
             msg = "Cannot continue from message role: assistant"
             raise UsageError(msg)
 
-        async def executor(signal: AbortSignal) -> None:
-            await run_agent_loop_continue(
+        def executor(signal: AbortSignal) -> Coroutine[Any, Any, list[AgentMessage]]:
+            return run_agent_loop_continue(
                 self._snapshot(),
                 self._loop_config(False),
                 self._process_event,
@@ -688,9 +688,10 @@ class Agent:
         """The run of ``messages``, to await (a plain function returning the run's
         coroutine: one coroutine less per prompt)."""
 
-        async def executor(signal: AbortSignal) -> None:
+        def executor(signal: AbortSignal) -> Coroutine[Any, Any, list[AgentMessage]]:
             # run_agent_loop's working copy of the snapshot, made at once: the transcript
-            # copied once, with the prompts appended.
+            # copied once, with the prompts appended. (A plain function returning the
+            # loop's coroutine: one coroutine less per run.)
             state = self.state
             context = _new_agent_context(
                 system_prompt=state.system_prompt,
@@ -700,7 +701,7 @@ class Agent:
             config = self._loop_config(skip_initial_poll)
             if stream_options is not None:
                 config = attrs.evolve(config, stream_options=stream_options)
-            await invoke_loop(
+            return invoke_loop(
                 messages, context, config, self._process_event, signal, self.stream_fn
             )
 
@@ -754,7 +755,7 @@ class Agent:
 
     async def _run_with_lifecycle(
         self,
-        executor: Callable[[AbortSignal], Any],
+        executor: Callable[[AbortSignal], Awaitable[object]],
         task_status: trio.TaskStatus[None],
         deps: object = _AGENT_DEPS,
     ) -> None:
@@ -814,7 +815,9 @@ class Agent:
         self._run = None
         run.make_idle()
 
-    async def _execute(self, executor: Callable[[AbortSignal], Any], run: _Run) -> Exception | None:
+    async def _execute(
+        self, executor: Callable[[AbortSignal], Awaitable[object]], run: _Run
+    ) -> Exception | None:
         """Run the loop; a failure ends the run with Pi's failure tail. Returns the
         exception the failure tail itself raised, if any."""
         try:
