@@ -21,7 +21,7 @@ exactly (see ``docs/loop.md``). What Trio adds is structure:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias, final
+from typing import Final, TypeAlias, final
 
 import attrs
 import trio
@@ -55,7 +55,7 @@ from ._loop_config import (
     js_microtask_hop,
     maybe_await,
 )
-from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, constructor
 from ._model import Context, StreamFn, StreamOptions, request_options
 from ._signal import AbortSignal
 from ._stream import EventStream
@@ -472,7 +472,7 @@ async def _stream_assistant_response(
     llm_messages = config.convert_to_llm(messages)
     if type(llm_messages) is not list and is_awaitable(llm_messages):
         llm_messages = await llm_messages
-    llm_context = Context(
+    llm_context = _new_context(
         system_prompt=context.system_prompt, messages=llm_messages, tools=context.tools
     )
     api_key = None
@@ -498,6 +498,9 @@ async def _stream_assistant_response(
             return await _consume(response, context, emit)
     finally:
         remove()
+
+
+_new_context: Final = constructor(Context)
 
 
 async def _consume(
