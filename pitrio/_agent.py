@@ -21,6 +21,7 @@ from time import time as _time
 from typing import (
     TYPE_CHECKING,
     Any,
+    Final,
     Literal,
     TypeAlias,
     TypeVar,
@@ -62,7 +63,9 @@ from ._messages import (
     ImageContent,
     TextContent,
     ThinkingLevel,
+    UserContent,
     UserMessage,
+    constructor,
 )
 from ._model import Model, StreamFn, StreamOptions
 from ._signal import AbortSignal
@@ -225,12 +228,29 @@ async def _abort_when_cancelled(run: _Run) -> None:
         run.signal.abort()
 
 
+def _shielded_trap() -> object:
+    """What ``trio.lowlevel.cancel_shielded_checkpoint()`` yields to Trio: a schedule
+    point that no cancellation can interrupt (taken from the public function, not named)."""
+    coro = trio.lowlevel.cancel_shielded_checkpoint()  # noqa: ASYNC105  # driven by hand
+    try:
+        return coro.send(None)
+    finally:
+        coro.close()
+
+
+_SHIELDED_TRAP: Final = _shielded_trap()
+
+
 @final
 class _WatchOnWait:
     """Awaits a run's coroutine, and starts its watcher (:func:`_abort_when_cancelled`)
-    in ``nursery`` when the coroutine first yields to Trio. Until then the run has only
-    run synchronously (no other task ran, nothing could cancel the caller), so a run that
-    never waits needs no watcher task, nor the scheduling round that task would cost."""
+    in ``nursery`` when the coroutine first waits for something a cancellation could
+    interrupt. Until then the run has only run synchronously or passed schedule points
+    that cannot be cancelled (a nursery's exit with nothing left to wait for, as at the
+    end of a run whose tools all returned at once): a cancellation from outside could
+    not have reached it there, and one that came meanwhile is seen by the watcher as soon
+    as it starts (it aborts the run at the run's first real wait). So a run that never
+    waits needs no watcher task, nor the scheduling rounds that task would cost."""
 
     __slots__ = ("_coro", "_nursery", "_run")
 
@@ -245,33 +265,29 @@ class _WatchOnWait:
         self._run = run
 
     def __await__(self) -> Generator[Any, Any, Exception | None]:
+        # ``yield from`` the coroutine, watching what it yields to Trio.
         coro = self._coro
-        try:
-            trap = coro.send(None)
-        except StopIteration as stop:
-            result: Exception | None = stop.value
-            return result
-        if self._nursery is not None:  # (None: the watcher is already there)
-            self._nursery.start_soon(_abort_when_cancelled, self._run)
-        # The rest as ``yield from`` would do it, had the coroutine not started yet.
+        nursery = self._nursery  # (None: the watcher is already there)
+        value: Any = None
+        error: BaseException | None = None
         while True:
+            try:
+                trap = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                result: Exception | None = stop.value
+                return result
+            finally:
+                error = None
+            if nursery is not None and trap is not _SHIELDED_TRAP:
+                nursery.start_soon(_abort_when_cancelled, self._run)
+                nursery = None
             try:
                 value = yield trap
             except GeneratorExit:
                 coro.close()
                 raise
             except BaseException as exc:  # what Trio throws into the task goes on down
-                try:
-                    trap = coro.throw(exc)
-                except StopIteration as stop:
-                    result = stop.value
-                    return result
-                continue
-            try:
-                trap = coro.send(value)
-            except StopIteration as stop:
-                result = stop.value
-                return result
+                error = exc
 
 
 def _unwrap(exc: Exception) -> Exception:
@@ -311,7 +327,7 @@ class Agent:
         stream_options: StreamOptions | None = None,
         deps: object = None,
     ) -> None:
-        self.state = AgentState(
+        self.state = _new_agent_state(
             system_prompt=system_prompt,
             model=model if model is not None else DEFAULT_MODEL,
             thinking_level=thinking_level,
@@ -511,8 +527,8 @@ class Agent:
             msg = "Cannot continue from message role: assistant"
             raise UsageError(msg)
 
-        async def executor(signal: AbortSignal) -> None:
-            await run_agent_loop_continue(
+        def executor(signal: AbortSignal) -> Coroutine[Any, Any, list[AgentMessage]]:
+            return run_agent_loop_continue(
                 self._snapshot(),
                 self._loop_config(False),
                 self._process_event,
@@ -672,11 +688,12 @@ class Agent:
         """The run of ``messages``, to await (a plain function returning the run's
         coroutine: one coroutine less per prompt)."""
 
-        async def executor(signal: AbortSignal) -> None:
+        def executor(signal: AbortSignal) -> Coroutine[Any, Any, list[AgentMessage]]:
             # run_agent_loop's working copy of the snapshot, made at once: the transcript
-            # copied once, with the prompts appended.
+            # copied once, with the prompts appended. (A plain function returning the
+            # loop's coroutine: one coroutine less per run.)
             state = self.state
-            context = AgentContext(
+            context = _new_agent_context(
                 system_prompt=state.system_prompt,
                 messages=[*state.messages, *messages],
                 tools=[*state.tools, *extra_tools] if extra_tools else list(state.tools),
@@ -684,7 +701,7 @@ class Agent:
             config = self._loop_config(skip_initial_poll)
             if stream_options is not None:
                 config = attrs.evolve(config, stream_options=stream_options)
-            await invoke_loop(
+            return invoke_loop(
                 messages, context, config, self._process_event, signal, self.stream_fn
             )
 
@@ -714,7 +731,7 @@ class Agent:
         should_stop = self.should_stop_after_turn
         prepare = self.prepare_next_turn
         state = self.state
-        return LoopConfig(
+        return _new_loop_config(
             model=state.model,
             reasoning=None if state.thinking_level == "off" else state.thinking_level,
             convert_to_llm=self.convert_to_llm,
@@ -738,7 +755,7 @@ class Agent:
 
     async def _run_with_lifecycle(
         self,
-        executor: Callable[[AbortSignal], Any],
+        executor: Callable[[AbortSignal], Awaitable[object]],
         task_status: trio.TaskStatus[None],
         deps: object = _AGENT_DEPS,
     ) -> None:
@@ -798,7 +815,9 @@ class Agent:
         self._run = None
         run.make_idle()
 
-    async def _execute(self, executor: Callable[[AbortSignal], Any], run: _Run) -> Exception | None:
+    async def _execute(
+        self, executor: Callable[[AbortSignal], Awaitable[object]], run: _Run
+    ) -> Exception | None:
         """Run the loop; a failure ends the run with Pi's failure tail. Returns the
         exception the failure tail itself raised, if any."""
         try:
@@ -877,10 +896,12 @@ class Agent:
                 self._finish_run(run)
             return None
         signal = run.signal
-        for index, listener in enumerate(listeners):
+        called = 0  # a count, not enumerate(): no iterator and tuple per event
+        for listener in listeners:
+            called += 1  # noqa: SIM113  # see above
             result = listener(event, signal)
             if result is not None and is_awaitable(result):
-                pending = _finish_listeners(result, listeners, index + 1, event, signal)
+                pending = _finish_listeners(result, listeners, called, event, signal)
                 if kind is AgentEnd:
                     return self._finish_after(pending, run)
                 return pending
@@ -931,10 +952,18 @@ def _normalize_input(
     input: str | AgentMessage | Sequence[AgentMessage], images: Sequence[ImageContent]
 ) -> list[AgentMessage]:
     if isinstance(input, str):
-        return [UserMessage(content=(TextContent(text=input), *images), timestamp=_now_ms())]
+        content: tuple[UserContent, ...] = (_new_text_content(text=input), *images)
+        return [_new_user_message(content=content, timestamp=_now_ms())]
     if isinstance(input, list | tuple):
         return [_as_message(m) for m in input]
     return [_as_message(input)]
+
+
+_new_agent_state: Final = constructor(AgentState)
+_new_agent_context: Final = constructor(AgentContext)
+_new_loop_config: Final = constructor(LoopConfig)
+_new_user_message: Final = constructor(UserMessage)
+_new_text_content: Final = constructor(TextContent)
 
 
 def _now_ms() -> int:

@@ -7,7 +7,7 @@ Events are frozen and carry frozen messages, so one message object can be shared
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, TypeAlias, final, get_args
+from typing import ClassVar, Final, Literal, TypeAlias, final, get_args
 
 import attrs
 
@@ -19,6 +19,7 @@ from ._messages import (
     ToolResultMessage,
     Usage,
     UserContent,
+    constructor,
     fast_construct,
 )
 
@@ -277,3 +278,18 @@ AgentEvent: TypeAlias = (
 )
 
 fast_construct(*get_args(AssistantMessageEvent), ToolResult, *get_args(AgentEvent))
+
+# The loop's constructors of the events it emits at every step (plain functions, not
+# ``type.__call__``: see :func:`pitrio._messages.constructor`), and the one instance of
+# each event without fields.
+new_message_start: Final = constructor(MessageStart)
+new_message_update: Final = constructor(MessageUpdate)
+new_message_end: Final = constructor(MessageEnd)
+new_turn_end: Final = constructor(TurnEnd)
+new_agent_end: Final = constructor(AgentEnd)
+new_tool_execution_start: Final = constructor(ToolExecutionStart)
+new_tool_execution_update: Final = constructor(ToolExecutionUpdate)
+new_tool_execution_end: Final = constructor(ToolExecutionEnd)
+new_tool_result: Final = constructor(ToolResult)
+AGENT_START: Final = AgentStart()
+TURN_START: Final = TurnStart()

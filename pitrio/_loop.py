@@ -21,25 +21,26 @@ exactly (see ``docs/loop.md``). What Trio adds is structure:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias, final
+from typing import Final, TypeAlias, final
 
 import attrs
 import trio
 
 from ._errors import IncompleteStreamError, InvalidStateError, UsageError
 from ._events import (
+    AGENT_START,
+    TURN_START,
     AgentEnd,
     AgentEvent,
-    AgentStart,
     AssistantMessageEvent,
     DoneEvent,
     ErrorEvent,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
     StartEvent,
-    TurnEnd,
-    TurnStart,
+    new_agent_end,
+    new_message_end,
+    new_message_start,
+    new_message_update,
+    new_turn_end,
 )
 from ._loop_config import (
     AgentContext,
@@ -54,7 +55,7 @@ from ._loop_config import (
     js_microtask_hop,
     maybe_await,
 )
-from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, constructor
 from ._model import Context, StreamFn, StreamOptions, request_options
 from ._signal import AbortSignal
 from ._stream import EventStream
@@ -163,17 +164,17 @@ async def invoke_loop(
     new_messages: list[AgentMessage] = list(prompts)
     emitter = Emit(emit)
     # emit, and an await only if a listener left something to wait for (as in _consume)
-    pending = emit(AgentStart())
+    pending = emit(AGENT_START)
     if pending is not None:
         await pending
-    pending = emit(TurnStart())
+    pending = emit(TURN_START)
     if pending is not None:
         await pending
     for prompt in prompts:
-        pending = emit(MessageStart(message=prompt))
+        pending = emit(new_message_start(message=prompt))
         if pending is not None:
             await pending
-        pending = emit(MessageEnd(message=prompt))
+        pending = emit(new_message_end(message=prompt))
         if pending is not None:
             await pending
     await _run_loop(
@@ -346,14 +347,14 @@ async def _run_loop(
                     if not pending:
                         polled = _poll(config.get_steering_messages)
                         pending = polled if isinstance(polled, list) else await polled
-                    pending_emit = emit.now(TurnStart())
+                    pending_emit = emit.now(TURN_START)
                     if pending_emit is not None:
                         await pending_emit
 
                 if pending:
                     for pending_message in pending:
-                        await emit(MessageStart(message=pending_message))
-                        await emit(MessageEnd(message=pending_message))
+                        await emit(new_message_start(message=pending_message))
+                        await emit(new_message_end(message=pending_message))
                         context.messages.append(pending_message)
                         new_messages.append(pending_message)
                     pending = []
@@ -361,8 +362,8 @@ async def _run_loop(
                 message = await _stream_assistant_response(context, config, signal, emit, requests)
                 new_messages.append(message)
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
-                    await emit(TurnEnd(message=message, tool_results=()))
-                    await emit(AgentEnd(messages=tuple(new_messages)))
+                    await emit(new_turn_end(message=message, tool_results=()))
+                    await emit(new_agent_end(messages=tuple(new_messages)))
                     return
                 tool_calls = []  # a loop, not a comprehension: no function call per turn
                 for block in message.content:
@@ -395,7 +396,7 @@ async def _run_loop(
                 context.messages.extend(tool_results)
                 new_messages.extend(tool_results)
 
-            pending_emit = emit.now(TurnEnd(message=message, tool_results=tool_results))
+            pending_emit = emit.now(new_turn_end(message=message, tool_results=tool_results))
             if pending_emit is not None:
                 await pending_emit
             turned = True
@@ -409,7 +410,7 @@ async def _run_loop(
                 if config.should_stop_after_turn is not None and await maybe_await(
                     config.should_stop_after_turn(last_turn)
                 ):
-                    await emit(AgentEnd(messages=tuple(new_messages)))
+                    await emit(new_agent_end(messages=tuple(new_messages)))
                     return
             polled = _poll(config.get_steering_messages)
             pending = polled if isinstance(polled, list) else await polled
@@ -420,7 +421,7 @@ async def _run_loop(
             pending = follow_ups
             continue
         break
-    await emit(AgentEnd(messages=tuple(new_messages)))
+    await emit(new_agent_end(messages=tuple(new_messages)))
 
 
 @final
@@ -471,7 +472,7 @@ async def _stream_assistant_response(
     llm_messages = config.convert_to_llm(messages)
     if type(llm_messages) is not list and is_awaitable(llm_messages):
         llm_messages = await llm_messages
-    llm_context = Context(
+    llm_context = _new_context(
         system_prompt=context.system_prompt, messages=llm_messages, tools=context.tools
     )
     api_key = None
@@ -499,6 +500,9 @@ async def _stream_assistant_response(
         remove()
 
 
+_new_context: Final = constructor(Context)
+
+
 async def _consume(
     response: EventStream[AssistantMessageEvent, AssistantMessage],
     context: AgentContext,
@@ -521,22 +525,26 @@ async def _consume(
                 break
         # Dispatch on the exact class (the event classes are final), not match or
         # isinstance(): this runs for every streamed delta, where either costs ~4% of a
-        # turn. Still checked by mypy: what is neither a start nor a terminal event must
-        # be an UpdateEvent.
-        if type(event) is StartEvent:
-            msgs.append(event.partial)
+        # turn. The class is looked up once; mypy narrows ``kind``, not ``event``, hence
+        # the ignores below, each on what the branch's checks have ruled out.
+        kind = type(event)
+        if kind is StartEvent:
+            partial = event.partial  # type: ignore[union-attr]  # a StartEvent
+            msgs.append(partial)
             added_partial = True
-            pending = emit.now(MessageStart(message=event.partial))
+            pending = emit.now(new_message_start(message=partial))
             if pending is not None:
                 await pending
-        elif type(event) is DoneEvent or type(event) is ErrorEvent:
+        elif kind is DoneEvent or kind is ErrorEvent:
             break  # the terminal event carries the final message: the stream's result
         elif added_partial:
-            partial = event.partial
+            partial = event.partial  # type: ignore[union-attr]  # not done/error
             msgs[-1] = partial
             # emit.now, and an await only if a listener left something to wait for: most
             # emissions finish synchronously (the other hot emission sites do the same).
-            pending = emit.now(MessageUpdate(message=partial, assistant_message_event=event))
+            pending = emit.now(
+                new_message_update(message=partial, assistant_message_event=event)  # type: ignore[arg-type]  # an update event
+            )
             if pending is not None:
                 await pending
     try:
@@ -550,8 +558,8 @@ async def _consume(
         msgs[-1] = final
     else:
         msgs.append(final)
-        await emit(MessageStart(message=final))
-    pending = emit.now(MessageEnd(message=final))
+        await emit(new_message_start(message=final))
+    pending = emit.now(new_message_end(message=final))
     if pending is not None:
         await pending
     return final

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, final
 
 import attrs
 
-from ._messages import JSONValue, LlmMessage
+from ._messages import JSONValue, LlmMessage, fast_construct
 
 if TYPE_CHECKING:
     from ._signal import AbortSignal
@@ -74,13 +74,16 @@ class ToolSpec(Protocol):
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Context:
     """One model request: system prompt, the LLM messages, and the tools on offer."""
 
     system_prompt: str = ""
     messages: Sequence[LlmMessage] = ()
     tools: Sequence[ToolSpec] = ()
+
+
+fast_construct(Context)  # the loop builds one per request
 
 
 @final

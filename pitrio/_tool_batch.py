@@ -29,12 +29,12 @@ import attrs
 import trio
 
 from ._events import (
-    MessageEnd,
-    MessageStart,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
     ToolResult,
+    new_message_end,
+    new_message_start,
+    new_tool_execution_end,
+    new_tool_execution_start,
+    new_tool_execution_update,
 )
 from ._loop_config import (
     AgentContext,
@@ -44,7 +44,7 @@ from ._loop_config import (
     js_microtask_hop,
     maybe_await,
 )
-from ._messages import AssistantMessage, ToolCall, ToolResultMessage
+from ._messages import AssistantMessage, ToolCall, ToolResultMessage, constructor
 from ._signal import AbortSignal
 from ._tools import (
     AfterToolCallContext,
@@ -84,9 +84,12 @@ _compile_validator: Callable[[Mapping[str, Any]], Validator] = _load_validation
 """``pitrio._validation.compile_validator``, imported on first use."""
 
 
+_new_tool_result_message: Final = constructor(ToolResultMessage)
+
+
 def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolResultMessage:
     # Pi stamps the result with Date.now() (agent-loop.js); traces drop timestamps.
-    return ToolResultMessage(
+    return _new_tool_result_message(
         tool_call_id=call.id,
         tool_name=call.name,
         content=result.content,
@@ -101,10 +104,10 @@ def _result_message(call: ToolCall, result: ToolResult, is_error: bool) -> ToolR
 async def _emit_result_message(message: ToolResultMessage, emit: Emit) -> None:
     # ``emit.now`` and an await only when a listener left something to wait for: most
     # emissions finish synchronously (so do the other hot emission sites).
-    pending = emit.now(MessageStart(message=message))
+    pending = emit.now(new_message_start(message=message))
     if pending is not None:
         await pending
-    pending = emit.now(MessageEnd(message=message))
+    pending = emit.now(new_message_end(message=message))
     if pending is not None:
         await pending
 
@@ -115,11 +118,11 @@ async def fail_truncated(tool_calls: Sequence[ToolCall], emit: Emit) -> BatchOut
     messages = []
     for call in tool_calls:
         await emit(
-            ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+            new_tool_execution_start(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
         )
         result = error_result(_TRUNCATED.format(name=call.name))
         await emit(
-            ToolExecutionEnd(
+            new_tool_execution_end(
                 tool_call_id=call.id, tool_name=call.name, result=result, is_error=True
             )
         )
@@ -141,6 +144,11 @@ class _Finalized:
     call: ToolCall
     result: ToolResult
     is_error: bool
+
+
+# (the hot paths' constructors: see pitrio._messages.constructor)
+_new_prepared: Final = constructor(_Prepared)
+_new_finalized: Final = constructor(_Finalized)
 
 
 def _terminates(finalized: Sequence[_Finalized]) -> bool:
@@ -208,10 +216,13 @@ class _Batch:
 
     # -- one call ----------------------------------------------------------------------
 
-    async def prepare(self, call: ToolCall, tool: AgentTool | None) -> _Prepared | _Finalized:
+    def prepare(
+        self, call: ToolCall, tool: AgentTool | None
+    ) -> _Prepared | _Finalized | Coroutine[Any, Any, _Prepared | _Finalized]:
         """Pi's ``prepareToolCall`` (``tool``: the call's, if there is one): a call ready
-        to run, or one finished at once."""
-        signal = self.signal
+        to run, or one finished at once; or, when it must wait (a ``before_tool_call``
+        hook, arguments too big to validate inline), the coroutine to await for that.
+        Most calls need neither, and then no coroutine is made."""
         if tool is None:
             return _Finalized(call, error_result(f"Tool {call.name} not found"), True)
         try:
@@ -222,9 +233,30 @@ class _Batch:
                 prepare = getattr(tool, "prepare_arguments", None)
             if prepare is not None:
                 arguments = prepare(arguments)
-            # Inline for normal arguments; huge ones move to a thread that abort stops.
             validator = _compile_validator(tool.parameters)
-            args = await validator.validate_async(tool.name, arguments, signal=signal)
+            args = validator.validate_inline(tool.name, arguments)
+            if args is validator.TOO_BIG_INLINE or self.config.before_tool_call is not None:
+                return self._prepare_later(call, tool, validator, arguments, args)
+            if self.signal.aborted:
+                return _Finalized(call, error_result("Operation aborted"), True)
+            return _new_prepared(call, tool, args)
+        except Exception as exc:  # a ToolArgumentsError too: its text is the tool result
+            return _Finalized(call, error_result(error_text(exc)), True)
+
+    async def _prepare_later(
+        self,
+        call: ToolCall,
+        tool: AgentTool,
+        validator: Validator,
+        arguments: Any,
+        args: Any,
+    ) -> _Prepared | _Finalized:
+        """The rest of :meth:`prepare` when it waits: the validation in a worker thread
+        (huge arguments, which abort stops), then ``before_tool_call``."""
+        signal = self.signal
+        try:
+            if args is validator.TOO_BIG_INLINE:
+                args = await validator.validate_async(tool.name, arguments, signal=signal)
             before_tool_call = self.config.before_tool_call
             if before_tool_call is not None:
                 before: BeforeToolCallResult | None = await maybe_await(
@@ -322,12 +354,12 @@ class _Batch:
                         is_error = after.is_error
             except Exception as exc:
                 result, is_error = error_result(error_text(exc)), True
-        return _Finalized(prepared.call, result, is_error)
+        return _new_finalized(prepared.call, result, is_error)
 
     def emit_end(self, finalized: _Finalized) -> Awaitable[None] | None:
         """Emit ``tool_execution_end``; returns what a listener left to wait for."""
         return self.emit.now(
-            ToolExecutionEnd(
+            new_tool_execution_end(
                 tool_call_id=finalized.call.id,
                 tool_name=finalized.call.name,
                 result=finalized.result,
@@ -351,9 +383,13 @@ class _Batch:
         # a call's async update emissions are awaited in order when it returns).
         for call, tool in zip(tool_calls, tools, strict=True):
             await emit(
-                ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+                new_tool_execution_start(
+                    tool_call_id=call.id, tool_name=call.name, args=call.arguments
+                )
             )
-            prepared = await self.prepare(call, tool)
+            prepared = self.prepare(call, tool)
+            if not isinstance(prepared, _Prepared | _Finalized):
+                prepared = await prepared
             if isinstance(prepared, _Finalized):
                 finalized = prepared
             else:
@@ -384,11 +420,15 @@ class _Batch:
         emit = self.emit
         for call, tool in zip(tool_calls, tools, strict=True):
             pending = emit.now(
-                ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+                new_tool_execution_start(
+                    tool_call_id=call.id, tool_name=call.name, args=call.arguments
+                )
             )
             if pending is not None:
                 await pending
-            prepared = await self.prepare(call, tool)
+            prepared = self.prepare(call, tool)
+            if not isinstance(prepared, _Prepared | _Finalized):
+                prepared = await prepared
             if isinstance(prepared, _Finalized):
                 pending = self.emit_end(prepared)
                 if pending is not None:
@@ -417,10 +457,10 @@ class _Batch:
         now = self.emit.now
         for finalized in finalized_calls:
             message = _result_message(finalized.call, finalized.result, finalized.is_error)
-            pending = now(MessageStart(message=message))
+            pending = now(new_message_start(message=message))
             if pending is not None:
                 await pending
-            pending = now(MessageEnd(message=message))
+            pending = now(new_message_end(message=message))
             if pending is not None:
                 await pending
             messages.append(message)
@@ -485,7 +525,7 @@ class _Batch:
                 hops -= 1
                 await _HOP
             if self.config.after_tool_call is None:
-                finalized = _Finalized(call, result, is_error)
+                finalized = _new_finalized(call, result, is_error)
             else:
                 finalized = await self.finalize(prepared, result, is_error)
                 await _HOP
@@ -512,7 +552,7 @@ class _Batch:
             if lockstep:
                 await js_microtask_hop()
             if self.config.after_tool_call is None:
-                finalized = _Finalized(prepared.call, result, is_error)
+                finalized = _new_finalized(prepared.call, result, is_error)
             else:
                 finalized = await self.finalize(prepared, result, is_error)
                 if lockstep:
@@ -563,7 +603,7 @@ class _Updates:
             return
         self.sent = True
         call = self._call
-        update = ToolExecutionUpdate(
+        update = new_tool_execution_update(
             tool_call_id=call.id, tool_name=call.name, args=call.arguments, partial_result=partial
         )
         try:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, final
 
 import attrs
 
-from ._events import ToolResult
-from ._messages import AssistantMessage, JSONValue, TextContent, ToolCall, Usage, UserContent
+from ._events import ToolResult, new_tool_result
+from ._messages import (
+    AssistantMessage,
+    JSONValue,
+    TextContent,
+    ToolCall,
+    Usage,
+    UserContent,
+    constructor,
+)
 
 if TYPE_CHECKING:
     from ._signal import AbortSignal
@@ -121,12 +129,17 @@ def text_result(
     text: str, *, details: JSONValue = None, terminate: bool | None = None
 ) -> ToolResult:
     """A tool result with one text block."""
-    return ToolResult(content=(TextContent(text=text),), details=details, terminate=terminate)
+    return new_tool_result(
+        content=(_new_text_content(text=text),), details=details, terminate=terminate
+    )
 
 
 def error_result(text: str) -> ToolResult:
     """Pi's ``createErrorToolResult``: one text block and empty details."""
-    return ToolResult(content=(TextContent(text=text),), details={})
+    return new_tool_result(content=(_new_text_content(text=text),), details={})
+
+
+_new_text_content: Final = constructor(TextContent)
 
 
 # --------------------------------------------------------------------------------------

@@ -432,6 +432,75 @@ async def test_the_watcher_starts_only_when_the_run_first_waits(
     assert not waiting.is_running
 
 
+async def test_a_run_that_passes_only_shielded_schedule_points_starts_no_watcher() -> None:
+    """Two tools that return at once, then a lone tool that checkpoints with nothing
+    cancelled: the run's only pauses are the tool nursery's exit and that checkpoint
+    (schedule points no cancellation can interrupt), so no watcher task is started."""
+    spawned = _Spawned()
+
+    async def at_once(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        return text_result("ok")
+
+    async def checkpoints(
+        call_id: str, params: Any, signal: AbortSignal, on_update: Any
+    ) -> ToolResult:
+        await trio.lowlevel.checkpoint()  # not cancelled: a schedule point only
+        return text_result("ok")
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("c1", "a", {}), ("c2", "a", {})),
+            ScriptedResponse.tool_calls(("c3", "c", {})),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    tools = [Tool(name="a", execute=at_once), Tool(name="c", execute=checkpoints)]
+    agent = Agent(stream_fn=model, model=MODEL, tools=tools)
+    trio.lowlevel.add_instrument(spawned)
+    try:
+        await agent.prompt("go")
+    finally:
+        trio.lowlevel.remove_instrument(spawned)
+    assert agent.state.messages[-1].text == "done"
+    assert [m.role for m in agent.state.messages].count("toolResult") == 3
+    assert spawned.names == []
+
+
+@pytest.mark.parametrize("waits", [False, True])
+async def test_an_outer_cancel_reaches_the_run_at_its_first_real_wait(
+    waits: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A tool cancels the caller's scope and returns at once: the run goes on (nothing it
+    did could be interrupted) until it first waits for something, where the watcher turns
+    the cancel into the abort (the next answer streams with a delay: aborted); a run that
+    never waits again ends normally. Either way prompt() then raises the Cancelled."""
+    outer = trio.CancelScope()
+
+    async def cancel_outer(
+        call_id: str, params: Any, signal: AbortSignal, on_update: Any
+    ) -> ToolResult:
+        outer.cancel()
+        return text_result("ok")
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("c1", "t", {}), ("c2", "t", {})),
+            ScriptedResponse.text("done", delay=1 if waits else 0),
+        ]
+    )
+    agent = Agent(stream_fn=model, model=MODEL, tools=[Tool(name="t", execute=cancel_outer)])
+    events = _events(agent)
+    with trio.fail_after(10), outer:
+        await agent.prompt("go")
+    assert outer.cancelled_caught
+    assert check_trace(events) == []
+    last = agent.state.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == ("aborted" if waits else "stop")
+    assert [m.role for m in agent.state.messages].count("toolResult") == 2
+    assert not agent.is_running
+
+
 def test_watch_on_wait_passes_throws_and_close_to_the_run() -> None:
     """What Trio throws into the waiting task reaches the run's coroutine; closing the
     awaitable closes it; the watcher is started once, at the first yield."""
@@ -471,12 +540,29 @@ def test_watch_on_wait_passes_throws_and_close_to_the_run() -> None:
     gen.close()
     assert seen[-2:] == ["watcher", "closed"]
 
+    from pitrio._agent import _SHIELDED_TRAP
+
+    @types.coroutine
+    def shielded_first() -> Generator[object, object, Exception | None]:
+        seen.append((yield _SHIELDED_TRAP))  # a schedule point nothing can cancel
+        yield "waits"
+        return None
+
+    gen = _WatchOnWait(shielded_first(), Nursery(), _Run()).__await__()  # type: ignore[arg-type]
+    count = seen.count("watcher")
+    assert gen.send(None) is _SHIELDED_TRAP
+    assert seen.count("watcher") == count  # not yet
+    assert gen.send("after") == "waits"
+    assert seen[-2:] == ["after", "watcher"]
+    with pytest.raises(StopIteration):
+        gen.send(None)
+
     async def at_once() -> Exception | None:
         return None
 
     with pytest.raises(StopIteration):  # a coroutine that ends at once: no watcher
         _WatchOnWait(at_once(), Nursery(), _Run()).__await__().send(None)  # type: ignore[arg-type]
-    assert seen.count("watcher") == 2
+    assert seen.count("watcher") == 3
 
 
 async def test_a_cancelled_prompt_raises_cancelled_not_a_group() -> None:

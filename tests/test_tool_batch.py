@@ -221,3 +221,64 @@ async def test_async_update_listeners_run_while_the_tool_runs(
     await agent.prompt("go")
     assert seen == [("update handled", 1)] * calls + [("tool done", 10)] * calls
     assert not agent.is_running
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+async def test_arguments_too_big_to_validate_inline_go_to_a_worker(
+    sequential: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call whose arguments are too big to check inline is prepared by the awaited path
+    (the validation in a worker thread): valid ones run with the coerced value, invalid
+    ones end with the validator's error; small ones are checked inline, with no worker."""
+    from pitrio._validation import _validator, _work
+
+    workers: list[int] = []
+    real = _validator._validate_in_worker
+
+    def spy(*args: Any) -> Any:
+        workers.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(_validator, "_validate_in_worker", spy)
+    seen: list[Any] = []
+
+    async def execute(call_id: str, params: Any, signal: AbortSignal, on_update: Any) -> ToolResult:
+        seen.append(params)
+        return text_result("ok")
+
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["items"],
+    }
+    n = _work.INLINE_UNITS + 1
+    good = {"items": [str(i) for i in range(n)]}
+    bad = {"items": [*range(n - 1), "x"]}
+    small = {"items": ["7"]}
+    validator = _validator.compile_validator(schema)
+    assert validator.validate_inline("big", good) is _validator.TOO_BIG_INLINE
+    assert validator.validate_inline("big", small) == {"items": [7]}
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(
+                ("c1", "big", good), ("c2", "big", bad), ("c3", "big", small)
+            ),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    agent = Agent(
+        stream_fn=model,
+        model=MODEL,
+        tools=[Tool(name="big", parameters=schema, execute=execute)],
+        tool_execution="sequential" if sequential else "parallel",
+    )
+    events: list[AgentEvent] = []
+    agent.subscribe(lambda event, signal: events.append(event))
+    with trio.fail_after(30):
+        await agent.prompt("go")
+    assert check_trace(events) == []
+    assert seen == [{"items": list(range(n))}, {"items": [7]}]
+    ends = {e.tool_call_id: e for e in events if isinstance(e, ToolExecutionEnd)}
+    assert [ends[c].is_error for c in ("c1", "c2", "c3")] == [False, True, False]
+    assert "must be integer" in _texts(ends["c2"].result)[0]
+    assert len(workers) == 2  # the two big ones

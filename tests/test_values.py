@@ -143,3 +143,92 @@ def test_repr_is_attrs_format() -> None:
         "timestamp=0)"
     )
     assert repr(_events.TurnStart()) == "TurnStart()"
+
+
+@pytest.mark.parametrize("cls", [c for c in CLASSES if attrs.fields(c)], ids=lambda c: c.__name__)
+def test_the_plain_constructor_builds_what_the_class_builds(cls: type[Any]) -> None:
+    """``constructor(cls)`` is the class's constructor as a function: same value, same
+    type, same defaults (a field left out), same refusal of a missing field."""
+    make = _messages.constructor(cls)
+    kwargs = _sample(cls)
+    value = make(**kwargs)
+    assert type(value) is cls
+    assert value == cls(**kwargs)
+    fields = attrs.fields(cls)
+    optional = [f.name for f in fields if f.default is not attrs.NOTHING]
+    if optional:
+        left_out = {k: v for k, v in kwargs.items() if k != optional[0]}
+        assert make(**left_out) == cls(**left_out)
+    required = [f.name for f in fields if f.default is attrs.NOTHING]
+    if required:
+        with pytest.raises(TypeError, match=required[0]):
+            make(**{k: v for k, v in kwargs.items() if k != required[0]})
+
+
+def test_the_plain_constructor_of_a_mutable_class() -> None:
+    """A mutable slotted attrs class gets one compiled at the first call: aliases are its
+    keywords, factories run per instance, defaults are shared."""
+
+    @attrs.define(kw_only=True)
+    class Config:
+        name: str
+        _items: list[int] = attrs.field(factory=list, alias="items")
+        mode: str = "parallel"
+
+    make = _messages.constructor(Config)
+    assert _messages.constructor(Config) is make  # compiled once
+    one, two = make(name="a"), make(name="b", items=[1], mode="sequential")
+    assert (one.name, one._items, one.mode) == ("a", [], "parallel")
+    assert (two.name, two._items, two.mode) == ("b", [1], "sequential")
+    assert make(name="c")._items is not one._items
+    assert type(one) is Config
+    with pytest.raises(TypeError, match="name"):
+        make()  # type: ignore[call-arg]  # the missing field, on purpose
+
+    @attrs.define
+    class Mixed:
+        a: int
+        b: int = 2
+        c: int = attrs.field(kw_only=True, default=3)
+
+    mixed = _messages.constructor(Mixed)
+    assert attrs.asdict(mixed(1)) == attrs.asdict(Mixed(1)) == {"a": 1, "b": 2, "c": 3}
+    assert attrs.asdict(mixed(1, 5, c=6)) == {"a": 1, "b": 5, "c": 6}
+    with pytest.raises(TypeError):
+        mixed(1, 5, 6)  # type: ignore[call-arg]  # c is keyword-only, as attrs makes it
+
+
+def test_the_plain_constructor_refuses_what_it_cannot_build() -> None:
+    @attrs.define(kw_only=True)
+    class Validated:
+        x: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    @attrs.define(kw_only=True, on_setattr=attrs.setters.NO_OP)
+    class ValidatedOnce:
+        x: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    @attrs.define
+    class NotInit:
+        x: int = attrs.field(init=False, default=0)
+
+    @attrs.define(kw_only=True)
+    class PostInit:
+        x: int
+
+        def __attrs_post_init__(self) -> None:
+            pass
+
+    @attrs.frozen(kw_only=True)
+    class Frozen:
+        x: int
+
+    for cls, why in (
+        (Validated, "on_setattr"),  # attrs checks the validator on every assignment
+        (ValidatedOnce, "its field x"),
+        (NotInit, "its field x"),
+        (PostInit, "__attrs_post_init__"),
+        (Frozen, "frozen"),
+        (dict, "not a slotted attrs class"),
+    ):
+        with pytest.raises(TypeError, match=why):
+            _messages.constructor(cls)

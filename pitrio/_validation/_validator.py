@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from typing import Any, Final, final
+from typing import Any, ClassVar, Final, final
 
 import trio
 
@@ -112,6 +112,21 @@ class ToolSchemaError(PitrioError):
 
 
 @final
+@final
+class _TooBigInline:
+    """The type of :data:`TOO_BIG_INLINE`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "TOO_BIG_INLINE"
+
+
+TOO_BIG_INLINE: Final = _TooBigInline()
+"""What :meth:`Validator.validate_inline` returns for arguments too big to validate
+inline (:meth:`Validator.validate_async` takes them to a worker thread)."""
+
+
 class Validator:
     """The compiled validation of one tool schema; build with :func:`compile_validator`.
 
@@ -122,6 +137,9 @@ class Validator:
         "_coercer", "_engine", "_fast", "_flat", "_prep", "_prep_dict", "_schema", "_schema_error",
         "_strip",
     )  # fmt: skip
+
+    TOO_BIG_INLINE: ClassVar[_TooBigInline] = TOO_BIG_INLINE
+    """:data:`TOO_BIG_INLINE`, for callers that have not imported this module."""
 
     def __init__(self, schema: Mapping[str, Any] | bool) -> None:
         self._schema: Any = schema if isinstance(schema, dict | bool) else _clone(schema)
@@ -189,13 +207,9 @@ class Validator:
             ValidationAborted: ``signal`` aborted during a validation in a worker.
             trio.Cancelled: The enclosing scope was cancelled during it.
         """
-        flat = self._flat
-        if flat is not None and type(arguments) is dict:
-            valid = flat(arguments)  # a flat schema's check is cheap whatever the size
-            if valid is not None:
-                return valid
-        if not exceeds(arguments, INLINE_UNITS):
-            return self.validate(tool_name, arguments)
+        valid = self.validate_inline(tool_name, arguments)
+        if valid is not self.TOO_BIG_INLINE:
+            return valid
         stop = threading.Event()
         with trio.CancelScope() as scope:
             remove = signal.add_callback(scope.cancel) if signal is not None else None
@@ -208,6 +222,23 @@ class Validator:
                 if remove is not None:
                     remove()
         raise ValidationAborted  # only the signal cancels this scope
+
+    def validate_inline(self, tool_name: str, arguments: JSONValue) -> JSONValue:
+        """:meth:`validate` when :meth:`validate_async` would validate inline (the loop's
+        common case, without a coroutine); :attr:`TOO_BIG_INLINE` when it would not.
+
+        Raises:
+            ToolArgumentsError: As :meth:`validate`.
+            ToolSchemaError: As :meth:`validate`.
+        """
+        flat = self._flat
+        if flat is not None and type(arguments) is dict:
+            valid = flat(arguments)  # a flat schema's check is cheap whatever the size
+            if valid is not None:
+                return valid
+        if not exceeds(arguments, INLINE_UNITS):
+            return self.validate(tool_name, arguments)
+        return TOO_BIG_INLINE
 
     def validate(self, tool_name: str, arguments: JSONValue) -> JSONValue:
         """Validate and coerce a tool call's arguments exactly as Pi does.
