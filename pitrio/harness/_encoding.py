@@ -92,6 +92,34 @@ def _object(value: dict[str, Any]) -> str:
     return "{" + ",".join([encode_basestring(k) + ":" + _value(v) for k, v in value.items()]) + "}"
 
 
+# The members of a value or list write as the session commits it (Pi's key order).
+_SET_KEYS: Final = ("kind", "op", "seq", "namespace", "key", "value")
+_DELETE_KEYS: Final = ("kind", "op", "seq", "namespace", "key")
+
+
+def _write(write: dict[str, Any]) -> str | None:
+    """A committed value or list write's JSON made in one piece (most of a run's writes
+    are these), or ``None`` for any other dict."""
+    keys = tuple(write)
+    if keys == _SET_KEYS:
+        tail = ',"value":' + _value(write["value"]) + "}"
+    elif keys == _DELETE_KEYS:
+        tail = "}"
+    else:
+        return None
+    seq = write["seq"]
+    if type(seq) is not int:
+        return None
+    try:  # (a member that is not a string: TypeError)
+        return (
+            f'{{"kind":{encode_basestring(write["kind"])},"op":{encode_basestring(write["op"])}'
+            f',"seq":{seq},"namespace":{encode_basestring(write["namespace"])}'
+            f',"key":{encode_basestring(write["key"])}{tail}'
+        )
+    except TypeError:
+        return None
+
+
 def restamped(form: Encoded, timestamp: int) -> Encoded:
     """``{**form, "timestamp": timestamp}`` (a message's wire form stamped again), its
     JSON made from ``form``'s when the timestamp is the form's last member, as in every
@@ -113,9 +141,10 @@ def dumps(value: Any) -> str:
     :class:`Encoded`)."""
     kind = type(value)
     if kind is dict:
-        inner = value.get("value")
-        if inner is None:
-            inner = value.get("message")
+        text = _write(value)
+        if text is not None:
+            return text
+        inner = value.get("message")
         if type(inner) is Record or type(inner) is Encoded:
             return _object(value)
         return _encode(value)

@@ -70,8 +70,12 @@ INTERRUPTED_TOOL: Final = (
 )
 
 
-# What every state of a running operation says of its control (encoded once).
+# What every state of a running operation says of its control, and the continuations of
+# its checkpoints (each encoded once, shared by every state that says it: never changed).
 _RUNNING: Final = Encoded(status="running")
+_NEED_ASSISTANT: Final = Encoded(kind="need_assistant", overflowRecoveryUsed=False)
+_MAY_FINISH: Final = Encoded(kind="may_finish", includeFinalAssistant=True)
+_MAY_FINISH_TOOLS: Final = Encoded(kind="may_finish", includeFinalAssistant=False)
 
 # A compaction inside the run keeps its input here (``_structural.OP_PREPARATION``).
 _OP_PREPARATION: Final = "pi.op.preparation"
@@ -95,12 +99,16 @@ def replay_policy(tool: object) -> ReplayPolicy:
     return "safe" if getattr(tool, "replay", None) == "safe" else "never"
 
 
+# Built in Pi's committed key order, numbered in place when committed (_session_state).
 def _set(namespace: str, key: str, value: JSONValue) -> Write:
-    return {"kind": "value", "op": "set", "namespace": namespace, "key": key, "value": value}
+    return {
+        "kind": "value", "op": "set", "seq": None, "namespace": namespace, "key": key,
+        "value": value,
+    }  # fmt: skip
 
 
 def _delete(namespace: str, key: str) -> Write:
-    return {"kind": "value", "op": "delete", "namespace": namespace, "key": key}
+    return {"kind": "value", "op": "delete", "seq": None, "namespace": namespace, "key": key}
 
 
 def lane_state_write(session: Session, lane: str, current: str | None, last: str | None) -> Write:
@@ -329,7 +337,7 @@ class OperationRecorder:
             checkpoint = {
                 **self._scope(),
                 "at": "checkpoint",
-                "continuation": {"kind": "need_assistant", "overflowRecoveryUsed": False},
+                "continuation": _NEED_ASSISTANT,
                 "triggerEntryId": self._session.leaf_id,
             }
             await self._session._record([[self._put(checkpoint)]])
@@ -436,7 +444,7 @@ class OperationRecorder:
             checkpoint = {
                 **self._scope(),
                 "at": "checkpoint",
-                "continuation": {"kind": "need_assistant", "overflowRecoveryUsed": False},
+                "continuation": _NEED_ASSISTANT,
                 "triggerEntryId": trigger,
             }
             transactions.append([self._put(checkpoint)])
@@ -569,7 +577,7 @@ class OperationRecorder:
                 state = {
                     **scope,
                     "at": "checkpoint",
-                    "continuation": {"kind": "need_assistant", "overflowRecoveryUsed": False},
+                    "continuation": _NEED_ASSISTANT,
                     "triggerEntryId": entry_id,
                 }
                 return session._commit_message(
@@ -603,7 +611,7 @@ class OperationRecorder:
             state = {
                 **scope,
                 "at": "checkpoint",
-                "continuation": {"kind": "may_finish", "includeFinalAssistant": True},
+                "continuation": _MAY_FINISH,
                 "triggerEntryId": entry_id,
             }
         return session._commit_message(
@@ -778,9 +786,7 @@ class OperationRecorder:
                 {
                     **self._scope(),
                     "at": "checkpoint",
-                    "continuation": {"kind": "may_finish", "includeFinalAssistant": False}
-                    if final
-                    else {"kind": "need_assistant", "overflowRecoveryUsed": False},
+                    "continuation": _MAY_FINISH_TOOLS if final else _NEED_ASSISTANT,
                     "triggerEntryId": rid,
                 }
             )

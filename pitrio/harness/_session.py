@@ -295,26 +295,7 @@ class Session:
                 "(no other writer may hold it) to change it"
             )
             raise SessionError(msg)
-        ts: int | None = None
-        committed: list[Write] = []
-        seq = self._state.next_seq
-        for write in writes:
-            kind = write["kind"]
-            if kind == "value" or kind == "list":  # Pi's key order: kind, op, seq, namespace, ...
-                out = {"kind": kind, "op": write["op"], "seq": seq, **write}
-                out["seq"] = seq
-            elif kind == "entry":
-                if ts is None:
-                    ts = now_ms()
-                out = dict(write)
-                out["seq"] = seq
-                out["timestamp"] = ts
-            else:  # usage: Pi's {kind, ...row, seq}
-                out = dict(write)
-                out["seq"] = seq
-            committed.append(out)
-            seq += 1
-        self._state.apply(committed, message)
+        committed = self._state.commit(writes, message, now_ms)
         self._pending.append(committed)
 
     @staticmethod

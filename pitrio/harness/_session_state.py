@@ -292,6 +292,106 @@ class SessionState:
                 self.usage.append(dict(write))
             self.next_seq = write["seq"] + 1
 
+    def commit(
+        self, writes: Sequence[Write], message: AgentMessage | None, timestamp: Callable[[], int]
+    ) -> list[Write]:
+        """Number one transaction of this process's writes from :attr:`next_seq`, check
+        and apply it as :meth:`apply` does (raise SessionFormatError, changing nothing,
+        if it does not fit); returns the committed writes.
+
+        A write is committed in Pi's key order: ``kind, op, seq, namespace, key[, value]``
+        for a value or list write (one built with ``"seq": None`` in that place is
+        numbered where it is, not copied: ``_operations._set``), an entry's fields then
+        ``seq`` and ``timestamp`` (one ``timestamp()`` for the transaction's entries), a
+        usage row's fields then ``seq``."""
+        seq = self.next_seq
+        committed: list[Write] = []
+        ts: int | None = None
+        entries = False
+        for write in writes:
+            kind = write["kind"]
+            if kind == "value" or kind == "list":
+                if write.get("seq", 0) is None:  # built in committed order, never numbered
+                    out = write
+                else:
+                    out = {"kind": kind, "op": write["op"], "seq": seq, **write}
+                out["seq"] = seq
+            elif kind == "entry":
+                if ts is None:
+                    ts = timestamp()
+                out = dict(write)
+                out["seq"] = seq
+                out["timestamp"] = ts
+                entries = True
+            elif kind == "usage":
+                out = dict(write)
+                out["seq"] = seq
+                entries = True
+            else:
+                msg = f"unknown write kind {kind!r} (expected entry, value, list or usage)"
+                raise SessionFormatError(msg)
+            committed.append(out)
+            seq += 1
+        parsed: list[SessionEntry] = []
+        if entries:
+            self._check_ids(committed)
+            # Structured before anything changes (a bad entry raises here).
+            parsed = [
+                entry_from_wire(w)
+                if message is None
+                else MessageEntry(
+                    id=w["id"],
+                    parent_id=w["parentId"],
+                    seq=w["seq"],
+                    timestamp=w["timestamp"],
+                    message=message,
+                    terminate=bool(w.get("terminate", False)),
+                )
+                for w in committed
+                if w["kind"] == "entry"
+            ]
+        values, lists = self.values, self.lists
+        parsed.reverse()
+        for write in committed:
+            kind = write["kind"]
+            if kind == "value":
+                if write["op"] == "delete":
+                    values.pop((write["namespace"], write["key"]), None)
+                else:
+                    values[(write["namespace"], write["key"])] = (write.get("value"), write["seq"])
+            elif kind == "entry":
+                at = self._index(write["id"], write["parentId"], write["seq"], write["type"])
+                self._cache[at] = parsed.pop()
+            elif kind == "list":
+                address = (write["namespace"], write["key"])
+                if write["op"] == "delete":
+                    lists.pop(address, None)
+                else:
+                    lists.setdefault(address, []).append((write["seq"], write.get("value")))
+            else:
+                self.usage.append(dict(write))
+        self.next_seq = seq
+        return committed
+
+    def _check_ids(self, writes: Sequence[Write]) -> None:
+        """:meth:`apply`'s checks of the entries and usage rows of a transaction."""
+        seen: set[str] = set()
+        position = self.position
+        for write in writes:
+            kind = write["kind"]
+            if kind != "entry" and kind != "usage":
+                continue
+            wid = write.get("id")
+            if not isinstance(wid, str) or wid in position or wid in seen:
+                msg = f"duplicate or missing entry id: {wid!r}"
+                raise SessionFormatError(msg)
+            parent = write.get("parentId")
+            known = parent is None or parent in position or parent in seen
+            if kind == "entry" and not known:
+                msg = f"entry {wid!r} names a parent that does not exist: {parent!r}"
+                raise SessionFormatError(msg)
+            seen.add(wid)
+
     def value(self, namespace: str, key: str = "", default: JSONValue = None) -> JSONValue:
         stored = self.values.get((namespace, key))
         return default if stored is None else stored[0]

@@ -60,6 +60,79 @@ def test_a_record_s_json_is_the_plain_encoder_s() -> None:
     assert dumps(write) == _plain(write)
 
 
+# Values a write's own path (_encoding._write) hands to the plain encoder, or refuses:
+# each must come out as the plain encoder's text all the same.
+_AWKWARD: list[Any] = [
+    1e-05,
+    -3.5e-07,
+    9.157273257692765e-05,
+    0.0001,
+    1e16,
+    1.5e21,
+    123456789012345.6,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    2**64,
+    -(2**70),
+    2**63,
+    {1: "int key"},
+    {"text": "a:1e5, [0.00001] ratio,2e3"},
+    '\x00\x1f\x7f\u2028 é ☃ 😀 "q" \\',
+    ("a", "tuple"),
+    [],
+]
+
+
+@pytest.mark.parametrize("value", _AWKWARD, ids=repr)
+def test_an_awkward_value_in_a_write_is_the_plain_encoder_s(value: Any) -> None:
+    deep: Any = value
+    for _ in range(300):
+        deep = [deep]
+    for each in (value, {"usage": {"cost": value, "n": None}}, deep, Record(v=value)):
+        write = {"kind": "value", "op": "set", "seq": 1, "namespace": "n", "key": "k"}
+        write["value"] = each
+        assert dumps(each) == _plain(each)
+        assert line([write]) == (_plain(write) + "\n").encode()
+        assert line([write, write]) == (_plain([write, write]) + "\n").encode()
+
+
+def test_a_write_the_plain_encoder_refuses_is_refused() -> None:
+    import datetime
+
+    for value in (datetime.date(2026, 1, 1), object(), Record(x=object())):
+        with pytest.raises(TypeError, match="not JSON serializable"):
+            line(
+                [
+                    {
+                        "kind": "value",
+                        "op": "set",
+                        "seq": 1,
+                        "namespace": "n",
+                        "key": "k",
+                        "value": value,
+                    }
+                ]
+            )
+
+
+def test_a_write_in_another_shape_is_the_plain_encoder_s() -> None:
+    """Only a committed write's own members in its own order take the one-piece path."""
+    state = _state()
+    writes: list[dict[str, Any]] = [
+        {"kind": "value", "op": "set", "seq": True, "namespace": "n", "key": "k", "value": state},
+        {"kind": "value", "op": "set", "seq": 1, "namespace": 5, "key": "k", "value": state},
+        {"op": "set", "kind": "value", "seq": 1, "namespace": "n", "key": "k", "value": state},
+        {"kind": "value", "op": "delete", "seq": 2, "namespace": "n", "key": 'k"\u2028'},
+        {"kind": "list", "op": "append", "seq": 3, "namespace": "n", "key": "k", "value": 1.5},
+        {"kind": "entry", "id": "e", "seq": 4, "message": Encoded(role="user"), "x": None},
+    ]
+    for write in writes:
+        assert dumps(write) == _plain(write)
+    assert line(writes) == (_plain(writes) + "\n").encode()
+
+
 def test_a_lone_surrogate_is_escaped_as_javascript_escapes_it() -> None:
     write = {"kind": "value", "op": "set", "key": "k", "value": Record(text="a\ud800b")}
     data = line([write])
