@@ -15,6 +15,7 @@ import trio
 import trio.testing
 from hypothesis import given, settings, strategies as st
 
+import pitrio.web._http as http_module
 import pitrio.web._pages as pages_module
 from pitrio.ui import Append, AppendDelta, Replace, Status, Transcript, UiMessage
 from pitrio.ui._protocol import new_delta
@@ -451,3 +452,79 @@ async def test_a_stuck_page_is_closed_with_a_reason_and_the_others_go_on() -> No
                 # aclose returns early once closed): close it here.
                 await stuck._stream.aclose()
             nursery.cancel_scope.cancel()
+
+
+async def test_a_page_gone_is_dropped_at_the_next_write() -> None:
+    """A page whose socket is gone (a reset, a closed tab) is closed by the first write
+    that finds it so, and the broadcast drops it; nothing is raised."""
+    pages = _Pages(None)
+    gone, kept = pages.connect(), pages.connect()
+    gone.peer.close()
+    pages.broadcast({"type": "output", "text": "x" * 10_000})
+    assert gone.client.closed
+    assert gone.client.close_reason is None  # nothing to say to a page that is gone
+    assert pages.clients == {kept.client}
+    assert [m["text"] for m in kept.received()] == ["x" * 10_000]
+    gone.client.write(b"late")  # nothing, and nothing raised
+    assert gone.client.waiting == 0
+    gone.client.close()
+    gone.stream.socket.close()
+    kept.close()
+
+
+async def test_a_write_stuck_when_its_page_is_dropped_is_cut_short(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A dropped page's write under way gets a moment (the linger time) to end; a page that
+    never reads again has it cut, and then nothing may follow on its socket."""
+    big = "x" * 100_000
+    pages = _Pages(None)
+    slow = pages.connect(size=4096)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            ended = trio.Event()
+
+            async def write() -> None:
+                await slow.client.run(trio.CancelScope())
+                ended.set()
+
+            nursery.start_soon(write)
+            pages.broadcast({"type": "output", "text": big})
+            await trio.sleep(0.1)  # its writer is under way, and stays (nothing reads)
+            while slow.client in pages.clients:
+                pages.broadcast({"type": "output", "text": big})
+            dropped = trio.current_time()
+            await ended.wait()
+            assert trio.current_time() - dropped >= http_module._DROP_SECONDS
+            with pytest.raises(trio.BrokenResourceError):
+                await slow.client.send_all(b"a close frame")
+    pages.close()
+
+
+async def test_a_writer_ends_when_its_page_goes_or_leaves() -> None:
+    """A page that goes while frames wait ends its writer (closed, nothing raised); one
+    that leaves (its connection cancelled) during a write is left torn: nothing follows."""
+    big = text_frame("x" * 100_000)
+    with trio.fail_after(30):
+        gone, left = _Page(4096), _Page(4096)
+        async with trio.open_nursery() as nursery:
+            ended = trio.Event()
+
+            async def write() -> None:
+                await gone.client.run(trio.CancelScope())
+                ended.set()
+
+            for page in (gone, left):
+                page.client.write(big)  # most of it waits: a write under way
+            nursery.start_soon(write)
+            nursery.start_soon(left.client.run, trio.CancelScope())
+            await trio.testing.wait_all_tasks_blocked()
+            gone.peer.close()
+            await ended.wait()
+            assert gone.client.closed
+            nursery.cancel_scope.cancel()  # `left` leaves
+        with pytest.raises(trio.BrokenResourceError):
+            await left.client.send_all(b"a close frame")
+    gone.client.close()
+    gone.stream.socket.close()
+    left.close()
