@@ -267,8 +267,7 @@ class ClusterPages(Broadcaster):
 
     def connect(self, client: Client) -> None:
         self.flush()  # as WebApp.connect
-        for text in self.hello():
-            client.send.send_nowait(text_frame(text))
+        client.write(b"".join(map(text_frame, self.hello())))
         self.clients.add(client)
 
     def disconnect(self, client: Client) -> None:

@@ -19,8 +19,9 @@ Every request is checked by a :class:`Gate` before anything is served (any refus
 A ``GET`` of ``/``, ``/app.js``, ``/app.css`` or a vendored library (``_STATIC``) returns
 the page's static files (shipped in ``pitrio/ui/_static``); ``/ws`` upgrades to the page's
 WebSocket, whose messages from the page are limited to 1 MiB (a larger one is closed with
-code 1009 and a reason). Each connected page is a :class:`Client` (a bounded queue of JSON
-texts, sent in batches by :func:`_writer`); what the page sends is handed to the
+code 1009 and a reason). Each connected page is a :class:`Client`: the frames broadcast to it
+are written to its socket at once, and what the socket does not take yet waits (up to
+:data:`BEHIND_BYTES`) for the page's writer task; what the page sends is handed to the
 :class:`Pages` (:class:`pitrio.web._pages.WebApp`), which this module knows nothing
 else about.
 A connection is closed by lingering: the server stops sending, then reads and discards
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import socket
 import sys
 import traceback
 import urllib.parse
@@ -41,14 +43,12 @@ from typing import Any, Final, Protocol, final
 import attrs
 import trio
 
-__all__ = ["Client", "Gate", "Pages", "handle_connection", "text_frame"]
+__all__ = ["BEHIND_BYTES", "Client", "Gate", "Pages", "handle_connection", "text_frame"]
 
 _MAX_HEAD: Final = 16 * 1024
 _MAX_MESSAGE: Final = 1024 * 1024
 _LINGER_SECONDS: Final = 2.0
 _LINGER_BYTES: Final = 64 * 1024 * 1024
-_CLIENT_QUEUE: Final = 100_000
-_BATCH: Final = 2_000
 _MOVE_ON: Final = (
     b'<!doctype html>\n<meta charset="utf-8">\n<title>pitrio</title>\n'
     b'<script src="/move-on.js"></script>\n<p>Opening pitrio... (<a href="/">continue</a>)</p>\n'
@@ -67,16 +67,153 @@ _STATIC: Final = {
 }
 
 
+BEHIND_BYTES: Final = 8 * 1024 * 1024
+"""A page with more than this many bytes of frames waiting for its socket is dropped: its
+socket is closed with code 1008 and a reason saying so, and the page reconnects (it gets
+a snapshot, as any page connecting does)."""
+_BEHIND_CODE: Final = 1008
+_BEHIND_REASON: Final = (
+    "this page fell too far behind the stream (8 MiB unsent); reconnect for a new snapshot"
+)
+_DROP_SECONDS: Final = _LINGER_SECONDS
+
+
 @final
 class Client:
-    """One connected page: the queue of WebSocket frames its writer sends (each a JSON
-    text: a message or an array of them, framed by :func:`text_frame`)."""
+    """One connected page: the WebSocket frames (each a JSON text: a message or an array
+    of them, framed by :func:`text_frame`) that go to its socket.
 
-    __slots__ = ("closed", "send")
+    :meth:`write` does no per-page task switch: with nothing waiting, a frame goes out at
+    once in one non-blocking send. What the socket does not take waits, and the page's
+    writer (:meth:`run`) sends all that waits in one write whenever the socket takes more:
+    a page still sending its last frame gets the next ones merged into that write, not a
+    write each. A page with more than :data:`BEHIND_BYTES` waiting is dropped (see there).
+    """
 
-    def __init__(self, send: trio.MemorySendChannel[bytes]) -> None:
-        self.send = send
+    __slots__ = (
+        "_lock",
+        "_partial",
+        "_send_scope",
+        "_size",
+        "_sock",
+        "_stream",
+        "_torn",
+        "_waiting",
+        "_wake",
+        "close_reason",
+        "closed",
+        "ws",
+    )
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        trio_socket = stream.socket
+        # Its own handle of the socket, for writes that do not wait (trio's are async).
+        self._sock = socket.fromfd(trio_socket.fileno(), trio_socket.family, trio_socket.type)
+        self._sock.setblocking(False)
+        self._lock = trio.StrictFIFOLock()  # one writer at a time: one frame is one write
+        self._waiting: list[bytes | memoryview] = []
+        self._size = 0
+        self._partial = False  # the first waiting item is the rest of a begun frame
+        self._wake = trio.Event()
+        self._send_scope: trio.CancelScope | None = None
+        self._torn = False  # a write was cut short: no frame may follow
         self.closed = False
+        self.close_reason: tuple[int, str] | None = None
+        self.ws: Any = None  # the page's trio-websocket connection, once accepted
+
+    @property
+    def waiting(self) -> int:
+        """Bytes of frames waiting for the socket."""
+        return self._size
+
+    def write(self, frame: bytes) -> None:
+        """Send ``frame`` (whole frames: made once, the same bytes can go to every page)
+        after what was written before; nothing once the page is closed or closing."""
+        if self.closed or (self.ws is not None and self.ws.closed is not None):
+            return
+        if self._waiting or self._lock.locked():
+            self._waiting.append(frame)
+            self._size += len(frame)
+            if self._size > BEHIND_BYTES:
+                self._drop()
+            self._wake.set()
+            return
+        try:
+            sent = self._sock.send(frame)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # the page is gone: its reader sees the end too
+            self.closed = True
+            self._wake.set()
+            return
+        if sent < len(frame):
+            self._waiting.append(memoryview(frame)[sent:])
+            self._size += len(frame) - sent
+            self._partial = sent > 0
+            self._wake.set()
+
+    def _drop(self) -> None:
+        # What waits was not begun (but the rest of a begun frame): it goes; a write under
+        # way gets a moment to end, then the close frame says why.
+        self._waiting = self._waiting[:1] if self._partial else []
+        self._size = sum(map(len, self._waiting))
+        self.closed = True
+        self.close_reason = (_BEHIND_CODE, _BEHIND_REASON)
+        if self._send_scope is not None:
+            self._send_scope.deadline = min(
+                self._send_scope.deadline, trio.current_time() + _DROP_SECONDS
+            )
+
+    async def run(self, scope: trio.CancelScope) -> None:
+        """The page's writer: send what :meth:`write` leaves waiting, until the page is
+        closed or dropped; then cancel ``scope`` (the page's connection)."""
+        try:
+            while True:
+                async with self._lock:
+                    await self._send_waiting()
+                if self.closed:
+                    break
+                await self._wake.wait()
+                self._wake = trio.Event()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closed = True
+        scope.cancel()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` (trio-websocket's own frames: the handshake, pongs, the close)
+        after the frames waiting."""
+        async with self._lock:
+            await self._send_waiting()
+            if self._torn:
+                msg = "a frame to this page was cut short"
+                raise trio.BrokenResourceError(msg)
+            await self._stream.send_all(data)
+
+    async def _send_waiting(self) -> None:
+        while self._waiting and not self._torn:
+            waiting = self._waiting
+            data = waiting[0] if len(waiting) == 1 else b"".join(waiting)
+            self._waiting = []
+            self._size = 0
+            self._partial = False
+            scope = self._send_scope = trio.CancelScope()
+            if self.closed:  # dropped: what is begun gets a moment to end
+                scope.deadline = trio.current_time() + _DROP_SECONDS
+            try:
+                with scope:
+                    await self._stream.send_all(data)
+            except BaseException:
+                self._torn = True
+                raise
+            finally:
+                self._send_scope = None
+            self._torn = scope.cancelled_caught
+
+    def close(self) -> None:
+        """Close this page's own handle of the socket (not the connection)."""
+        self.closed = True
+        self._sock.close()
 
 
 def text_frame(text: str) -> bytes:
@@ -220,7 +357,7 @@ async def _handle(stream: trio.SocketStream, gate: Gate, pages: Pages) -> None:
         await _respond(stream, 200, "text/javascript; charset=utf-8", _MOVE_ON_JS)
         return
     if websocket:
-        await _websocket(_Prefixed(stream, head), pages)
+        await _websocket(stream, head, pages)
         return
     if method != "GET" or path not in _STATIC:
         await _respond(stream, 404 if method == "GET" else 405, "text/plain", b"Not found.\n")
@@ -239,28 +376,30 @@ async def _handle(stream: trio.SocketStream, gate: Gate, pages: Pages) -> None:
     await _respond(stream, 200, content_type, body)
 
 
-async def _websocket(stream: _Prefixed, pages: Pages) -> None:
+async def _websocket(stream: trio.SocketStream, head: bytes, pages: Pages) -> None:
     import trio_websocket
 
-    async with trio.open_nursery() as nursery:
-        request = await trio_websocket.wrap_server_stream(
-            nursery, stream, max_message_size=_MAX_MESSAGE
-        )
-        ws = await request.accept()
-        send, receive = trio.open_memory_channel[bytes](_CLIENT_QUEUE)
-        client = Client(send)
-        pages.connect(client)
-        try:
-            async with trio.open_nursery() as inner:
-                inner.start_soon(_writer, ws, stream, receive, inner.cancel_scope)
-                await _read_commands(pages, client, ws)
-                inner.cancel_scope.cancel()
-        finally:
-            pages.disconnect(client)
-            send.close()
-            with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await ws.aclose()
-        nursery.cancel_scope.cancel()
+    client = Client(stream)
+    try:
+        async with trio.open_nursery() as nursery:
+            request = await trio_websocket.wrap_server_stream(
+                nursery, _Prefixed(stream, head, client), max_message_size=_MAX_MESSAGE
+            )
+            client.ws = await request.accept()
+            pages.connect(client)
+            try:
+                async with trio.open_nursery() as inner:
+                    inner.start_soon(client.run, inner.cancel_scope)
+                    await _read_commands(pages, client, client.ws)
+                    inner.cancel_scope.cancel()
+            finally:
+                pages.disconnect(client)
+                client.closed = True
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await client.ws.aclose(*(client.close_reason or (1000, None)))
+            nursery.cancel_scope.cancel()
+    finally:
+        client.close()
 
 
 async def _read_commands(pages: Pages, client: Client, ws: Any) -> None:
@@ -274,35 +413,15 @@ async def _read_commands(pages: Pages, client: Client, ws: Any) -> None:
         await pages.receive(client, raw)
 
 
-async def _writer(
-    ws: Any, stream: _Prefixed, receive: trio.MemoryReceiveChannel[bytes], scope: trio.CancelScope
-) -> None:
-    # The frames are written to the socket directly (trio-websocket frames only its own
-    # messages: the handshake, pongs, the close), so that one broadcast's bytes are made
-    # once for every page. Whatever queued up while the last frames were sent goes in
-    # one write: a fast stream costs a write per batch, not per delta.
-    try:
-        async for frame in receive:
-            batch = [frame]
-            with contextlib.suppress(trio.WouldBlock):
-                while len(batch) < _BATCH:
-                    batch.append(receive.receive_nowait())
-            if not await stream.send_frames(ws, frame if len(batch) == 1 else b"".join(batch)):
-                break
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-    scope.cancel()  # the page is gone, or was dropped for not reading
-
-
 @final
 class _Prefixed(trio.abc.Stream):
-    """A stream whose first bytes were already read (the HTTP head)."""
+    """A stream whose first bytes were already read (the HTTP head); what trio-websocket
+    writes goes through the page's :class:`Client`, after the frames waiting there."""
 
-    def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
+    def __init__(self, stream: trio.SocketStream, prefix: bytes, client: Client) -> None:
         self._stream = stream
         self._prefix = prefix
-        # trio-websocket's frames and the writer's take turns: one frame is one write.
-        self._send_lock = trio.StrictFIFOLock()
+        self._client = client
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._prefix:
@@ -313,17 +432,7 @@ class _Prefixed(trio.abc.Stream):
         return await self._stream.receive_some(max_bytes)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        async with self._send_lock:
-            await self._stream.send_all(data)
-
-    async def send_frames(self, ws: Any, frames: bytes) -> bool:
-        """Write whole frames for the WebSocket ``ws``, unless it is closed or closing
-        (then nothing may follow its close frame): whether they were written."""
-        async with self._send_lock:
-            if ws.closed is not None:
-                return False
-            await self._stream.send_all(frames)
-            return True
+        await self._client.send_all(data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._stream.wait_send_all_might_not_block()

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
 from typing import Any, Final, final
 
@@ -33,10 +34,13 @@ __all__ = [
     "FRAME_SECONDS",
     "HISTORY_CHARS",
     "HISTORY_LIMIT",
+    "MAX_FRAME_SECONDS",
+    "SEND_SHARE",
     "SNAPSHOT_CHARS",
     "SNAPSHOT_ITEMS",
     "Broadcaster",
     "WebApp",
+    "delta_text",
     "first_prompt",
     "history_reply",
     "message_text",
@@ -60,6 +64,14 @@ FRAME_SECONDS: Final = 0.01
 """The shortest time between two batches to the pages: what is published meanwhile goes
 to every page together, as one JSON text (a fast stream costs each page a frame per
 interval, not one per delta; a message after a quiet interval goes at once)."""
+SEND_SHARE: Final = 0.1
+"""About the largest share of the server's time that writing batches to the pages takes:
+after a batch that took ``t`` seconds to write to every page, the next waits at least
+``t / SEND_SHARE`` (up to :data:`MAX_FRAME_SECONDS`). With many pages the batches grow
+instead of their number, so that a delta costs about the same whatever the number of
+pages (a server made slower by its pages does not get more, smaller batches)."""
+MAX_FRAME_SECONDS: Final = 1.0
+"""The longest time between two batches, however long writing one takes."""
 
 
 class Broadcaster:
@@ -67,8 +79,10 @@ class Broadcaster:
     and sending to them (a page that stopped reading is dropped).
 
     What is published or broadcast waits in an outbox for at most :data:`FRAME_SECONDS`
-    and then goes to every page as one text, the same string for each: its JSON is made
-    once, whatever the number of pages. Each page still gets every message in the order
+    (longer when writing the last batch took long: :data:`SEND_SHARE`) and then goes to
+    every page as one frame, the same bytes for each, written straight to each page's
+    socket (:meth:`pitrio.web._http.Client.write`): its JSON and its frame are made once,
+    whatever the number of pages. Each page still gets every message in the order
     it was made: a message to one page (:meth:`send`) and a page connecting (its
     snapshot, which shows what the outbox holds) send the outbox first.
     """
@@ -81,11 +95,17 @@ class Broadcaster:
         self._outbox: list[str] = []
         self._flush_pending = False
         self._last_flush = -math.inf
+        self._gap = FRAME_SECONDS
+        self._delta_to: tuple[str, str] | None = None  # the outbox's last delta's item
+        self._deltas: list[str] = []
 
     def publish(self, messages: Sequence[UiMessage]) -> None:
         for message in messages:
             self.view.apply(message)
-            self._post(message_text(message))
+            if type(message) is AppendDelta:
+                self._post_delta(message)
+            else:
+                self._post(message_text(message))
 
     def broadcast(self, data: dict[str, Any]) -> None:
         self._post(_dumps(data))
@@ -96,21 +116,47 @@ class Broadcaster:
 
     def flush(self) -> None:
         """Send the outbox to every page now (one text: a message, or an array)."""
+        self._end_delta()
         outbox = self._outbox
         if not outbox:
             return
         self._outbox = []
         self._last_flush = trio.current_time()
+        started = _clock()
         frame = text_frame(outbox[0] if len(outbox) == 1 else f"[{','.join(outbox)}]")
-        clients = self.clients
-        for client in list(clients):
-            send_or_drop(clients, client, frame)
+        dropped = [client for client in self.clients if not _wrote(client, frame)]
+        if dropped:
+            self.clients.difference_update(dropped)
+        took = _clock() - started
+        self._gap = min(max(FRAME_SECONDS, took / SEND_SHARE), MAX_FRAME_SECONDS)
 
     def _post(self, text: str) -> None:
+        self._end_delta()
         self._outbox.append(text)
+        self._schedule()
+
+    def _post_delta(self, message: AppendDelta) -> None:
+        # Deltas in a row to the same item and channel go as one: the page appends their
+        # text together, as it would one after the other.
+        if self._delta_to is not None:
+            if self._delta_to == (message.id, message.channel):
+                self._deltas.append(message.delta)
+                return
+            self._end_delta()
+        self._delta_to = (message.id, message.channel)
+        self._deltas = [message.delta]
+        self._schedule()
+
+    def _end_delta(self) -> None:
+        if self._delta_to is not None:
+            item, channel = self._delta_to
+            self._delta_to = None
+            self._outbox.append(delta_text(item, "".join(self._deltas), channel))
+
+    def _schedule(self) -> None:
         if self._flush_pending:
             return
-        wait = self._last_flush + FRAME_SECONDS - trio.current_time()
+        wait = self._last_flush + self._gap - trio.current_time()
         if wait <= 0 or self.nursery is None:
             self.flush()
         else:
@@ -242,8 +288,8 @@ class WebApp(Broadcaster):
     def connect(self, client: Client) -> None:
         """Queue the snapshot for a page that connected, then its live messages."""
         self.flush()  # the snapshot shows what the outbox holds: the others get it first
-        for text in self.hello():  # the snapshot, then the live messages, in order
-            client.send.send_nowait(text_frame(text))
+        # The snapshot (one write), then the live messages, in order.
+        client.write(b"".join(map(text_frame, self.hello())))
         self.clients.add(client)
 
     def disconnect(self, client: Client) -> None:
@@ -476,14 +522,16 @@ def _visible(char: str) -> str:
 
 
 def send_or_drop(clients: set[Client], client: Client, frame: bytes) -> None:
-    """Queue ``frame`` (a :func:`~pitrio.web._http.text_frame`) for a page; a page that
-    stopped reading is dropped from ``clients`` (it reconnects and gets a snapshot)."""
-    try:
-        client.send.send_nowait(frame)
-    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-        client.closed = True
+    """Send ``frame`` (one or more :func:`~pitrio.web._http.text_frame`) to a page; a
+    page that is gone, or too far behind, is dropped from ``clients`` (it reconnects and
+    gets a snapshot)."""
+    if not _wrote(client, frame):
         clients.discard(client)
-        client.send.close()
+
+
+def _wrote(client: Client, frame: bytes) -> bool:
+    client.write(frame)
+    return not client.closed
 
 
 def history_reply(view: Transcript, session_id: str | None, data: dict[str, Any]) -> str:
@@ -530,13 +578,21 @@ def message_text(message: UiMessage) -> str:
     ensure_ascii=False)`` gives, built directly for ``appendDelta`` (a stream's many
     messages: a fifth of the cost)."""
     if type(message) is AppendDelta:
-        return (
-            f'{{"type": "appendDelta", "id": {encode_basestring(message.id)}, '
-            f'"delta": {encode_basestring(message.delta)}, '
-            f'"channel": {encode_basestring(message.channel)}}}'
-        )
+        return delta_text(message.id, message.delta, message.channel)
     return _dumps(message.to_json())
 
+
+def delta_text(item: str, delta: str, channel: str) -> str:
+    """The JSON text of ``AppendDelta(id=item, delta=delta, channel=channel)``."""
+    return (
+        f'{{"type": "appendDelta", "id": {encode_basestring(item)}, '
+        f'"delta": {encode_basestring(delta)}, '
+        f'"channel": {encode_basestring(channel)}}}'
+    )
+
+
+# What times writing a batch (the benchmark's and the tests' point of entry).
+_clock: Callable[[], float] = time.perf_counter
 
 # One encoder: json.dumps with an option builds a new one per call.
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False)
