@@ -148,16 +148,20 @@ def test_offline_replay_fixes_the_sample_project_with_real_tools(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No model configured: the recorded session replays on a copy of the sample; the
-    check really fails first and passes after the edit; the banner says what it is."""
+    check really fails first and passes after the edit; the banner says what it is. Not
+    a terminal: the transcript is on stderr, stdout has the last answer (as ``pi -p``)."""
     status, out = run_cli([], env)
     assert status == 0
-    banner = capsys.readouterr().err
-    assert "offline replay" in banner
-    assert "not a language model" in banner
-    assert "AssertionError: greet('world') returned 'Hello world'" in out
-    assert '+    return f"Hello, {name}!"' in out
-    assert out.count("all checks passed") >= 2  # the bash output, then the answer
-    assert "tokens in" in banner
+    err = capsys.readouterr().err
+    assert "offline replay" in err
+    assert "not a language model" in err
+    assert "AssertionError: greet('world') returned 'Hello world'" in err
+    assert '+    return f"Hello, {name}!"' in err
+    assert err.count("all checks passed") >= 2  # the bash output, then the answer
+    assert "tokens in" in err
+    assert out.startswith("Fixed. **`greet.py`**")
+    assert out.endswith("not a language model.)*\n")
+    assert "AssertionError" not in out
 
 
 def test_offline_flag_wins_over_an_api_key(
@@ -226,15 +230,18 @@ def test_print_mode_refuses_mutating_tools_without_yes(env: dict[str, str], proj
     assert (project / "notes.txt").read_text() == "first line\n"
 
 
-def test_print_mode_with_yes_edits_and_shows_a_diff(env: dict[str, str], project: Path) -> None:
+def test_print_mode_with_yes_edits_and_shows_a_diff(
+    env: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     status, out = run_cli(
         ["--cwd", str(project), "--yes", "-p", "edit it"], env, stream_fn=edit_then_answer()
     )
     assert status == 0
     assert (project / "notes.txt").read_text() == "second line\n"
-    assert "-1 first line" in out  # Pi's numbered diff (details.diff)
-    assert "+1 second line" in out
-    assert "tool said: Successfully replaced 1 block(s) in notes.txt." in out
+    err = capsys.readouterr().err
+    assert "-1 first line" in err  # Pi's numbered diff (details.diff)
+    assert "+1 second line" in err
+    assert out == "tool said: Successfully replaced 1 block(s) in notes.txt.\n"
 
 
 def test_policy_deny_wins_over_yes(env: dict[str, str], project: Path, tmp_path: Path) -> None:
@@ -495,11 +502,15 @@ def test_cli_errors_join_pitrios_tree() -> None:
 # -- models, keys and servers ---------------------------------------------------------
 
 
-def test_model_error_exits_1(env: dict[str, str], project: Path) -> None:
+def test_model_error_exits_1(
+    env: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error on stderr, nothing on stdout (no answer), exit 1: as ``pi -p``."""
     model = ScriptedModel([ScriptedResponse(stop_reason="error", error_message="boom")])
     status, out = run_cli(["--cwd", str(project), "-p", "x"], env, stream_fn=model)
     assert status == 1
-    assert "error: boom" in out
+    assert out == ""
+    assert "error: boom" in capsys.readouterr().err
 
 
 @pytest.fixture
@@ -582,10 +593,10 @@ def test_a_401_says_where_the_key_came_from(
     argv = ["--cwd", str(project), "--base-url", url, "--model", "m", "-p", "hello"]
     status, out = run_cli(argv, {**env, "PITRIO_API_KEY": "wrong"})
     assert status == 1
-    assert "401" in out
-    assert "the API key came from the environment variable PITRIO_API_KEY" in (
-        capsys.readouterr().err
-    )
+    assert out == ""
+    err = capsys.readouterr().err
+    assert "401" in err
+    assert "the API key came from the environment variable PITRIO_API_KEY" in err
 
 
 def test_connection_errors_name_the_server(

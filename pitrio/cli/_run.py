@@ -25,7 +25,7 @@ from typing import TextIO
 
 import trio
 
-from pitrio import ImageContent
+from pitrio import AssistantMessage, ImageContent, TextContent
 from pitrio.coding import coding_tools
 from pitrio.harness import Session, SessionError, SessionStore, load_prompt_templates
 
@@ -36,7 +36,7 @@ from ._flags import apply_resource_flags
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
 from ._resources import load_resources
-from ._sanitize import one_line
+from ._sanitize import inert, one_line
 from ._setup import AppSettings, open_session, open_stream_fn, templates_dirs
 
 __all__ = ["run_app"]
@@ -135,15 +135,20 @@ async def run_app(
             from ._json_mode import run_json
 
             return await run_json(app, settings.prompt or "", settings.images)
-        style = _style(out, settings)
+        # -p into a pipe or a file: stdout is what ``pi -p`` writes there (the last
+        # answer's text, once the run is over); the transcript goes to stderr, with the
+        # usage line and the hints.
+        answer_only = settings.mode == "print" and not _isatty(out)
+        screen = err if answer_only else out
+        style = _style(screen, settings)
         renderer = Renderer(
-            out,
+            screen,
             style=style,
             live=style != "plain",  # a terminal: spinners and the live answer
             model=lambda: app.model,
             messages=lambda: app.harness.messages,
-            # -p: stdout carries the transcript only; the banner, usage and hints go to
-            # stderr.
+            # -p: the screen carries the transcript only; the banner, usage and hints go
+            # to stderr.
             notes=err if settings.mode == "print" else out,
         )
         app.subscribe(renderer)
@@ -172,6 +177,8 @@ async def run_app(
             else:
                 status = await _run_print(app, renderer, settings.prompt or "", settings.images)
             nursery.cancel_scope.cancel(reason="the conversation is over")
+        if answer_only:
+            _print_answer(app, out)
         return status
 
 
@@ -203,6 +210,30 @@ async def _list_sessions(store: SessionStore | None, cwd: str, out: TextIO) -> i
         when = datetime.datetime.fromtimestamp(info.modified_at).strftime("%Y-%m-%d %H:%M")
         out.write(f"  {one_line(info.id)}  {when}\n")
     return EXIT_OK
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no file behind it, or closed
+        return False
+
+
+def _print_answer(app: App, out: TextIO) -> None:
+    """What ``pi -p`` writes to stdout once its prompts are done (Pi's
+    ``print-mode.js``): the last message's text parts, each with a newline, if it is an
+    answer that did not fail. A failure is on stderr, in the transcript (Pi writes its
+    error there). The text is the model's but for what a terminal would obey (a pipe
+    may end at one: ``| cat``), which :func:`inert` shows instead; Pi writes that raw
+    (docs/deviations.md)."""
+    messages = app.harness.messages
+    last = messages[-1] if messages else None
+    if not isinstance(last, AssistantMessage) or last.stop_reason in ("error", "aborted"):
+        return
+    for part in last.content:
+        if isinstance(part, TextContent):
+            out.write(inert(part.text) + "\n")
+    out.flush()
 
 
 def _style(out: TextIO, settings: AppSettings) -> Style:

@@ -28,7 +28,7 @@ import functools
 import re
 from typing import Final
 
-__all__ = ["TAB", "one_line", "shown_whitespace", "visible", "wrap"]
+__all__ = ["TAB", "inert", "one_line", "shown_whitespace", "visible", "wrap"]
 
 TAB: Final = "    "
 """What a tab becomes (a fixed width: a delta does not know its column)."""
@@ -98,6 +98,22 @@ def _replace_one_line(match: re.Match[str]) -> str:
     found = match.group()
     mark = _MARKS_ONE_LINE.get(found)
     return mark if mark is not None else _replace(match)
+
+
+_OBEYED: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+
+
+def inert(text: str) -> str:
+    """``text`` with what a terminal would obey shown, and nothing else changed.
+
+    For text that goes to a file or a pipe (``-p``'s answer), where it is data that a
+    program reads but may still reach a terminal (``| cat``): C0 controls but tab and
+    newline, a CR not before a newline, DEL and C1 become the marks :func:`visible`
+    uses; tabs, CR LF and every other character are left as the model wrote them.
+    """
+    if text.isascii() and text.isprintable():
+        return text
+    return _OBEYED.sub(lambda match: _mark(match.group()), text)
 
 
 def visible(text: str) -> str:

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -455,6 +456,23 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def record_each(names: Iterable[str], record_one: Callable[[Path, str], Any]) -> dict[str, Any]:
+    """``record_one(root, name)`` for each scenario, each in a temporary root (removed)."""
+    data: dict[str, Any] = {}
+    for name in names:
+        root = Path(tempfile.mkdtemp(prefix="pitrio-record-"))
+        try:
+            data[name] = record_one(root, name)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return data
+
+
+def read_fixture(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
 def write_fixture(path: Path, data: dict[str, Any]) -> None:
     """A fixture as JSON with one line per list item (a step, an event line), so that a
     re-recording diffs by item."""
@@ -480,6 +498,7 @@ def record() -> None:
     sys.path.insert(0, str(Path(__file__).parent.parent.parent))
     test_rpc_client = importlib.import_module("tests.cli.test_rpc_client")
     test_json_mode = importlib.import_module("tests.cli.test_json_mode")
+    test_print_mode = importlib.import_module("tests.cli.test_print_mode")
 
     node_path = node()
     assert node_path is not None, "record needs Node"
@@ -494,6 +513,7 @@ def record() -> None:
         data = {"recordedFrom": "Pi's coding agent 0.85.0 (RpcClient, driver.mjs)", "steps": steps}
         write_fixture(DATA / "rpc_pi.json", data)
         test_json_mode.record(server)
+        test_print_mode.record(server)
 
 
 if __name__ == "__main__":

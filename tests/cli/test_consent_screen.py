@@ -338,7 +338,8 @@ def test_print_mode_in_a_pipe_shows_escapes_as_text(
     serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
 ) -> None:
     """``-p`` into a pipe: the answer, the tool's header and its output carry no escape
-    (``--yes`` runs the call; what it printed is shown, not obeyed)."""
+    (``--yes`` runs the call; what it printed is shown, not obeyed), neither in the
+    transcript on stderr nor in the answer on stdout."""
     import subprocess
 
     command = "printf 'out\\033[2Jput\\n'"
@@ -353,8 +354,9 @@ def test_print_mode_in_a_pipe_shows_escapes_as_text(
     )
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout + result.stderr
-    assert "Listing.␛]0;owned␇" in result.stdout
-    assert "│ out␛[2Jput" in result.stdout
+    assert "Listing.␛]0;owned␇" in result.stderr
+    assert "│ out␛[2Jput" in result.stderr
+    assert result.stdout == 'tool said: "out\\u001b[2Jput\\n"\n'  # the last answer only
 
 
 async def test_a_call_waiting_for_consent_has_no_running_spinner(

@@ -9,10 +9,8 @@ the real CLI's when it is installed.
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -81,19 +79,17 @@ def comparable(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def record(server: oracle.OracleServer) -> None:
     """Record Pi's lines for every scenario into ``json_pi.json``."""
-    data: dict[str, Any] = {"recordedFrom": "pi --mode json (Pi's coding agent 0.85.0)"}
-    for scenario in SCENARIOS:
-        root = Path(tempfile.mkdtemp(prefix="pitrio-record-"))
-        try:
-            status, stdout = run("pi", server, root, scenario)
-            data[scenario] = {
-                "status": status,
-                "bytes": len(stdout.encode()) - len(str(root).encode()) * stdout.count(str(root)),
-                "lines": normalize(stdout, root),
-            }
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-    oracle.write_fixture(FIXTURE, data)
+
+    def record_one(root: Path, scenario: str) -> dict[str, Any]:
+        status, stdout = run("pi", server, root, scenario)
+        return {
+            "status": status,
+            "bytes": len(stdout.encode()) - len(str(root).encode()) * stdout.count(str(root)),
+            "lines": normalize(stdout, root),
+        }
+
+    data = {"recordedFrom": "pi --mode json (Pi's coding agent 0.85.0)"}
+    oracle.write_fixture(FIXTURE, {**data, **oracle.record_each(SCENARIOS, record_one)})
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +100,7 @@ def server() -> Any:
 
 @pytest.fixture(scope="module")
 def recorded() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    return data
+    return oracle.read_fixture(FIXTURE)
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))

@@ -170,8 +170,9 @@ def test_no_spinner_frames_or_escapes_in_a_pipe(
         stdin=subprocess.DEVNULL,  # piped stdin would join the prompt, as in Pi
     )
     assert result.returncode == 0, result.stderr
-    assert "● bash sleep 0.5; echo done  (running…)" in result.stdout
-    assert "│ done" in result.stdout
+    assert "● bash sleep 0.5; echo done  (running…)" in result.stderr
+    assert "│ done" in result.stderr
+    assert result.stdout == "finished\n"  # the last answer, as pi -p writes it
     assert not set(FRAMES) & set(result.stdout + result.stderr)
     assert "\x1b[" not in result.stdout + result.stderr
     assert "waiting for the model" not in result.stdout + result.stderr

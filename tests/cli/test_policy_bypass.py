@@ -535,7 +535,7 @@ def test_print_mode_does_not_run_a_chained_command_an_allow_rule_names(
     )
     assert proc.returncode == 0, proc.stderr
     assert not (workdir / "FILE").exists()
-    assert "needs consent, which -p cannot ask for" in proc.stdout
+    assert "needs consent, which -p cannot ask for" in proc.stderr
     tool_messages = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert "plain simple command" in str(tool_messages[0]["content"])
 
@@ -557,7 +557,7 @@ def test_yes_does_not_run_a_denied_command_with_two_spaces(
     )
     assert proc.returncode == 0, proc.stderr
     assert (workdir / "DIR" / "kept.txt").read_text() == "still here\n"
-    assert "matches deny pattern 'bash:*rm -rf*'" in proc.stdout
+    assert "matches deny pattern 'bash:*rm -rf*'" in proc.stderr
 
 
 def test_print_mode_runs_a_plain_command_an_allow_rule_names(

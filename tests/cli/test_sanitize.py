@@ -31,7 +31,7 @@ from pitrio import (
     ToolResult,
 )
 from pitrio.cli._render import Renderer, consent_rows
-from pitrio.cli._sanitize import TAB, one_line, shown_whitespace, visible, wrap
+from pitrio.cli._sanitize import TAB, inert, one_line, shown_whitespace, visible, wrap
 from pitrio.harness import AutoRetryEnd, AutoRetryStart, CompactionEnd, CompactionStart
 
 PARTIAL = AssistantMessage(stop_reason="pending")
@@ -135,6 +135,24 @@ def test_visible_leaves_nothing_to_obey(text: str) -> None:
     assert visible(shown) == shown  # idempotent: cleaning twice changes nothing
     assert shown.count("\n") == text.count("\n")  # the lines stay the lines
     assert "\n" not in one_line(text)
+
+
+@given(hostile_text())
+def test_inert_leaves_no_control_a_terminal_obeys(text: str) -> None:
+    """``-p``'s answer into a pipe: no control but tab and newline (and CR before a
+    newline) is left, and nothing else changes (tabs, CR LF, format characters)."""
+    shown = inert(text)
+    obeyed = [c for c in shown if unicodedata.category(c) == "Cc" and c not in "\t\n\r"]
+    assert obeyed == []
+    assert [i for i, c in enumerate(shown) if c == "\r" and shown[i + 1 : i + 2] != "\n"] == []
+    assert inert(shown) == shown
+    assert shown.count("\n") == text.count("\n")
+
+
+def test_inert_keeps_what_a_program_reads() -> None:
+    text = "a\tb\r\nc\x1b]0;owned\x07 d\re\x9b2J \u202e é"
+    assert inert(text) == "a\tb\r\nc␛]0;owned␇ d␍e<U+009B>2J \u202e é"
+    assert inert("plain words\n") == "plain words\n"
 
 
 @given(hostile_text(), hostile_text())
