@@ -319,6 +319,11 @@ class Harness:
         self._compacted_in_run = False
         self._last_assistant: AssistantMessage | None = None
         self._context_tokens = ContextTokenCounter()  # the threshold check, incremental
+        # the last prepare_compaction() and what it was made for (_prepare_compaction)
+        self._prepared: (
+            tuple[tuple[Session, str | None, CompactionSettings], CompactionPreparation | None]
+            | None
+        ) = None
         self._retry_attempt = 0
         # The error a run's compaction ended the run with (its operation is over: Pi's
         # ``resume_checkpoint`` boundary failing); ``None`` while the run goes on.
@@ -1429,13 +1434,28 @@ class Harness:
         tools with a short history), Pi's coding agent does not compact; Pi's harness
         would ask for a summary of nothing, keep everything, and do it again at every
         checkpoint (docs/deviations.md)."""
-        session = self._session
-        if session is None:
+        if self._session is None:
             return False
-        preparation = prepare_compaction(_branch(session), self._compaction_settings())
+        preparation = self._prepare_compaction()
         return preparation is not None and bool(
             preparation.messages_to_summarize or preparation.turn_prefix_messages
         )
+
+    def _prepare_compaction(self) -> CompactionPreparation | None:
+        """:func:`prepare_compaction` of the session's branch, made once per branch tip
+        and settings: the check before a compaction (:meth:`_summarizable`) and the
+        compaction itself share it, and a context over the threshold with nothing to
+        summarise is not walked again at every checkpoint until something is appended."""
+        session = self._session
+        assert session is not None  # checked by the callers
+        settings = self._compaction_settings()
+        key = (session, session.leaf_id, settings)
+        cached = self._prepared
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        preparation = prepare_compaction(_branch(session), settings)
+        self._prepared = (key, preparation)
+        return preparation
 
     def _compaction_settings(self) -> CompactionSettings:
         if self.compaction is not None:
@@ -1470,7 +1490,6 @@ class Harness:
     ) -> CompactionEnd:
         session = self._session
         assert session is not None  # checked by the callers
-        settings = self._compaction_settings()
         await self._bus.emit(CompactionStart(reason=reason))
         op: StructuralOperation | None = None
         end: CompactionEnd
@@ -1480,7 +1499,7 @@ class Harness:
             if op is not None:
                 preparation = compaction_preparation_from(op.preparation())
             else:
-                preparation = prepare_compaction(_branch(session), settings)
+                preparation = self._prepare_compaction()
             if preparation is None:
                 end = CompactionEnd(reason=reason, status="declined")
             else:
@@ -1569,7 +1588,7 @@ class Harness:
         context = ops.state.get("generationContext") or {}
         if context.get("overflowRecoveryUsed"):
             return None
-        preparation = prepare_compaction(_branch(session), self._compaction_settings())
+        preparation = self._prepare_compaction()
         if preparation is None:
             return None
         resume_after = {

@@ -382,6 +382,34 @@ async def test_nothing_to_summarise_is_no_compaction(
     assert [e.type for e in session2.entries].count("compaction") == 1
 
 
+async def test_a_compaction_walks_the_branch_once(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that there is something to summarise and the threshold compaction
+    share one prepare_compaction() of the branch (it walks the branch from its last
+    compaction); under the threshold the branch is not walked at all."""
+    import pitrio.harness._harness as harness_module
+
+    calls: list[int] = []
+    prepare = harness_module.prepare_compaction
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return prepare(*args, **kwargs)
+
+    monkeypatch.setattr(harness_module, "prepare_compaction", counting)
+    last = ScriptedResponse.text("hi", usage=Usage(input=900, output=10, total_tokens=910))
+    session = (await _session())[1]
+    answers = [ScriptedResponse.text("hello"), last, ScriptedResponse.text("SUMMARY")]
+    scripted = ScriptedModel([*answers, ScriptedResponse.text("recovered")])
+    harness = Harness(model=MODEL, stream_fn=scripted, session=session, compaction=SMALL)
+    await harness.prompt("first")
+    assert calls == []
+    await harness.prompt("x " * 300)
+    assert [e.type for e in session.entries].count("compaction") == 1
+    assert len(calls) == 1
+
+
 async def test_overflow_is_compacted_and_continued_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
