@@ -13,8 +13,9 @@ survives.
 
 Pi issues one write per frame. :class:`FramedStream` encodes the same frames, one per
 event, but batches their writes: one write in flight at a time, at most one every
-:data:`FRAME_INTERVAL`, the frames that came meanwhile in the next (each frame still its
-own transaction, as Pi's). It stops writing at the answer's end (that answer's entry is
+:data:`FRAME_INTERVAL`, the frames that came meanwhile in the next, the deltas to one
+block among them joined into one delta (:func:`merge_deltas`; each frame still its own
+transaction, as Pi's). It stops writing at the answer's end (that answer's entry is
 written next and deletes them).
 """
 
@@ -262,6 +263,31 @@ def reduce_frames(frames: Iterable[Any]) -> dict[str, Any] | None:
     return message
 
 
+_DELTAS: Final = frozenset(("text_delta", "thinking_delta", "toolcall_delta"))
+
+
+def merge_deltas(frames: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``frames`` with each run of deltas to one block (same type and content index) as
+    one delta of their text joined: what :func:`reduce_frames` makes of them is the
+    same, and a fast stream's write holds a frame per block, not one per token (Pi
+    writes a frame per event; docs/deviations.md)."""
+    merged: list[dict[str, Any]] = []
+    last: dict[str, Any] | None = None
+    for frame in frames:
+        kind = frame["type"]
+        if (
+            last is not None
+            and kind in _DELTAS
+            and last["type"] == kind
+            and last["contentIndex"] == frame["contentIndex"]
+        ):
+            last["delta"] += frame["delta"]
+            continue
+        merged.append(frame)
+        last = frame if kind in _DELTAS else None
+    return merged
+
+
 def committed_partial(session: Session, key: str) -> dict[str, Any] | None:
     """The partial answer a request's committed frames make (Pi's JSON), or ``None``."""
     elements = session._state.lists.get((PENDING_FRAMES, key), [])
@@ -350,7 +376,8 @@ class FramedStream(EventStream[AssistantMessageEvent, AssistantMessage]):
             while self._pending:
                 started = trio.current_time()
                 events, self._pending = self._pending, []
-                writes = [[_append(key, f)] for f in map(encode, events) if f is not None]
+                frames = merge_deltas(f for f in map(encode, events) if f is not None)
+                writes = [[_append(key, frame)] for frame in frames]
                 if writes:
                     await self._session._record(writes)
                 with trio.CancelScope(deadline=started + FRAME_INTERVAL) as self._pause:

@@ -34,6 +34,7 @@ from pitrio.harness._frames import (
     FramedStream,
     FrameEncoder,
     committed_partial,
+    merge_deltas,
     reduce_frames,
 )
 from pitrio.testing import ScriptedModel, ScriptedResponse
@@ -220,9 +221,46 @@ async def test_frames_are_written_one_write_in_flight_and_not_after_the_answer(
         w["kind"] == "list" and w["namespace"] == PENDING_FRAMES and w["key"] == "op:entry"
         for w in session.written
     )
-    assert 1 < session.calls < len(values) <= len(frames)  # batched
-    assert values == frames[: len(values)]  # in order, a prefix
+    assert 1 < session.calls <= len(values) < len(frames)  # batched, deltas joined
+    # in order, a prefix: what the written frames make is what some first n events make
+    written = reduce_frames(values)
+    assert any(written == reduce_frames(frames[:n]) for n in range(1, len(frames) + 1))
     assert len(session.written) == done_writes  # nothing written after the answer
+
+
+def test_deltas_to_one_block_are_joined_and_make_the_same_answer() -> None:
+    start = {"type": "start", "partial": {"role": "assistant", "content": []}}
+    text = {"type": "text_start", "contentIndex": 0, "content": {"type": "text", "text": ""}}
+    call = {"type": "toolcall_start", "contentIndex": 1, "toolCall": {"type": "toolCall"}}
+
+    def delta(kind: str, index: int, text: str) -> dict[str, Any]:
+        return {"type": kind, "contentIndex": index, "delta": text}
+
+    frames = [
+        start,
+        text,
+        delta("text_delta", 0, "a"),
+        delta("text_delta", 0, "b"),
+        delta("text_delta", 0, "c"),
+        call,
+        delta("toolcall_delta", 1, '{"p'),
+        delta("toolcall_delta", 1, '":1}'),
+    ]
+    originals = json.loads(json.dumps(frames))
+    merged = merge_deltas(json.loads(json.dumps(frames)))
+    assert [f["type"] for f in merged] == [
+        "start",
+        "text_start",
+        "text_delta",
+        "toolcall_start",
+        "toolcall_delta",
+    ]
+    assert merged[2]["delta"] == "abc"
+    assert merged[4]["delta"] == '{"p":1}'
+    assert reduce_frames(merged) == reduce_frames(originals)
+    # a delta after another block's frame is not joined across it
+    split = [start, text, delta("text_delta", 0, "a"), call, delta("text_delta", 0, "b")]
+    assert len(merge_deltas(json.loads(json.dumps(split)))) == 5
 
 
 async def test_a_cancelled_stream_cancels_the_provider() -> None:
