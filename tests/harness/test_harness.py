@@ -388,16 +388,15 @@ async def test_a_compaction_walks_the_branch_once(
     """The check that there is something to summarise and the threshold compaction
     share one prepare_compaction() of the branch (it walks the branch from its last
     compaction); under the threshold the branch is not walked at all."""
-    import pitrio.harness._harness as harness_module
+    from pitrio.harness import prepare_compaction
 
     calls: list[int] = []
-    prepare = harness_module.prepare_compaction
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        return prepare(*args, **kwargs)
+        return prepare_compaction(*args, **kwargs)
 
-    monkeypatch.setattr(harness_module, "prepare_compaction", counting)
+    monkeypatch.setattr("pitrio.harness._harness.prepare_compaction", counting)
     last = ScriptedResponse.text("hi", usage=Usage(input=900, output=10, total_tokens=910))
     session = (await _session())[1]
     answers = [ScriptedResponse.text("hello"), last, ScriptedResponse.text("SUMMARY")]
