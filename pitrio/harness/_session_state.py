@@ -260,14 +260,7 @@ class SessionState:
             else entry_from_wire(w)
             if message is None
             # Appending: the caller's message object itself, not a copy read back from JSON.
-            else MessageEntry(
-                id=w["id"],
-                parent_id=w["parentId"],
-                seq=w["seq"],
-                timestamp=w["timestamp"],
-                message=message,
-                terminate=bool(w.get("terminate", False)),
-            )
+            else _message_entry(w, message)
             for w in writes
         ]
         for write, entry in zip(writes, parsed, strict=True):
@@ -339,14 +332,7 @@ class SessionState:
             parsed = [
                 entry_from_wire(w)
                 if message is None
-                else MessageEntry(
-                    id=w["id"],
-                    parent_id=w["parentId"],
-                    seq=w["seq"],
-                    timestamp=w["timestamp"],
-                    message=message,
-                    terminate=bool(w.get("terminate", False)),
-                )
+                else _message_entry(w, message)
                 for w in committed
                 if w["kind"] == "entry"
             ]
@@ -491,3 +477,16 @@ def replay_writes(transactions: Iterable[Sequence[Write]]) -> SessionState:
     for transaction in transactions:
         state.apply(transaction)
     return state
+
+
+def _message_entry(write: Write, message: AgentMessage) -> MessageEntry:
+    """The entry of an appended message's write, holding the caller's message object
+    itself, not a copy read back from JSON."""
+    return MessageEntry(
+        id=write["id"],
+        parent_id=write["parentId"],
+        seq=write["seq"],
+        timestamp=write["timestamp"],
+        message=message,
+        terminate=bool(write.get("terminate", False)),
+    )
