@@ -112,7 +112,6 @@ class ToolSchemaError(PitrioError):
 
 
 @final
-@final
 class _TooBigInline:
     """The type of :data:`TOO_BIG_INLINE`."""
 
@@ -127,6 +126,7 @@ TOO_BIG_INLINE: Final = _TooBigInline()
 inline (:meth:`Validator.validate_async` takes them to a worker thread)."""
 
 
+@final
 class Validator:
     """The compiled validation of one tool schema; build with :func:`compile_validator`.
 
