@@ -21,8 +21,9 @@ def rpc_script(body: dict[str, Any]) -> Reply:
     if last["role"] == "tool":
         return text_reply("after tool")
     text = last_user_text(body)
-    if text == "slow":
-        return tool_reply("Working.", "bash", {"command": "sleep 1 && echo slept"})
+    if text == "slow":  # runs until the test creates ./go
+        command = "until [ -e go ]; do sleep 0.02; done; echo went"
+        return tool_reply("Working.", "bash", {"command": command})
     if text == "write":
         return tool_reply("Writing.", "write", {"path": "new.txt", "content": "x"})
     return text_reply(f"echo: {text}")
@@ -51,20 +52,27 @@ def responses(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_rpc_prompt_steer_follow_up_and_state(
     serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
 ) -> None:
-    """One response per command (ids echoed), events on stdout, steering mid-run."""
-    lines, server = rpc(
-        serve,
-        cli_env,
-        workdir,
-        [
-            {"id": "1", "type": "prompt", "message": "slow"},
-            {"id": "2", "type": "prompt", "message": "busy?"},
-            {"id": "3", "type": "steer", "message": "steered"},
-            {"id": "4", "type": "follow_up", "message": "later"},
-            {"id": "5", "type": "get_state"},
-        ],
-        "--yes",
-    )
+    """One response per command (ids echoed), events on stdout, steering mid-run.
+
+    The commands after the prompt are sent while its tool call runs (the call waits for
+    a file the test creates): sent before the run's first request, a steer is taken at
+    the loop's start, as in Pi, and no tool would run at all."""
+    server = serve(rpc_script)
+    proc, read_until = _talk(server, cli_env, workdir, "--yes")
+    with proc:
+        _send(proc, {"id": "1", "type": "prompt", "message": "slow"})
+        lines = read_until(lambda e: e["type"] == "tool_execution_start")
+        _send(proc, {"id": "2", "type": "prompt", "message": "busy?"})
+        _send(proc, {"id": "3", "type": "steer", "message": "steered"})
+        _send(proc, {"id": "4", "type": "follow_up", "message": "later"})
+        _send(proc, {"id": "5", "type": "get_state"})
+        lines += read_until(lambda e: e.get("id") == "5")
+        (workdir / "go").touch()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.stdout is not None
+        lines += [json.loads(raw) for raw in proc.stdout]  # to the end of the output
+        assert proc.wait(timeout=30) == 0
     got = responses(lines)
     assert [(r.get("id"), r["command"], r["success"]) for r in got] == [
         ("1", "prompt", True),
@@ -110,9 +118,10 @@ def test_rpc_asks_before_mutating_tools_and_end_of_input_declines(
 
 
 def _talk(
-    server: ChatServer, env: dict[str, str], cwd: Path
+    server: ChatServer, env: dict[str, str], cwd: Path, *extra: str
 ) -> tuple[subprocess.Popen[str], Callable[[Callable[[dict[str, Any]], bool]], list[Any]]]:
     argv = ["--cwd", str(cwd), "--base-url", server.url, "--model", "m", "--mode", "rpc"]
+    argv += extra
     proc = subprocess.Popen(
         [sys.executable, "-m", "pitrio", *argv],
         stdin=subprocess.PIPE,
