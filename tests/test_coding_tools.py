@@ -13,6 +13,7 @@ import trio
 from pitrio._agent import Agent
 from pitrio._events import AgentEvent, ToolExecutionEnd, ToolResult
 from pitrio._messages import ImageContent, TextContent
+from pitrio._model import Model
 from pitrio._signal import AbortSignal
 from pitrio.coding import (
     DEFAULT_MAX_BYTES,
@@ -174,6 +175,28 @@ async def test_read_an_image_too_large_to_send_is_omitted(ws: Workspace) -> None
             "inline image size limit.]"
         ),
     )
+
+
+async def test_read_tells_a_model_without_image_input_that_the_image_is_omitted(
+    tmp_path: Path,
+) -> None:
+    """Pi's note goes under the image's text (and under an omitted image's) when the model
+    the call is made for has no image input, asked at each call: not for a vision model,
+    nor when no model is known."""
+    (tmp_path / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + b"\x00" * 13)
+    (tmp_path / "big.gif").write_bytes(b"GIF89a" + b"\x00" * (4 * 1024 * 1024))
+    note = "[Current model does not support images. The image will be omitted from this request.]"
+    current = [Model(id="m", api="a", provider="p", input=("text",))]
+    ws = Workspace(tmp_path, model=lambda: current[0])
+    result = await call(ws, "read", path="pic.png")
+    assert text_of(result) == f"Read image file [image/png]\n{note}"
+    assert isinstance(result.content[1], ImageContent)  # still sent: the provider drops it
+    assert (await run_text(ws, "read", path="big.gif")).endswith(f"size limit.]\n{note}")
+    current[0] = Model(id="v", api="a", provider="p", input=("text", "image"))
+    assert await run_text(ws, "read", path="pic.png") == "Read image file [image/png]"
+    unknown = coding_tools(tmp_path, ["read"], model=lambda: None)[0]
+    result = await unknown.execute("c", {"path": "pic.png"}, AbortSignal(), lambda _: None)
+    assert text_of(result) == "Read image file [image/png]"
 
 
 # -- edit -----------------------------------------------------------------------------

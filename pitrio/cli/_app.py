@@ -95,10 +95,16 @@ def event_to_wire(event: Any) -> dict[str, Any]:
     return data
 
 
-def tools_for(context: ToolContext, names: Sequence[str] = DEFAULT_TOOL_NAMES) -> list[Any]:
+def tools_for(
+    context: ToolContext,
+    names: Sequence[str] = DEFAULT_TOOL_NAMES,
+    model: Callable[[], Model | None] | None = None,
+) -> list[Any]:
     """The coding tools bound to the harness's working directory: Pi's default set (read,
-    bash, edit, write) unless ``names`` (Pi's ``--tools`` names) says otherwise."""
-    return list(coding_tools(context.cwd, names))
+    bash, edit, write) unless ``names`` (Pi's ``--tools`` names) says otherwise; ``model``
+    returns the model their calls are made for (read tells one without image input that
+    an image will be omitted, as Pi's)."""
+    return list(coding_tools(context.cwd, names, model=model))
 
 
 @final
@@ -185,10 +191,19 @@ class App:
         (Pi's ``buildSessionOptions``: ``--tools`` picks among all of them, in its order;
         otherwise the default set less the excluded ones)."""
         selection = self.settings.tools
+        model = self._tool_model
         if selection.default:
-            return tools_for(context)
-        pool = coding_tools(context.cwd) if selection.allow is not None else tools_for(context)
+            return tools_for(context, model=model)
+        if selection.allow is not None:
+            pool = coding_tools(context.cwd, model=model)
+        else:
+            pool = tools_for(context, model=model)
         return selection.select(pool, lambda t: t.name)
+
+    def _tool_model(self) -> Model:
+        """The model the tools' calls are made for: the harness's, as it changes."""
+        harness: Harness | None = getattr(self, "harness", None)  # (built after the tools)
+        return harness.model if harness is not None else self.model
 
     def expand(self, text: str) -> str:
         """A typed prompt as Pi's coding agent sends it: ``/skill:NAME args`` becomes the

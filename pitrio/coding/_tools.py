@@ -50,6 +50,7 @@ import trio
 
 from .._events import ToolResult
 from .._messages import ImageContent, TextContent
+from .._model import Model
 from .._tools import Tool, ToolUpdateCallback
 from ._diff import (
     apply_edits,
@@ -108,6 +109,11 @@ _CHUNK = 1024 * 1024
 _LONG_LINE = 16 * _CHUNK
 """grep searches a line only this far (ripgrep has no such limit; memory has)."""
 _UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+_NON_VISION_IMAGE_NOTE: Final = (
+    "[Current model does not support images. The image will be omitted from this request.]"
+)
+"""What read adds under an image it read for a model without image input (Pi's
+``getNonVisionImageNote``)."""
 
 
 def coding_tools(
@@ -115,6 +121,7 @@ def coding_tools(
     names: Iterable[str] | None = None,
     *,
     bash_timeout: float | None = None,
+    model: Callable[[], Model | None] | None = None,
 ) -> list[Tool]:
     """The coding tools working in ``cwd``.
 
@@ -126,11 +133,15 @@ def coding_tools(
             :data:`DEFAULT_TOOL_NAMES`.
         bash_timeout: seconds after which a bash command is killed when the model
             gives no ``timeout`` of its own (``None``: no limit, as in Pi).
+        model: returns the model the calls are made for, asked at each call (Pi's
+            ``ctx.model``). When that model has no image input, read adds Pi's note
+            under an image it read ("[Current model does not support images. The image
+            will be omitted from this request.]"); ``None``: no note.
 
     Raises:
         CodingToolError: a name that is not a coding tool.
     """
-    return Workspace(cwd, bash_timeout=bash_timeout).tools(names)
+    return Workspace(cwd, bash_timeout=bash_timeout, model=model).tools(names)
 
 
 # --------------------------------------------------------------------------------------
@@ -377,9 +388,15 @@ def _check(stop: threading.Event) -> None:
 class Workspace:
     """A working directory and the tools confined to it."""
 
-    __slots__ = ("_locks", "_real", "bash_timeout", "cwd", "root")
+    __slots__ = ("_locks", "_real", "bash_timeout", "cwd", "model", "root")
 
-    def __init__(self, cwd: str | os.PathLike[str], *, bash_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        cwd: str | os.PathLike[str],
+        *,
+        bash_timeout: float | None = None,
+        model: Callable[[], Model | None] | None = None,
+    ) -> None:
         given = os.path.abspath(os.fspath(cwd))
         root = os.path.realpath(given)
         if not os.path.isdir(root):
@@ -391,6 +408,8 @@ class Workspace:
         """Its real path; every path a tool touches must resolve inside it."""
         self._real = root
         self.bash_timeout = bash_timeout
+        self.model = model
+        """Returns the model the calls are made for (see :func:`coding_tools`)."""
         # Writes to one file are serialized (Pi's withFileMutationQueue).
         self._locks: dict[str, trio.Lock] = {}
 
@@ -496,7 +515,11 @@ class Workspace:
         if signal.aborted:
             msg_0 = "Operation aborted"
             raise CodingToolError(msg_0)
-        return await _in_thread(signal, partial(_read_file, full, absolute, path, offset, limit))
+        current = self.model() if self.model is not None else None
+        blind = current is not None and "image" not in current.input
+        note = _NON_VISION_IMAGE_NOTE if blind else ""
+        read = partial(_read_file, full, absolute, path, offset, limit, note)
+        return await _in_thread(signal, read)
 
     # -- write / edit ----------------------------------------------------------------------
 
@@ -740,6 +763,7 @@ def _read_file(
     path: str,
     offset: int | None,
     limit: int | None,
+    image_note: str,
     stop: threading.Event,
 ) -> ToolResult:
     fd = _open_regular(full, absolute, path)
@@ -747,7 +771,7 @@ def _read_file(
         head = f.read(4100)
         mime = _image_type(head)
         if mime is not None:
-            return _read_image(f, head, mime, stop)
+            return _read_image(f, head, mime, image_note, stop)
         f.seek(0)
         start = max(0, offset - 1) if offset else 0
         scan, file_lines = _scan_lines(f, start, limit, stop)
@@ -847,14 +871,18 @@ def _bmp(head: bytes) -> bool:
     return planes == 1 and bits in (1, 4, 8, 16, 24, 32)
 
 
-def _read_image(f: IO[bytes], head: bytes, mime: str, stop: threading.Event) -> ToolResult:
+def _read_image(
+    f: IO[bytes], head: bytes, mime: str, image_note: str, stop: threading.Event
+) -> ToolResult:
+    """An image as Pi's read gives it; ``image_note`` (if any) goes under its text."""
     note = f"Read image file [{mime}]"
+    tail = f"\n{image_note}" if image_note else ""
     if mime == "image/bmp":  # Pi converts it to PNG with its image library; pitrio has none
         return ToolResult(
             content=(
                 TextContent(
                     text=f"{note}\n[Image omitted: could not be converted to a supported "
-                    "inline image format.]"
+                    f"inline image format.]{tail}"
                 ),
             )
         )
@@ -871,12 +899,13 @@ def _read_image(f: IO[bytes], head: bytes, mime: str, stop: threading.Event) -> 
             content=(
                 TextContent(
                     text=f"{note}\n[Image omitted: could not be resized below the inline "
-                    "image size limit.]"
+                    f"image size limit.]{tail}"
                 ),
             )
         )
     encoded = base64.b64encode(bytes(data)).decode("ascii")
-    return ToolResult(content=(TextContent(text=note), ImageContent(data=encoded, mime_type=mime)))
+    image = ImageContent(data=encoded, mime_type=mime)
+    return ToolResult(content=(TextContent(text=note + tail), image))
 
 
 @final

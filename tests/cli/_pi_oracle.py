@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 PI = Path(os.environ.get("PI_ORACLE", "/work/shared/oracle/coding-agent/pi"))
 DATA = Path(__file__).parent / "data"
@@ -305,10 +305,18 @@ def pitrio_command(url: str) -> list[str]:
     ]
 
 
+PIXEL_PNG: Final = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de"
+    "0000000c49444154789c63f8cfc0000003010100c9fe92ef0000000049454e44ae426082"
+)
+"""A 1x1 PNG (for read's image result)."""
+
+
 def workspace(root: Path) -> Path:
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
     (work / "notes.txt").write_text("first line\nsecond line\n", encoding="utf-8")
+    (work / "pixel.png").write_bytes(PIXEL_PNG)
     return work
 
 

@@ -24,6 +24,8 @@ FIXTURE = oracle.DATA / "json_pi.json"
 SCENARIOS: dict[str, tuple[str, list[str]]] = {
     "text": ("hello", []),
     "tool": ("read notes.txt", []),
+    # An image read for a model without image input (the scripted model's): Pi's note.
+    "image": ("read pixel.png", []),
     "error": ("fail", []),
     "retry": ("flaky json", []),
     "chunks": ("chunks 40", []),
