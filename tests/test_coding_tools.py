@@ -364,6 +364,15 @@ async def test_grep_limit_no_match_and_bad_regex(tree: Workspace) -> None:
         await call(tree, "grep", pattern="(")
 
 
+async def test_grep_reads_past_a_leading_byte_order_mark(ws: Workspace) -> None:
+    """A UTF-8 byte order mark opening a file is not part of its first line (ripgrep's
+    decoding): ``^`` matches after it and the line is shown without it; one further in
+    is text."""
+    (ws.root / "bom.txt").write_bytes("\ufeffalpha\n\ufeffbeta\n".encode())
+    assert await run_text(ws, "grep", pattern="^alpha") == "bom.txt:1: alpha"
+    assert await run_text(ws, "grep", pattern="beta") == "bom.txt:2: \ufeffbeta"
+
+
 async def test_find_globs_and_respects_gitignore(tree: Workspace) -> None:
     """find matches names (or paths with '/'), lists directories with '/', skips ignored."""
     assert await run_text(tree, "find", pattern="*.py") == "src/a.py"

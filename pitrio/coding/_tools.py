@@ -518,7 +518,7 @@ class Workspace:
         current = self.model() if self.model is not None else None
         blind = current is not None and "image" not in current.input
         note = _NON_VISION_IMAGE_NOTE if blind else ""
-        read = partial(_read_file, full, absolute, path, offset, limit, note)
+        read = partial(_read_file, full, absolute, path, offset, limit, image_note=note)
         return await _in_thread(signal, read)
 
     # -- write / edit ----------------------------------------------------------------------
@@ -763,8 +763,9 @@ def _read_file(
     path: str,
     offset: int | None,
     limit: int | None,
-    image_note: str,
     stop: threading.Event,
+    *,
+    image_note: str = "",
 ) -> ToolResult:
     fd = _open_regular(full, absolute, path)
     with os.fdopen(fd, "rb", buffering=0) as f:
@@ -1258,7 +1259,8 @@ def _matching_lines(
     path: str, regex: re.Pattern[str], stop: threading.Event
 ) -> Iterable[tuple[int, str]]:
     """(line number, line) of each matching line, reading in chunks; a file with a NUL
-    byte is binary and searched no further (ripgrep's default)."""
+    byte is binary and searched no further (ripgrep's default), a leading byte order mark
+    is dropped (ripgrep's too)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -1266,7 +1268,8 @@ def _matching_lines(
     with os.fdopen(fd, "rb", buffering=0) as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             return
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # A UTF-8 byte order mark at the start is not text: ripgrep drops it.
+        decoder = codecs.getincrementaldecoder("utf-8-sig")("replace")
         pending = ""
         number = 0
         skipping = False  # in the rest of a line already searched (an endless line)

@@ -201,7 +201,7 @@ async def test_an_unexpected_failure_still_has_a_text(
 ) -> None:
     """An exception without a message (MemoryError()) becomes an error with a text."""
 
-    def out_of_memory(*args: object) -> ToolResult:
+    def out_of_memory(*args: object, **kwargs: object) -> ToolResult:
         raise MemoryError
 
     monkeypatch.setattr(tools_module, "_read_file", out_of_memory)
