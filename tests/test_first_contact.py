@@ -179,16 +179,6 @@ def test_an_argument_error_is_one_line_with_a_guess(
     assert capsys.readouterr().err == line + "\n"
 
 
-def test_an_unknown_model_is_guessed_too(
-    env: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    status, _ = run_cli(["--model", "openai/gpt-4.l", "-p", "hi"], {**env, "OPENAI_API_KEY": "k"})
-    err = capsys.readouterr().err
-    assert status == 2
-    assert err.count("\n") == 1
-    assert "did you mean 'openai/gpt-4.1'" in err
-
-
 def test_serve_argument_errors_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--prot", "8000"]) == 2
     assert capsys.readouterr().err == (

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal, TextIO, cast, final, get_args
 
 import attrs
@@ -50,7 +50,7 @@ from ._flags import (
 )
 from ._login import auth_file, has_stored_key, stored_credentials, stored_key
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
-from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
+from ._resources import custom_providers, read_settings, resolve_config_value
 
 THINKING: Final = frozenset(get_args(ThinkingLevel))
 
@@ -284,6 +284,9 @@ def configure(
         )
     else:
         found = default_model(env, keys, config_path, stored)
+        if found is None and (first := _first_custom_model(env)) is not None:
+            found = first
+            base_url = first[0].base_url
         if found is None:
             model, offline = OFFLINE_MODEL, True
         else:
@@ -563,11 +566,10 @@ def _custom_model(
         return None
     model = next((m for m in found.models if m.id == model_id), None)
     if model is None:
-        ids = ", ".join(m.id for m in found.models) or "none"
-        parser.error(
-            f"provider {provider!r} of {os.path.join(agent_dir(env), 'models.json')} has no "
-            f"model {model_id!r}; its models: {ids}"
-        )
+        if not found.models:  # pragma: no cover  # custom_providers keeps those with models
+            return None
+        ids = [m.id for m in found.models]
+        model = _custom_model_id(found.models[0], model_id, provider, ids, args.thinking)
     key = resolve_config_value(found.api_key, env) if found.api_key else None
     if key is None:
         return model, "none", f"none (set apiKey for {provider!r} in models.json)"
@@ -623,15 +625,10 @@ def _catalog_model(
         )
     model = models.get(provider, model_id) or models.get(provider, spec)  # nvidia/nvidia/...
     if model is None:
-        ids = [m.id for m in models.list(provider)]
-        close = difflib.get_close_matches(model_id, ids, n=4, cutoff=0.4)
-        hint = (
-            f"; did you mean {', '.join(repr(f'{provider}/{c}') for c in close)}?" if close else ""
-        )
-        parser.error(
-            f"unknown model {model_id!r} for provider {provider!r}{hint} "
-            "(pitrio --list-models lists them all)"
-        )
+        listed = models.list(provider)
+        default_id = dict(DEFAULT_MODELS).get(provider)
+        base = next((m for m in listed if m.id == default_id), listed[0])
+        model = _custom_model_id(base, model_id, provider, [m.id for m in listed], args.thinking)
     if model.api not in registered_apis():
         parser.error(
             f"model {provider}/{model.id} speaks the {model.api!r} API, which pitrio does not "
@@ -651,6 +648,34 @@ def _catalog_model(
         f"no API key for provider {provider!r}: set {_key_names(provider)}{login}, or add "
         f'[keys] {provider} = "..." to {config_path}'
     )
+
+
+def _custom_model_id(
+    base: Model, model_id: str, provider: str, known: Sequence[str], thinking: str | None
+) -> Model:
+    """Pi's fallback for a model id its provider does not list (``buildFallbackModel``):
+    the provider's default (or first) model under that id (reasoning when a thinking
+    level is asked for), with Pi's warning on stderr and, where an id is close, a guess."""
+    close = difflib.get_close_matches(model_id, known, n=3, cutoff=0.6)
+    guess = f" (did you mean {', '.join(repr(f'{provider}/{c}') for c in close)}?)" if close else ""
+    print(
+        f'Warning: Model "{model_id}" not found for provider "{provider}". Using custom '
+        f"model id.{guess}",
+        file=sys.stderr,
+    )
+    reasoning = base.reasoning or thinking not in (None, "off")
+    return attrs.evolve(base, id=model_id, name=model_id, reasoning=reasoning)
+
+
+def _first_custom_model(env: Mapping[str, str]) -> tuple[Model, str, str] | None:
+    """With no model named and no catalog provider's key: the first model of Pi's
+    ``models.json`` whose provider has an ``apiKey`` (Pi's first available model)."""
+    customs, _ = custom_providers(env)
+    for name, found in customs.items():
+        key = resolve_config_value(found.api_key, env) if found.api_key else None
+        if key is not None and found.models:
+            return found.models[0], key, f"apiKey of {name!r} in models.json"
+    return None
 
 
 def _login_providers() -> dict[str, str]:

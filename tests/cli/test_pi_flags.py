@@ -192,7 +192,7 @@ TABLE: list[tuple[list[str], bool, dict[str, Any]]] = [
     ),
     (["-a", "-p", "x"], False, {"trust": True}),
     (["--no-approve", "-p", "x"], False, {"trust": False}),
-    (["-p", "x"], False, {"trust": None, "session": ("none", None)}),  # the demo: no session
+    (["--demo", "-p", "x"], False, {"trust": None, "session": ("none", None)}),  # no session
     ([*LOCAL, "-c", "-p", "x"], False, {"session": ("continue", None)}),
     (
         [*LOCAL, "--continue", "What did we discuss?"],
@@ -223,6 +223,10 @@ TABLE: list[tuple[list[str], bool, dict[str, Any]]] = [
         {"mode": "export", "export": "s.jsonl", "prompt": "out.html", "messages": ()},
     ),
     ([*LOCAL, "--offline", "-p", "x"], False, {"demo": False, "model": "local/m"}),
+    # No model named, no catalog key: Pi's first available model (a models.json one)
+    (["-p", "x"], False, {"demo": False, "model": "local/m"}),
+    # An id the provider does not list: Pi's custom model id (with a warning)
+    (["--provider", "local", "--model", "nope", "-p", "x"], False, {"model": "local/nope"}),
     (["--verbose", "-ne", "--no-themes", "-p", "x"], False, {"prompt": "x"}),
     (["--demo", "-p", "x"], False, {"demo": True, "model": "pitrio/offline-replay"}),
 ]
@@ -244,6 +248,36 @@ def test_pitrio_derives_from_a_pi_command_line_what_pi_does(
         return value
 
     assert {k: got[k] for k in expected} == {k: fill(v) for k, v in expected.items()}
+
+
+def test_an_id_the_provider_does_not_list_is_pis_custom_model_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As Pi's ``buildFallbackModel``: the provider's default model (the first of a
+    models.json provider) under the id given, with Pi's warning; pitrio adds the id it
+    probably meant, and a thinking level asked for makes the model a reasoning one."""
+    env = agent_setup(tmp_path)
+    model = derive(["--provider", "local", "--model", "mm", "-p", "x"], env).model
+    assert capsys.readouterr().err == (
+        'Warning: Model "mm" not found for provider "local". Using custom model id. '
+        "(did you mean 'local/m'?)\n"
+    )
+    assert (model.id, model.name, model.base_url, model.input) == (
+        "mm",
+        "mm",
+        "http://127.0.0.1:9/v1",
+        ("text", "image"),
+    )
+    assert model.reasoning is False
+    catalog = {**env, "OPENAI_API_KEY": "k"}
+    model = derive(
+        ["--model", "openai/zz-unheard-of", "--thinking", "high", "-p", "x"], catalog
+    ).model
+    assert capsys.readouterr().err == (
+        'Warning: Model "zz-unheard-of" not found for provider "openai". Using custom model id.\n'
+    )
+    assert (model.provider, model.id, model.api) == ("openai", "zz-unheard-of", "openai-responses")
+    assert model.reasoning is True
 
 
 def test_the_table_covers_thirty_command_lines() -> None:

@@ -222,7 +222,7 @@ def test_a_models_json_provider_is_chosen_as_in_pi(
     serve: Callable[..., ChatServer], cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     """``--provider NAME --model ID`` of Pi's models.json, its ``$VAR`` key resolved; an
-    unknown model of that provider is one line naming its models."""
+    id that provider does not list is sent as given, with Pi's warning."""
     server = serve(lambda body: text_reply("from models.json"))
     agent = tmp_path / "agent"
     agent.mkdir()
@@ -257,5 +257,9 @@ def test_a_models_json_provider_is_chosen_as_in_pi(
     done = run("--model", "local/m", "-p", "hi")
     assert done.returncode == 0, done.stderr
     done = run("--provider", "local", "--model", "nope", "-p", "hi")
-    assert done.returncode == 2
-    assert "has no model 'nope'; its models: m" in done.stderr
+    assert done.returncode == 0, done.stderr  # Pi's custom model id, on the provider's model
+    assert 'Warning: Model "nope" not found for provider "local". Using custom model id.' in (
+        done.stderr
+    )
+    assert server.requests[-1]["model"] == "nope"
+    assert server.headers[-1]["Authorization"] == "Bearer secret-x"
