@@ -18,6 +18,7 @@ from pitrio import (
     ThinkingContent,
     Tool,
     ToolCall,
+    ToolExecutionEnd,
     ToolResult,
     ToolResultMessage,
     UserMessage,
@@ -263,6 +264,25 @@ def test_history_rebuilds_the_view_of_a_transcript() -> None:
     titles = [m.get("title") for m in snap if m["type"] == "append"]
     assert titles == [None, None, "read a.py", "bash pytest", None]
     assert snap[-1] == {"type": "status", "working": False}
+
+
+def test_a_resumed_call_ends_in_its_block_of_the_history() -> None:
+    """A killed run's call has no result in the history (aborted); its end, when the run
+    is resumed, replaces that block. An end whose call the view never had gets a block."""
+    call = ToolCall(id="c1", name="bash", arguments={"command": "sleep 5"})
+    adapter = UiAdapter(harness=True)
+    view = Transcript()
+    view.apply_all(adapter.history([UserMessage(content="go"), AssistantMessage(content=(call,))]))
+    result = ToolResult(content=(TextContent(text="[interrupted]"),))
+    end = ToolExecutionEnd(tool_call_id="c1", tool_name="bash", result=result, is_error=True)
+    view.apply_all(adapter.feed(end))
+    other = ToolExecutionEnd(tool_call_id="c9", tool_name="read", result=result, is_error=True)
+    view.apply_all(adapter.feed(other))
+    snap = [m.to_json() for m in view.snapshot()]
+    blocks = [(m["id"], m["state"], m["text"]) for m in snap if m["type"] == "replace"]
+    assert blocks[-2:] == [("i3", "error", "[interrupted]"), ("i4", "error", "[interrupted]")]
+    titles = [m.get("title") for m in snap if m["type"] == "append"]
+    assert titles[-2:] == ["bash sleep 5", "read"]
 
 
 def test_an_edit_result_sends_its_diff_in_history_and_snapshots() -> None:

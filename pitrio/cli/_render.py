@@ -39,6 +39,7 @@ from pitrio import (
     ThinkingDeltaEvent,
     ThinkingEndEvent,
     ThinkingStartEvent,
+    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -766,7 +767,9 @@ class Renderer:
         name = one_line(event.tool_name)
         self._block_header(event.tool_call_id, name)
         shown = self._tool_lines.pop(event.tool_call_id, 0)
-        args = self._tool_args.pop(event.tool_call_id, "")
+        args = self._tool_args.pop(event.tool_call_id, None)
+        if args is None:
+            args = self._transcript_args(event.tool_call_id)
         details = event.result.details
         diff = details.get("diff") if isinstance(details, Mapping) else None
         if isinstance(diff, str) and diff and not event.is_error:
@@ -789,9 +792,22 @@ class Renderer:
         """Parallel tools: output of a call other than the last one shown gets its name."""
         if self._last_block != call_id:
             self._last_block = call_id
-            args = self._tool_args.get(call_id, "")
+            args = self._tool_args.get(call_id)
+            if args is None:
+                args = self._tool_args[call_id] = self._transcript_args(call_id)
             self._write(self._paint(f"● {name}", _CYAN + ";" + _BOLD))
             self._write(" " + self._paint(args, _CYAN) + "\n")
+
+    def _transcript_args(self, call_id: str) -> str:
+        """The arguments of a call this renderer did not see start (one resumed after a
+        killed run ends with no start), from the transcript's tool call."""
+        messages = self._messages() if self._messages is not None else []
+        for message in reversed(messages):
+            if isinstance(message, AssistantMessage):
+                for block in message.content:
+                    if isinstance(block, ToolCall) and block.id == call_id:
+                        return _args_text(block.arguments)
+        return ""
 
     def _diff(self, diff: str) -> None:
         for line in diff.split("\n"):

@@ -107,10 +107,14 @@ class UiAdapter:
             return [Replace(id=running, text=result_text(event.partial_result), state="working")]
         if isinstance(event, ToolExecutionEnd):
             ended = self._tools.pop(event.tool_call_id, None)
-            if ended is None:
-                return []
+            opened: list[UiMessage] = []
+            if ended is None:  # a call resumed after a killed run: it ends with no start
+                ended = self.new_id()
+                title = tool_title(event.tool_name, {})
+                opened.append(Append(id=ended, kind="tool", title=title, working=True))
             text = result_text(event.result)
             return [
+                *opened,
                 Replace(
                     id=ended,
                     text=text,
@@ -139,7 +143,7 @@ class UiAdapter:
 
         Each message is shown as it was when it ended: an assistant message's tool calls
         as tool blocks completed by their results (a call without a result stays
-        ``aborted``).
+        ``aborted`` until its end comes, as when a killed run is resumed).
         """
         out: list[UiMessage] = []
         pending: dict[str, str] = {}
@@ -172,6 +176,7 @@ class UiAdapter:
             Replace(id=item, text="", state="aborted", summary="no result (interrupted)")
             for item in pending.values()
         )
+        self._tools.update(pending)  # a resumed call's end replaces its block
         return out
 
     # -- events ------------------------------------------------------------------------

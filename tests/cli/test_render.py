@@ -22,6 +22,7 @@ from pitrio import (
     ThinkingDeltaEvent,
     ThinkingEndEvent,
     ThinkingStartEvent,
+    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolResult,
@@ -247,3 +248,23 @@ async def test_a_compaction_outside_a_run_gets_its_own_spinner(
         assert len(out.getvalue()) == size  # the region is gone, nothing redrawn
         assert "[compacted from ~2.0k tokens: older messages summarised]" in out.getvalue()
         nursery.cancel_scope.cancel()
+
+
+def test_a_resumed_call_ends_with_its_arguments_from_the_transcript() -> None:
+    """A call resumed after a killed run ends without a start in this process: its
+    header and its last line name the command from the transcript's tool call."""
+    call = ToolCall(id="c1", name="bash", arguments={"command": "sleep 5; echo hi"})
+    transcript = [AssistantMessage(content=(call,), stop_reason="toolUse")]
+    out = io.StringIO()
+    renderer = Renderer(out, messages=lambda: transcript)
+    result = ToolResult(content=(TextContent(text="[interrupted]"),))
+    renderer(ToolExecutionEnd(tool_call_id="c1", tool_name="bash", result=result, is_error=True))
+    assert out.getvalue().splitlines() == [
+        "● bash sleep 5; echo hi",
+        "  │ [interrupted]",
+        "  └ bash sleep 5; echo hi ✗ failed",
+    ]
+    out.truncate(0)
+    out.seek(0)
+    renderer(ToolExecutionEnd(tool_call_id="c9", tool_name="bash", result=result, is_error=True))
+    assert out.getvalue().splitlines()[0] == "● bash "  # a call the transcript lacks
