@@ -336,12 +336,16 @@ class _RpcServer:
                 send.send_nowait(command)
             return
         if not isinstance(command, dict):
-            self.write(_error(None, "parse", "Failed to parse command: a command is a JSON object"))
+            # As Pi: a JSON value that is no object has no type (and no id).
+            self.write(_error(None, _ABSENT, "Unknown command: undefined"))
             return
         name = command.get("type")
         handler = self.handlers.get(name) if isinstance(name, str) else None
         if handler is None:
-            self.write(_error(command.get("id"), name, f"Unknown command: {name}"))
+            if "type" in command:
+                self.write(_error(command.get("id"), name, f"Unknown command: {_js_text(name)}"))
+            else:  # Pi's command.type: undefined, left out of the response
+                self.write(_error(command.get("id"), _ABSENT, "Unknown command: undefined"))
             return
         if name in self.concurrent and not (name == "abort" and not self._working()):
             self.running += 1
@@ -559,8 +563,11 @@ class _RpcServer:
 
     async def clone(self, command: dict[str, Any]) -> Any:
         session = self._session()
-        if session.leaf_id is None:
-            msg = "Cannot clone session: no current entry selected"
+        if session.leaf_id is None:  # nothing written yet (Pi: its file does not exist yet)
+            msg = (
+                "This session has not been saved yet. Wait for the first assistant response "
+                "before cloning or forking it."
+            )
             raise RpcCommandError(msg)
         await self._end_running()
         await self._switch(await session.fork(session.leaf_id, position="at"))
@@ -840,7 +847,8 @@ class _RpcServer:
     async def set_thinking_level(self, command: dict[str, Any]) -> Any:
         level = command.get("level")
         if level not in get_args(ThinkingLevel):
-            msg = f"unknown thinking level {level!r}; one of {', '.join(get_args(ThinkingLevel))}"
+            given = f"unknown thinking level {level!r}" if "level" in command else "no level"
+            msg = f"{given}; set_thinking_level takes one of {', '.join(get_args(ThinkingLevel))}"
             raise RpcCommandError(msg)
         await self._set_level(str(level))
         return _NO_DATA
@@ -1035,14 +1043,32 @@ def _success(command_id: Any, name: str) -> dict[str, Any]:
     return {"id": command_id, **response} if command_id is not None else response
 
 
+_ABSENT: Final = object()
+"""A response's command left out (Pi's ``undefined``)."""
+
+
 def _error(command_id: Any, name: Any, message: str) -> dict[str, Any]:
-    response: dict[str, Any] = {
-        "type": "response",
-        "command": name,
-        "success": False,
-        "error": message,
-    }
+    """A failed response; a ``None`` id, or an :data:`_ABSENT` command, is left out."""
+    response: dict[str, Any] = {"type": "response"}
+    if name is not _ABSENT:
+        response["command"] = name
+    response.update(success=False, error=message)
     return {"id": command_id, **response} if command_id is not None else response
+
+
+def _js_text(value: Any) -> str:
+    """A command's ``type`` as JavaScript's template string shows it (Pi's error text)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict):
+        return "[object Object]"
+    if isinstance(value, list):
+        return ",".join("" if v is None else _js_text(v) for v in value)
+    return str(value)
 
 
 def _now_ms() -> int:

@@ -235,6 +235,39 @@ def test_rpc_parse_errors_are_responses(
     assert last_user_text(server.requests[0]) == "a\u2028b"  # U+2028 is not a line break
 
 
+def test_rpc_commands_without_a_known_type_get_pis_responses(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    """As ``pi --mode rpc`` 0.85.0 answers them (its lines, recorded): the type shown as
+    JavaScript shows it, the command and id left out where Pi has none; a clone before
+    anything was written says Pi's text."""
+    server = serve(rpc_script)
+    stdin = '{"type":null}\n{"type":true,"id":"x"}\n{"id":3}\n[1]\n{"id":"c","type":"clone"}\n'
+    proc = pitrio(
+        ["--base-url", server.url, "--model", "m", "--mode", "rpc"], cli_env, workdir, stdin
+    )
+    assert [json.loads(line) for line in proc.stdout.splitlines()] == [
+        {"type": "response", "command": None, "success": False, "error": "Unknown command: null"},
+        {
+            "id": "x",
+            "type": "response",
+            "command": True,
+            "success": False,
+            "error": "Unknown command: true",
+        },
+        {"id": 3, "type": "response", "success": False, "error": "Unknown command: undefined"},
+        {"type": "response", "success": False, "error": "Unknown command: undefined"},
+        {
+            "id": "c",
+            "type": "response",
+            "command": "clone",
+            "success": False,
+            "error": "This session has not been saved yet. Wait for the first assistant "
+            "response before cloning or forking it.",
+        },
+    ]
+
+
 # -- Pi's coding-agent event shapes ----------------------------------------------------
 
 PI_EVENT_KEYS = {
