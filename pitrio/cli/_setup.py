@@ -50,7 +50,7 @@ from ._flags import (
 )
 from ._login import auth_file, has_stored_key, stored_credentials, stored_key
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
-from ._resources import custom_providers, read_settings, resolve_config_value
+from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
 
 THINKING: Final = frozenset(get_args(ThinkingLevel))
 
@@ -566,8 +566,11 @@ def _custom_model(
         return None
     model = next((m for m in found.models if m.id == model_id), None)
     if model is None:
-        if not found.models:  # pragma: no cover  # custom_providers keeps those with models
-            return None
+        if not found.models:  # "models": [] (or none of them usable)
+            parser.error(
+                f"provider {provider!r} of {os.path.join(agent_dir(env), 'models.json')} has no "
+                f"usable model to run {model_id!r} on; add one to its \"models\""
+            )
         ids = [m.id for m in found.models]
         model = _custom_model_id(found.models[0], model_id, provider, ids, args.thinking)
     key = resolve_config_value(found.api_key, env) if found.api_key else None

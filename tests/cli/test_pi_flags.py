@@ -278,6 +278,12 @@ def test_an_id_the_provider_does_not_list_is_pis_custom_model_id(
     )
     assert (model.provider, model.id, model.api) == ("openai", "zz-unheard-of", "openai-responses")
     assert model.reasoning is True
+    models = Path(env["PI_CODING_AGENT_DIR"]) / "models.json"
+    empty = {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "models": []}
+    models.write_text(json.dumps({"providers": {"local": empty}}))
+    with pytest.raises(SystemExit):
+        derive(["--provider", "local", "--model", "mm", "-p", "x"], env)
+    assert "provider 'local' of " in capsys.readouterr().err  # no model to build it on
 
 
 def test_the_table_covers_thirty_command_lines() -> None:
