@@ -566,6 +566,8 @@ def _custom_model(
         return None
     model = next((m for m in found.models if m.id == model_id), None)
     if model is None:
+        model = _pi_match(model_id, found.models)
+    if model is None:
         if not found.models:  # "models": [] (or none of them usable)
             parser.error(
                 f"provider {provider!r} of {os.path.join(agent_dir(env), 'models.json')} has no "
@@ -628,6 +630,8 @@ def _catalog_model(
         )
     model = models.get(provider, model_id) or models.get(provider, spec)  # nvidia/nvidia/...
     if model is None:
+        model = _pi_match(model_id, models.list(provider))
+    if model is None:
         listed = models.list(provider)
         default_id = dict(DEFAULT_MODELS).get(provider)
         base = next((m for m in listed if m.id == default_id), listed[0])
@@ -651,6 +655,25 @@ def _catalog_model(
         f"no API key for provider {provider!r}: set {_key_names(provider)}{login}, or add "
         f'[keys] {provider} = "..." to {config_path}'
     )
+
+
+_DATED: Final = re.compile(r"-\d{8}$")
+
+
+def _pi_match(pattern: str, listed: Sequence[Model]) -> Model | None:
+    """Pi's ``tryMatchModel`` among one provider's models: the id in any case, else the
+    models whose id or name holds the pattern, an alias (no ``-YYYYMMDD`` at the end, or
+    ``-latest``) before a dated one, the highest id first."""
+    wanted = pattern.strip().lower()
+    if not wanted:
+        return None
+    exact = next((m for m in listed if m.id.lower() == wanted), None)
+    if exact is not None:
+        return exact
+    matches = [m for m in listed if wanted in m.id.lower() or wanted in m.name.lower()]
+    aliases = [m for m in matches if m.id.endswith("-latest") or not _DATED.search(m.id)]
+    pool = aliases or matches
+    return max(pool, key=lambda m: m.id) if pool else None
 
 
 def _custom_model_id(

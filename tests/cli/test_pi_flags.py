@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
+from pitrio import Model
 from pitrio.cli._args import build_parser, parse_cli
-from pitrio.cli._setup import AppSettings, configure
+from pitrio.cli._setup import AppSettings, _pi_match, configure
 
 from ._pi import oracle_path, pi_command
 from .conftest import ChatServer, Reply, text_reply
@@ -284,6 +285,35 @@ def test_an_id_the_provider_does_not_list_is_pis_custom_model_id(
     with pytest.raises(SystemExit):
         derive(["--provider", "local", "--model", "mm", "-p", "x"], env)
     assert "provider 'local' of " in capsys.readouterr().err  # no model to build it on
+
+
+def test_a_model_pattern_matches_as_pis_try_match_model(tmp_path: Path) -> None:
+    """Within the provider: the id in any case, else the ids or names holding the pattern,
+    an alias before a dated id, the highest first. The catalog answers are what ``pi
+    --provider anthropic --model PATTERN`` 0.85.0 picked (recorded)."""
+    listed = [
+        Model(id="claude-3-5-sonnet-20241022", provider="p"),
+        Model(id="claude-sonnet-4-5-20250929", provider="p"),
+        Model(id="claude-sonnet-4-5", provider="p"),
+        Model(id="claude-sonnet-4", provider="p"),
+        Model(id="old-20240101", name="Vintage", provider="p"),
+    ]
+    assert _pi_match("Claude-Sonnet-4", listed) is listed[3]  # exact, any case
+    assert _pi_match("sonnet", listed) is listed[2]  # aliases only, highest id
+    assert _pi_match("3-5", listed) is listed[0]  # only dated ones: the highest
+    assert _pi_match("vintage", listed) is listed[4]  # by name
+    assert _pi_match("gpt", listed) is None
+    env = {**agent_setup(tmp_path), "ANTHROPIC_API_KEY": "k"}
+    picked = {
+        pattern: derive(["--provider", "anthropic", "--model", pattern, "-p", "x"], env).model.id
+        for pattern in ("sonnet", "opus", "haiku-4", "Claude-Sonnet-4-5")
+    }
+    assert picked == {
+        "sonnet": "claude-sonnet-5",
+        "opus": "claude-opus-5",
+        "haiku-4": "claude-haiku-4-5",
+        "Claude-Sonnet-4-5": "claude-sonnet-4-5",
+    }
 
 
 def test_the_table_covers_thirty_command_lines() -> None:
