@@ -174,9 +174,7 @@ def read_config(env: Mapping[str, str]) -> tuple[dict[str, str], str, list[str]]
         )
         raise CliUsageError(msg)
     text = raw.decode("utf-8")
-    warnings = [
-        _unknown_config_key(path, text, name) for name in data if name not in CONFIG_TABLES
-    ]
+    warnings = [_unknown_config_key(path, text, name) for name in data if name not in CONFIG_TABLES]
     return dict(keys), path, warnings
 
 
@@ -185,9 +183,7 @@ def _unknown_config_key(path: str, text: str, name: str) -> str:
     # key (``[name]``, ``[name.sub]``, ``[[name]]``, ``name = ...``, ``name.sub = ...``).
     key = re.escape(name) + r"|" + re.escape(json.dumps(name)) + r"|'" + re.escape(name) + "'"
     start = re.compile(rf"^\s*(?:\[\[?\s*(?:{key})\s*[\].]|(?:{key})\s*[=.])")
-    line = next(
-        (n for n, row in enumerate(text.splitlines(), 1) if start.match(row)), None
-    )
+    line = next((n for n, row in enumerate(text.splitlines(), 1) if start.match(row)), None)
     where = f"{path}:{line}" if line is not None else path
     known = ", ".join(f"[{t}]" for t in sorted(CONFIG_TABLES))
     close = difflib.get_close_matches(name, sorted(CONFIG_TABLES), n=1)
@@ -279,9 +275,7 @@ def configure(
         model, api_key, key_source = custom
         base_url = model.base_url
     elif args.model or _settings_model(args, pi_settings):
-        model, api_key, key_source = _catalog_model(
-            parser, args, env, keys, config_path, stored
-        )
+        model, api_key, key_source = _catalog_model(parser, args, env, keys, config_path, stored)
     else:
         found = default_model(env, keys, config_path, stored)
         if found is None and (first := _first_custom_model(env)) is not None:
@@ -571,7 +565,7 @@ def _custom_model(
         if not found.models:  # "models": [] (or none of them usable)
             parser.error(
                 f"provider {provider!r} of {os.path.join(agent_dir(env), 'models.json')} has no "
-                f"usable model to run {model_id!r} on; add one to its \"models\""
+                f'usable model to run {model_id!r} on; add one to its "models"'
             )
         ids = [m.id for m in found.models]
         model = _custom_model_id(found.models[0], model_id, provider, ids, args.thinking)
@@ -612,14 +606,19 @@ def _catalog_model(
         provider, model_id = args.provider, spec  # an id with slashes: baseten's deepseek-ai/...
     elif not slash:
         provider, model_id = args.provider or "", spec
-    if not provider or not model_id:
-        parser.error(
-            f"--model {spec!r} needs the form PROVIDER/MODEL_ID (or --provider NAME), e.g. "
-            "openai/gpt-4.1 or anthropic/claude-sonnet-4-5 (for an OpenAI-compatible "
-            "server add --base-url URL)"
-        )
     models = Models(env=env)
     providers = models.providers()
+    if not args.provider and spec.strip() and (not slash or provider not in providers):
+        # No provider named (nor a known one before a slash): Pi's search of every model.
+        searched = _anywhere(parser, spec, models.list(), env, keys, stored)
+        if searched is not None:
+            provider, model_id = searched.provider, searched.id
+    if not provider or not model_id:
+        parser.error(
+            f'Model "{spec}" not found. Use --list-models to see available models (or name '
+            "it as PROVIDER/MODEL_ID, e.g. openai/gpt-4.1; for an OpenAI-compatible server "
+            "add --base-url URL)"
+        )
     if provider not in providers:
         known = ", ".join(repr(p) for p in providers)
         close = difflib.get_close_matches(provider, providers, n=1)
@@ -658,6 +657,45 @@ def _catalog_model(
 
 
 _DATED: Final = re.compile(r"-\d{8}$")
+
+
+def _anywhere(
+    parser: argparse.ArgumentParser,
+    spec: str,
+    everything: Sequence[Model],
+    env: Mapping[str, str],
+    keys: Mapping[str, str],
+    stored: Mapping[str, Any],
+) -> Model | None:
+    """Pi's ``resolveCliModel`` without a provider: a model whose id (or ``provider/id``)
+    is ``spec`` in any case (of several, the one whose provider has a key), else Pi's
+    pattern match, over the models whose provider has a key first (Pi: over every
+    model, which can pick a provider without one), then over every model."""
+    from pitrio.providers import env_api_key
+
+    def keyed(model: Model) -> bool:
+        provider = model.provider
+        return (
+            stored_key(provider, env, stored) is not None
+            or bool(env_api_key(provider, env))
+            or provider in keys
+        )
+
+    wanted = spec.strip().lower()
+    exact = [m for m in everything if wanted in (m.id.lower(), f"{m.provider}/{m.id}".lower())]
+    if len(exact) == 1:
+        return exact[0]
+    if exact:
+        usable = [m for m in exact if keyed(m)]
+        if len(usable) == 1:
+            return usable[0]
+        names = ", ".join(sorted(f"{m.provider}/{m.id}" for m in exact))
+        why = "No matching provider has a key." if not usable else "More than one has a key."
+        parser.error(
+            f'Model "{spec}" is ambiguous across providers: {names}. {why} Use --provider '
+            "or PROVIDER/MODEL_ID."
+        )
+    return _pi_match(spec, [m for m in everything if keyed(m)]) or _pi_match(spec, everything)
 
 
 def _pi_match(pattern: str, listed: Sequence[Model]) -> Model | None:

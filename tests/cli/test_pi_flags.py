@@ -316,6 +316,30 @@ def test_a_model_pattern_matches_as_pis_try_match_model(tmp_path: Path) -> None:
     }
 
 
+def test_a_model_without_a_provider_is_searched_for_as_pi_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No provider: an exact id (or provider/id) across the catalog, then Pi's pattern
+    match over the providers that have a key (Pi searches every provider, and for
+    ``sonnet`` picked amazon-bedrock's, which has none here); Pi's text when nothing
+    matches."""
+    env = {**agent_setup(tmp_path), "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}
+
+    def model(pattern: str) -> str:
+        found = derive(["--model", pattern, "-p", "x"], env).model
+        return f"{found.provider}/{found.id}"
+
+    assert model("gpt-4.1") == "openai/gpt-4.1"  # as pi picked it
+    assert model("claude-sonnet-4-5") == "anthropic/claude-sonnet-4-5"  # as pi picked it
+    assert model("sonnet") == "anthropic/claude-sonnet-5"
+    with pytest.raises(SystemExit):
+        model("zzz-nothing")
+    assert 'Model "zzz-nothing" not found. Use --list-models' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        model("opnai/gpt-4.1")  # an unknown provider before the slash, and no such id
+    assert "unknown provider 'opnai'" in capsys.readouterr().err
+
+
 def test_the_table_covers_thirty_command_lines() -> None:
     assert len(TABLE) >= 30
 
