@@ -550,6 +550,14 @@ def _custom_model(
         provider, slash, model_id = spec.partition("/")
         if not slash or provider not in customs:
             provider, model_id = args.provider or "", spec
+        if not provider:  # no provider named: a models.json model of exactly that id
+            wanted = spec.strip().lower()
+            owners = [
+                n for n, c in customs.items() if any(m.id.lower() == wanted for m in c.models)
+            ]
+            if len(owners) == 1:
+                provider = owners[0]
+                model_id = next(m.id for m in customs[provider].models if m.id.lower() == wanted)
     else:
         default_provider, default_id = settings.get("defaultProvider"), settings.get("defaultModel")
         if not isinstance(default_provider, str) or not isinstance(default_id, str):

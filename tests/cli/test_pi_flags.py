@@ -330,6 +330,7 @@ def test_a_model_without_a_provider_is_searched_for_as_pi_does(
         return f"{found.provider}/{found.id}"
 
     assert model("gpt-4.1") == "openai/gpt-4.1"  # as pi picked it
+    assert model("M") == "local/m"  # a models.json model's id, in any case
     assert model("claude-sonnet-4-5") == "anthropic/claude-sonnet-4-5"  # as pi picked it
     assert model("sonnet") == "anthropic/claude-sonnet-5"
     with pytest.raises(SystemExit):
