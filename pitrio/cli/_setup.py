@@ -132,10 +132,50 @@ class AppSettings:
 
 
 DEFAULT_MODELS: Final[tuple[tuple[str, str], ...]] = (
-    ("anthropic", "claude-sonnet-4-5"),
-    ("openai", "gpt-4.1"),
+    ("amazon-bedrock", "us.anthropic.claude-opus-4-6-v1"),
+    ("ant-ling", "Ring-2.6-1T"),
+    ("anthropic", "claude-opus-4-8"),
+    ("openai", "gpt-5.5"),
+    ("azure-openai-responses", "gpt-5.4"),
+    ("openai-codex", "gpt-5.5"),
+    ("radius", "auto"),
+    ("nvidia", "nvidia/nemotron-3-super-120b-a12b"),
+    ("deepseek", "deepseek-v4-pro"),
+    ("google", "gemini-3.1-pro-preview"),
+    ("google-vertex", "gemini-3.1-pro-preview"),
+    ("github-copilot", "gpt-5.4"),
+    ("openrouter", "moonshotai/kimi-k2.6"),
+    ("vercel-ai-gateway", "zai/glm-5.1"),
+    ("xai", "grok-4.6"),
+    ("groq", "openai/gpt-oss-120b"),
+    ("cerebras", "gpt-oss-120b"),
+    ("zai", "glm-5.3"),
+    ("zai-coding-cn", "glm-5.3"),
+    ("mistral", "devstral-medium-latest"),
+    ("minimax", "MiniMax-M2.7"),
+    ("minimax-cn", "MiniMax-M2.7"),
+    ("moonshotai", "kimi-k2.6"),
+    ("moonshotai-cn", "kimi-k2.6"),
+    ("huggingface", "moonshotai/Kimi-K2.6"),
+    ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
+    ("together", "moonshotai/Kimi-K2.6"),
+    ("baseten", "zai-org/GLM-5.2"),
+    ("opencode", "kimi-k2.6"),
+    ("opencode-go", "kimi-k2.6"),
+    ("kimi-coding", "kimi-for-coding"),
+    ("cloudflare-workers-ai", "@cf/moonshotai/kimi-k2.6"),
+    ("cloudflare-ai-gateway", "workers-ai/@cf/moonshotai/kimi-k2.6"),
+    ("qwen-token-plan", "qwen3.7-max"),
+    ("qwen-token-plan-cn", "qwen3.7-max"),
+    ("qwen-token-plan-individual", "qwen3.8-max"),
+    ("xiaomi", "mimo-v2.5-pro"),
+    ("xiaomi-token-plan-cn", "mimo-v2.5-pro"),
+    ("xiaomi-token-plan-ams", "mimo-v2.5-pro"),
+    ("xiaomi-token-plan-sgp", "mimo-v2.5-pro"),
 )
-"""The model used when a provider's key is set and no ``--model`` is given, in order."""
+"""Each provider's default model, in Pi's order (pi-coding-agent 0.85.0's
+``defaultModelPerProvider``): with no ``--model``, the first whose provider has a key is
+used; it is also the model a custom model id of that provider is built on."""
 
 _INJECTED_MODEL: Final = Model(id="scripted", api="scripted", provider="scripted")
 
@@ -762,16 +802,18 @@ def default_model(
     config_path: str,
     stored: Mapping[str, Any] | None = None,
 ) -> tuple[Model, str | None, str] | None:
-    """The first default model whose provider has a key (``auth.json``, the
-    environment, then the config file)."""
+    """The first default model (:data:`DEFAULT_MODELS`, Pi's order) whose provider has a
+    key (``auth.json``, the environment, then the config file)."""
     stored = stored or {}
     has_env_key = any(
-        value and name.endswith(("_API_KEY", "_TOKEN")) and name != BASE_URL_KEY_ENV
+        value
+        and (name.endswith(("_API_KEY", "_TOKEN")) or name.startswith(("AWS_", "GOOGLE_")))
+        and name != BASE_URL_KEY_ENV
         for name, value in env.items()
     )
     if not has_env_key and not keys and not stored:
         return None  # no key at all: skip loading the providers (and httpx)
-    from pitrio.providers import Models, env_api_key
+    from pitrio.providers import Models, env_api_key, registered_apis
 
     for provider, model_id in DEFAULT_MODELS:
         found = stored_key(provider, env, stored)
@@ -785,7 +827,7 @@ def default_model(
             key, source = keys[provider], f"[keys] {provider} in {config_path}"
         if key or found is not None:
             model = Models(env=env).get(provider, model_id)
-            if model is not None:
+            if model is not None and model.api in registered_apis():
                 return model, key, source
     return None
 

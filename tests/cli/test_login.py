@@ -102,7 +102,7 @@ def test_model_selection_takes_auth_json_before_the_environment(env: dict[str, s
     assert api_key_lookup(login)("anthropic") is None
     assert api_key_lookup(login)("openai") is None  # the environment answers
     default = _configure(["-p", "hi"], env)  # no --model: the first default with a key
-    assert (default.model.provider, default.model.id) == ("anthropic", "claude-sonnet-4-5")
+    assert (default.model.provider, default.model.id) == ("anthropic", "claude-opus-4-8")  # Pi's
 
 
 def test_no_key_for_a_provider_with_a_login_says_so(

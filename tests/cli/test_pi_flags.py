@@ -316,6 +316,21 @@ def test_a_model_pattern_matches_as_pis_try_match_model(tmp_path: Path) -> None:
     }
 
 
+def test_no_model_named_is_pis_default_of_the_first_provider_with_a_key(tmp_path: Path) -> None:
+    """Pi's ``defaultModelPerProvider``, in its order; a ``models.json`` provider's first
+    model only when no provider of the table has a key."""
+    base = agent_setup(tmp_path)
+
+    def default(**keys: str) -> str:
+        found = derive(["-p", "x"], {**base, **keys}).model
+        return f"{found.provider}/{found.id}"
+
+    assert default(OPENAI_API_KEY="k", ANTHROPIC_API_KEY="k") == "anthropic/claude-opus-4-8"
+    assert default(OPENAI_API_KEY="k") == "openai/gpt-5.5"
+    assert default(GROQ_API_KEY="k") == "groq/openai/gpt-oss-120b"
+    assert default() == "local/m"
+
+
 def test_a_model_without_a_provider_is_searched_for_as_pi_does(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
