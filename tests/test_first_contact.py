@@ -22,7 +22,7 @@ from pitrio.cli import main
 from pitrio.cli._loopback import loopback_address, refused_text
 from pitrio.harness._retry import is_retryable
 from pitrio.providers import Models
-from pitrio.providers._options import supported_thinking_levels
+from pitrio.providers._options import clamp_thinking_level, supported_thinking_levels
 
 
 @pytest.fixture
@@ -253,7 +253,8 @@ def test_help_and_thinking_list_the_models_levels(
     out = interactive(argv, {**env, **keys}, "/help", "/thinking")
     help_line = next(line for line in out.splitlines() if "/thinking [LEVEL]" in line)
     assert help_line.endswith(f"show or change the reasoning level ({levels})")
-    assert f"thinking: off (levels: {levels})" in out
+    default = clamp_thinking_level(found, "medium")  # Pi's default, as the model takes it
+    assert f"thinking: {default} (levels: {levels})" in out
 
 
 @pytest.mark.parametrize(

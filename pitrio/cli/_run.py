@@ -37,7 +37,13 @@ from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
 from ._resources import load_resources
 from ._sanitize import inert, one_line
-from ._setup import AppSettings, open_session, open_stream_fn, templates_dirs
+from ._setup import (
+    AppSettings,
+    open_session,
+    open_stream_fn,
+    restore_from_session,
+    templates_dirs,
+)
 
 __all__ = ["run_app"]
 
@@ -92,6 +98,7 @@ async def run_app(
                 return EXIT_OK
         if session is not None:
             stack.push_async_callback(_close_quietly, session)
+            settings = restore_from_session(settings, session, err)  # Pi's model and level
         resources = None
         template_dirs = templates_dirs(cwd, settings.env)
         if not settings.offline:

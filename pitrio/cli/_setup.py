@@ -53,6 +53,8 @@ from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
 from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
 
 THINKING: Final = frozenset(get_args(ThinkingLevel))
+DEFAULT_THINKING: Final = "medium"
+"""Pi's ``DEFAULT_THINKING_LEVEL``: a reasoning model's level when nothing says another."""
 
 __all__ = [
     "CONFIG_TABLES",
@@ -66,6 +68,7 @@ __all__ = [
     "open_session",
     "open_stream_fn",
     "read_config",
+    "restore_from_session",
     "sessions_root",
     "templates_dirs",
 ]
@@ -129,6 +132,12 @@ class AppSettings:
     session_dir: str | None = None
     scoped_models: tuple[str, ...] = ()
     export: str | None = None  # --export FILE (the output path is ``prompt``)
+    # What a continued session may restore (Pi's createAgentSession): the model when none
+    # was named, the thinking level when none was asked for; ``default_thinking`` is the
+    # level a model gets otherwise, before it is clamped to what the model supports.
+    model_named: bool = True
+    thinking_named: bool = True
+    default_thinking: str = "off"
 
 
 DEFAULT_MODELS: Final[tuple[tuple[str, str], ...]] = (
@@ -239,7 +248,9 @@ def configure(
     stdin: TextIO,
 ) -> AppSettings:
     """Check the arguments and pick the model; ``parser.error`` (exit 2) when they are bad."""
+    model_named = bool(args.model) or args.base_url is not None or args.local or args.demo
     flags = _pi_flags(parser, args, env)
+    thinking_named = args.thinking is not None
     if args.demo and (args.model or args.base_url or args.provider):
         parser.error(
             "--demo replays the recorded demo; drop --model/--provider/--base-url, "
@@ -326,8 +337,14 @@ def configure(
         else:
             model, api_key, key_source = found
     level = pi_settings.get("defaultThinkingLevel")
-    if args.thinking is None and model.reasoning and base_url is None and level in THINKING:
-        thinking = cast("ThinkingLevel", level)  # Pi's settings.json; no reasoning: "off"
+    default_thinking: str = (
+        level if isinstance(level, str) and level in THINKING else DEFAULT_THINKING
+    )
+    if args.thinking is None and args.base_url is None and not offline and stream_fn is None:
+        # Pi's settings.json, else Pi's default, clamped to the model ("off" without reasoning)
+        from pitrio.providers._options import clamp_thinking_level
+
+        thinking = cast("ThinkingLevel", clamp_thinking_level(model, default_thinking))
     if offline and args.thinking not in (None, "off"):
         parser.error("--thinking needs a model; the offline replay has no reasoning to adjust")
     if args.api_key and not offline and stream_fn is None and not args.local:
@@ -432,6 +449,9 @@ def configure(
         session_name=flags.session_name,
         session_dir=flags.session_dir,
         scoped_models=flags.scoped_models,
+        model_named=model_named,
+        thinking_named=thinking_named,
+        default_thinking=default_thinking,
         export=args.export,
     )
 
@@ -788,6 +808,68 @@ def _first_custom_model(env: Mapping[str, str]) -> tuple[Model, str, str] | None
         if key is not None and found.models:
             return found.models[0], key, f"apiKey of {name!r} in models.json"
     return None
+
+
+def restore_from_session(
+    settings: AppSettings, session: Session | None, err: TextIO
+) -> AppSettings:
+    """What a continued session brings back, as Pi's ``createAgentSession`` does for a
+    session holding messages: its model when none was named (if that model's provider has
+    a key; otherwise a warning and the model chosen before), its thinking level when none
+    was asked for, clamped to the model."""
+    if session is None or settings.offline or settings.stream_fn is not None:
+        return settings
+    if not session.build_context().messages:
+        return settings
+    from pitrio.providers import Models, env_api_key
+    from pitrio.providers._options import clamp_thinking_level
+
+    ref = session.model
+    if not settings.model_named and ref is not None:
+        env = settings.env
+        restored: tuple[Model, str | None, str, str | None] | None = None
+        custom = custom_providers(env)[0].get(ref.provider)
+        if custom is not None:
+            model = next((m for m in custom.models if m.id == ref.model_id), None)
+            key = resolve_config_value(custom.api_key, env) if custom.api_key else None
+            if model is not None and key is not None:
+                restored = (
+                    model,
+                    key,
+                    f"apiKey of {ref.provider!r} in models.json",
+                    model.base_url,
+                )
+        else:
+            model = Models(env=env).get(ref.provider, ref.model_id)
+            stored = stored_key(ref.provider, env, settings.stored_auth)
+            key = stored[0] if stored is not None else env_api_key(ref.provider, env)
+            config = settings.config_keys.get(ref.provider)
+            if model is not None and (stored is not None or key or config):
+                source = (
+                    stored[1]
+                    if stored is not None
+                    else "the environment"
+                    if key
+                    else f"[keys] {ref.provider} in the config file"
+                )
+                restored = (model, key or config, source, None)
+        if restored is None:
+            chosen = settings.model
+            print(
+                f"Warning: Could not restore model {ref.provider}/{ref.model_id}. Using "
+                f"{chosen.provider}/{chosen.id}",
+                file=err,
+            )
+        elif (restored[0].provider, restored[0].id) != (settings.model.provider, settings.model.id):
+            model, key, source, base_url = restored
+            settings = attrs.evolve(
+                settings, model=model, api_key=key, key_source=source, base_url=base_url
+            )
+    if not settings.thinking_named:
+        wanted = session.thinking_level or settings.default_thinking
+        level = clamp_thinking_level(settings.model, wanted)
+        settings = attrs.evolve(settings, thinking=cast("ThinkingLevel", level))
+    return settings
 
 
 def _login_providers() -> dict[str, str]:

@@ -305,6 +305,7 @@ class Harness:
                 ops = self._ops = OperationRecorder(
                     session, settings_json(compaction or CompactionSettings(), tool_execution)
                 )
+                ops.thinking_level = lambda: self._config.thinking_level  # the level it runs at
                 self._config.wrap = lambda tool: InvokedTool(tool, ops, session)
                 self._agent.stream_fn = self._recorded_stream
                 self._interrupted = _interrupted(session)

@@ -20,7 +20,7 @@ The streamed frames of a request (``pi.pending.assistant_frame``) are written by
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
 import attrs
@@ -258,9 +258,13 @@ class OperationRecorder:
         "_session",
         "_settings",
         "_state",
+        "thinking_level",
     )
 
     def __init__(self, session: Session, settings: Mapping[str, Any]) -> None:
+        self.thinking_level: Callable[[], str] | None = None
+        """The harness's thinking level, for a lane's first configuration (``None``:
+        the session's, else ``"off"``)."""
         self._session = session
         self._lane = session._lane
         self._settings = Encoded(settings)  # in every state: its JSON made once
@@ -357,9 +361,10 @@ class OperationRecorder:
         one: its restore needs it)."""
         if (LANE_CONFIG, self._lane) in self._session._state.values:
             return []
+        level = self.thinking_level() if self.thinking_level is not None else None
         config = {
             "model": {"provider": model.provider, "modelId": model.id},
-            "thinkingLevel": self._session.thinking_level or "off",
+            "thinkingLevel": level or self._session.thinking_level or "off",
             "activeToolNames": list(tool_names),
         }
         return [_set(LANE_CONFIG, self._lane, config)]

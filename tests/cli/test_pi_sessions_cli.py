@@ -102,3 +102,50 @@ def test_pi_and_pitrio_continue_each_others_sessions(
         if x["type"] == "message" and x["message"]["role"] == "assistant"
     ]
     assert answers == [f"answer to {n}" for n in ("one", "two", "three", "four")]
+
+
+def test_a_continued_session_keeps_its_model_and_thinking_level(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """As Pi's ``createAgentSession``: ``-c`` without ``--model`` goes on with the
+    session's model, and without ``--thinking`` with its thinking level (clamped to the
+    model: none for one without reasoning, the session's again for one with it); a
+    reasoning model with nothing said gets Pi's default, ``medium``. The expected
+    ``(model, reasoning_effort)`` of each request is what ``pi`` 0.85.0 sent for the same
+    five command lines (recorded)."""
+    server = serve(lambda body: text_reply("ok"))
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    models = [
+        {"id": "plain", "contextWindow": 128000, "maxTokens": 4096},
+        {"id": "r", "reasoning": True, "contextWindow": 128000, "maxTokens": 4096},
+    ]
+    local = {"baseUrl": server.url, "api": "openai-completions", "apiKey": "k", "models": models}
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"local": local}}))
+    env = {k: v for k, v in cli_env.items() if k != "PITRIO_SESSIONS_DIR"}
+    env |= {"PI_CODING_AGENT_DIR": str(agent_dir)}
+
+    def sent(*args: str) -> tuple[str, str | None]:
+        done = subprocess.run(
+            [sys.executable, "-m", "pitrio", "--cwd", str(workdir), *args, "-p", "hi"],
+            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        body = server.requests[-1]
+        return body["model"], body.get("reasoning_effort")
+
+    assert [
+        sent("--model", "local/r", "--thinking", "high"),
+        sent("-c", "--model", "local/r"),
+        sent("-c"),
+        sent("-c", "--model", "local/plain"),
+        sent("-c", "--model", "local/r"),
+    ] == [("r", "high"), ("r", "high"), ("r", "high"), ("plain", None), ("r", "high")]
+    assert sent("--model", "local/r") == ("r", "medium")  # a new session: Pi's default
+    (first, *_) = sorted((agent_dir / "sessions").rglob("*.jsonl"))
+    levels = [
+        json.loads(line).get("thinkingLevel")
+        for line in first.read_text().splitlines()
+        if '"thinking_level_change"' in line
+    ]
+    assert levels[0] == "high"  # recorded as the run used it (was "off")

@@ -192,6 +192,24 @@ async def test_model_and_thinking_changes_are_session_entries(
     assert session.thinking_level == "low"
 
 
+
+async def test_a_runs_first_lane_configuration_has_the_harness_thinking_level(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A session's lane configuration, written with a run's first prompt, records the
+    level the harness runs at (as Pi's harness does; it recorded the session's, "off",
+    so a continued session lost the level)."""
+    store, session = await _session()
+    reasoner = Model(id="r", api="scripted", provider="scripted", reasoning=True)
+    answer = ScriptedModel([ScriptedResponse.text("ok")])
+    harness = Harness(model=reasoner, stream_fn=answer, session=session, thinking_level="high")
+    await harness.prompt("hi")
+    assert session.thinking_level == "high"
+    await session.close()
+    reopened = await store.open(session.id)
+    assert reopened.thinking_level == "high"
+    await reopened.close()
+
 async def test_tools_are_bound_to_the_tool_context(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
