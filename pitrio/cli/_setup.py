@@ -821,7 +821,7 @@ def restore_from_session(
         return settings
     if not session.build_context().messages:
         return settings
-    from pitrio.providers import Models, env_api_key
+    from pitrio.providers import Models, env_api_key, registered_apis
     from pitrio.providers._options import clamp_thinking_level
 
     ref = session.model
@@ -844,7 +844,8 @@ def restore_from_session(
             stored = stored_key(ref.provider, env, settings.stored_auth)
             key = stored[0] if stored is not None else env_api_key(ref.provider, env)
             config = settings.config_keys.get(ref.provider)
-            if model is not None and (stored is not None or key or config):
+            keyed = stored is not None or bool(key) or config is not None
+            if model is not None and model.api in registered_apis() and keyed:
                 source = (
                     stored[1]
                     if stored is not None
