@@ -666,7 +666,7 @@ def _catalog_model(
     config_path: str,
     stored: Mapping[str, Any],
 ) -> tuple[Model, str | None, str]:
-    from pitrio.providers import Models, env_api_key, registered_apis
+    from pitrio.providers import Models, registered_apis
 
     spec: str = args.model
     provider, slash, model_id = spec.partition("/")
@@ -696,10 +696,10 @@ def _catalog_model(
             f"{known} (for any OpenAI-compatible service use --base-url URL --model MODEL_ID)"
         )
     model = models.get(provider, model_id) or models.get(provider, spec)  # nvidia/nvidia/...
+    listed = models.list(provider) if model is None else []
     if model is None:
-        model = _pi_match(model_id, models.list(provider))
+        model = _pi_match(model_id, listed)
     if model is None:
-        listed = models.list(provider)
         default_id = dict(DEFAULT_MODELS).get(provider)
         base = next((m for m in listed if m.id == default_id), listed[0])
         model = _custom_model_id(base, model_id, provider, [m.id for m in listed], args.thinking)
@@ -709,14 +709,9 @@ def _catalog_model(
             f"implement yet (it has {', '.join(registered_apis())}); pitrio --list-models "
             "marks such models"
         )
-    found = stored_key(provider, env, stored)  # Pi's order: auth.json before the environment
+    found = provider_key(provider, env, keys, config_path, stored)
     if found is not None:
         return model, found[0], found[1]
-    key = env_api_key(provider, env)
-    if key:
-        return model, key, f"the environment variable {_key_var(provider, env)}"
-    if provider in keys:
-        return model, keys[provider], f"[keys] {provider} in {config_path}"
     login = " (or /login in the interactive mode)" if provider in _login_providers() else ""
     parser.error(
         f"no API key for provider {provider!r}: set {_key_names(provider)}{login}, or add "
@@ -739,15 +734,9 @@ def _anywhere(
     is ``spec`` in any case (of several, the one whose provider has a key), else Pi's
     pattern match, over the models whose provider has a key first (Pi: over every
     model, which can pick a provider without one), then over every model."""
-    from pitrio.providers import env_api_key
 
     def keyed(model: Model) -> bool:
-        provider = model.provider
-        return (
-            stored_key(provider, env, stored) is not None
-            or bool(env_api_key(provider, env))
-            or provider in keys
-        )
+        return provider_key(model.provider, env, keys, "", stored) is not None
 
     wanted = spec.strip().lower()
     exact = [m for m in everything if wanted in (m.id.lower(), f"{m.provider}/{m.id}".lower())]
@@ -819,9 +808,9 @@ def restore_from_session(
     was asked for, clamped to the model."""
     if session is None or settings.offline or settings.stream_fn is not None:
         return settings
-    if not session.build_context().messages:
+    if session.leaf_id is None:  # nothing written yet (Pi: no messages to go on from)
         return settings
-    from pitrio.providers import Models, env_api_key, registered_apis
+    from pitrio.providers import Models, registered_apis
     from pitrio.providers._options import clamp_thinking_level
 
     ref = session.model
@@ -841,19 +830,11 @@ def restore_from_session(
                 )
         else:
             model = Models(env=env).get(ref.provider, ref.model_id)
-            stored = stored_key(ref.provider, env, settings.stored_auth)
-            key = stored[0] if stored is not None else env_api_key(ref.provider, env)
-            config = settings.config_keys.get(ref.provider)
-            keyed = stored is not None or bool(key) or config is not None
-            if model is not None and model.api in registered_apis() and keyed:
-                source = (
-                    stored[1]
-                    if stored is not None
-                    else "the environment"
-                    if key
-                    else f"[keys] {ref.provider} in the config file"
-                )
-                restored = (model, key or config, source, None)
+            found = provider_key(
+                ref.provider, env, settings.config_keys, "the config file", settings.stored_auth
+            )
+            if model is not None and model.api in registered_apis() and found is not None:
+                restored = (model, found[0], found[1], None)
         if restored is None:
             chosen = settings.model
             print(
@@ -896,22 +877,37 @@ def default_model(
     )
     if not has_env_key and not keys and not stored:
         return None  # no key at all: skip loading the providers (and httpx)
-    from pitrio.providers import Models, env_api_key, registered_apis
+    from pitrio.providers import Models, registered_apis
 
     for provider, model_id in DEFAULT_MODELS:
-        found = stored_key(provider, env, stored)
-        key: str | None = None
+        found = provider_key(provider, env, keys, config_path, stored)
         if found is not None:
-            key, source = found
-        else:
-            key = env_api_key(provider, env)
-            source = f"the environment variable {_key_var(provider, env)}"
-        if not key and found is None and provider in keys:
-            key, source = keys[provider], f"[keys] {provider} in {config_path}"
-        if key or found is not None:
             model = Models(env=env).get(provider, model_id)
             if model is not None and model.api in registered_apis():
-                return model, key, source
+                return model, found[0], found[1]
+    return None
+
+
+def provider_key(
+    provider: str,
+    env: Mapping[str, str],
+    keys: Mapping[str, str],
+    config_path: str,
+    stored: Mapping[str, Any],
+) -> tuple[str | None, str] | None:
+    """The provider's key and where it came from, in Pi's order: ``auth.json`` (a login's
+    key is ``None``: the request reads its tokens), the environment, then the config
+    file; ``None`` when it has none."""
+    from pitrio.providers import env_api_key
+
+    found = stored_key(provider, env, stored)
+    if found is not None:
+        return found
+    key = env_api_key(provider, env)
+    if key:
+        return key, f"the environment variable {_key_var(provider, env)}"
+    if keys.get(provider):
+        return keys[provider], f"[keys] {provider} in {config_path}"
     return None
 
 
