@@ -303,9 +303,10 @@ class Harness:
             self._agent.state.messages = list(session.build_context().messages)
             if not session.read_only:
                 ops = self._ops = OperationRecorder(
-                    session, settings_json(compaction or CompactionSettings(), tool_execution)
+                    session,
+                    settings_json(compaction or CompactionSettings(), tool_execution),
+                    lambda: self._config.thinking_level,  # the level it runs at
                 )
-                ops.thinking_level = lambda: self._config.thinking_level  # the level it runs at
                 self._config.wrap = lambda tool: InvokedTool(tool, ops, session)
                 self._agent.stream_fn = self._recorded_stream
                 self._interrupted = _interrupted(session)

@@ -261,8 +261,13 @@ class OperationRecorder:
         "thinking_level",
     )
 
-    def __init__(self, session: Session, settings: Mapping[str, Any]) -> None:
-        self.thinking_level: Callable[[], str] | None = None
+    def __init__(
+        self,
+        session: Session,
+        settings: Mapping[str, Any],
+        thinking_level: Callable[[], str] | None = None,
+    ) -> None:
+        self.thinking_level = thinking_level
         """The harness's thinking level, for a lane's first configuration (``None``:
         the session's, else ``"off"``)."""
         self._session = session
