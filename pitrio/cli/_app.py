@@ -17,7 +17,7 @@ import re
 import signal as signal_module
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TextIO, final
+from typing import TYPE_CHECKING, Any, Final, TextIO, cast, final
 
 import trio
 
@@ -47,9 +47,10 @@ from pitrio.harness import (
 
 from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
+from ._login import has_stored_key
 from ._loopback import RefusingStreamFn
-from ._resources import CodingResources, build_system_prompt
-from ._setup import AppSettings, api_key_lookup
+from ._resources import CodingResources, build_system_prompt, custom_providers
+from ._setup import AppSettings, api_key_lookup, restore_from_session
 
 if TYPE_CHECKING:
     from pitrio.mcp import McpToolset
@@ -124,8 +125,12 @@ class App:
         err: TextIO,
         resources: CodingResources | None = None,
         mcp: McpToolset | None = None,
+        startup: AppSettings | None = None,
     ) -> None:
         self.settings = settings
+        self.startup = startup if startup is not None else settings
+        """The settings before a continued session's model and level were restored: what
+        a session switched to later is resolved against, as Pi's runtime does each time."""
         self.mcp = mcp
         """The configured MCP servers (``mcp.json``), if any: their tools join the coding
         tools."""
@@ -231,13 +236,70 @@ class App:
         self._listeners.append(listener)
         self.harness.subscribe(listener)
 
-    async def switch_session(self, session: Session | None) -> None:
-        """Continue in ``session`` (closing the current one)."""
+    async def switch_session(self, session: Session | None, *, restore: bool = False) -> None:
+        """Continue in ``session`` (closing the current one).
+
+        ``restore``: take the model and thinking level as Pi's coding agent does when it
+        replaces its session (``/resume``, ``/fork``, ``/clone``, RPC ``switch_session``,
+        ``new_session``, ``fork``, ``clone``, ``/clear``): a session holding messages
+        brings back its own, a new one starts with the run's (what the command line and the
+        settings chose: ``/model``, ``/thinking`` and their RPC commands are not saved as
+        defaults, as in Pi).
+        """
         old = self.session
         self.session = session
+        if restore and (session is None or session is not old):
+            self._restore(session)
         self.harness = self._make_harness(session)
         if old is not None and old is not session:
             await old.close()
+
+    def _restore(self, session: Session | None) -> None:
+        from pitrio.providers._options import clamp_thinking_level
+
+        settings = self.startup  # a model and its key stay together
+        if session is not None and session.leaf_id is not None:
+            settings = restore_from_session(settings, session, self.err)
+        self.settings = settings
+        self.model = settings.model
+        self.thinking = cast("ThinkingLevel", clamp_thinking_level(self.model, settings.thinking))
+
+    @property
+    def fixed_model(self) -> bool:
+        """Whether this run's model is its only one: the offline replay, a test model,
+        ``--base-url``, ``--local``."""
+        start = self.startup
+        if start.offline or start.stream_fn is not None:
+            return True
+        if start.base_url is None:
+            return False
+        chosen = custom_providers(start.env)[0].get(start.model.provider)
+        return chosen is None or start.model not in chosen.models  # not a models.json one
+
+    def available_models(self) -> list[Model]:
+        """The models this run can switch to (Pi's available models): the catalog's of
+        each provider with a key, then those of models.json's providers with an
+        ``apiKey`` (not resolved here: a ``!command`` runs when a request needs it)."""
+        if self.fixed_model:
+            return [self.model]
+        from pitrio.providers import Models, env_api_key
+
+        settings = self.settings
+        models = Models(env=settings.env)
+        available = []
+        for provider in models.providers():
+            if (
+                provider == self.model.provider
+                or env_api_key(provider, settings.env)
+                or (provider in settings.config_keys)
+                or has_stored_key(provider, settings.env, settings.stored_auth)
+            ):
+                available.extend(models.list(provider))
+        listed = {(m.provider, m.id) for m in available}
+        for custom in custom_providers(settings.env)[0].values():
+            if custom.api_key is not None or custom.name == self.model.provider:
+                available.extend(m for m in custom.models if (m.provider, m.id) not in listed)
+        return available or [self.model]
 
     async def set_model(self, model: Model) -> None:
         self.model = model

@@ -638,7 +638,7 @@ class _Interactive:
             return
         if await self._busy_guard("/model"):
             return
-        if app.settings.offline or app.settings.base_url or app.settings.stream_fn is not None:
+        if app.fixed_model:
             self.renderer.error(
                 "/model switches between catalog models; this run uses a fixed model "
                 "(offline replay, --base-url or a test model). Restart with --model."
@@ -649,7 +649,10 @@ class _Interactive:
         provider, slash, model_id = arg.partition("/")
         if not slash:
             provider, model_id = app.model.provider, arg
-        model = Models(env=app.settings.env).get(provider, model_id)
+        model = next(  # a models.json model first, then the catalog's
+            (m for m in app.available_models() if (m.provider, m.id) == (provider, model_id)),
+            None,
+        ) or Models(env=app.settings.env).get(provider, model_id)
         if model is None:
             self.renderer.error(f"unknown model {arg!r} (pitrio --list-models lists them)")
             return
@@ -747,7 +750,7 @@ class _Interactive:
             self._say("that is the current session")
             return
         session = await app.store.open(found.id if found is not None else arg)  # id prefix
-        await app.switch_session(session)
+        await app.switch_session(session, restore=True)
         _slash.show_history(app, self.renderer)
         self._say(f"resumed session {session.id} ({len(app.harness.messages)} messages)")
 
@@ -759,7 +762,7 @@ class _Interactive:
         if await self._busy_guard("/fork"):
             return
         forked = await app.session.fork(arg or None)
-        await app.switch_session(forked)
+        await app.switch_session(forked, restore=True)
         self._say(f"forked into session {forked.id} ({len(app.harness.messages)} messages)")
 
     async def _compact(self, arg: str) -> None:
@@ -777,7 +780,7 @@ class _Interactive:
         if await self._busy_guard("/clear"):
             return
         session = await app.store.create(cwd=app.cwd) if app.store is not None else None
-        await app.switch_session(session)
+        await app.switch_session(session, restore=True)
         self._say("new session" + (f" {session.id}" if session is not None else ""))
 
     async def _cost(self, _: str) -> None:

@@ -79,7 +79,6 @@ from ._json_mode import (
     pi_message,
     pi_messages,
 )
-from ._login import has_stored_key
 
 __all__ = ["model_to_pi", "run_rpc"]
 
@@ -496,7 +495,7 @@ class _RpcServer:
         harness = app.harness
         steering, follow_up = harness.agent.steering_mode, harness.agent.follow_up_mode
         retry, compaction = harness.retry, harness.compaction
-        await app.switch_session(session)
+        await app.switch_session(session, restore=True)
         new = app.harness
         new.agent.steering_mode, new.agent.follow_up_mode = steering, follow_up
         new.retry, new.compaction = retry, compaction
@@ -782,23 +781,7 @@ class _RpcServer:
     # -- models and thinking --------------------------------------------------------------
 
     def _available(self) -> list[Model]:
-        app = self.app
-        settings = app.settings
-        if settings.offline or settings.stream_fn is not None or settings.base_url:
-            return [app.model]
-        from pitrio.providers import Models, env_api_key
-
-        models = Models(env=settings.env)
-        available = []
-        for provider in models.providers():
-            if (
-                provider == app.model.provider
-                or env_api_key(provider, settings.env)
-                or (provider in settings.config_keys)
-                or has_stored_key(provider, settings.env, settings.stored_auth)
-            ):
-                available.extend(models.list(provider))
-        return available or [app.model]
+        return self.app.available_models()
 
     async def _use_model(self, model: Model) -> None:
         level = self.app.harness.thinking_level

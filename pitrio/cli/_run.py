@@ -96,6 +96,7 @@ async def run_app(
             session = await pick_session(store, cwd, stdin, out)  # Pi's session picker
             if session is None:
                 return EXIT_OK
+        startup = settings
         if session is not None:
             stack.push_async_callback(_close_quietly, session)
             settings = restore_from_session(settings, session, err)  # Pi's model and level
@@ -131,6 +132,7 @@ async def run_app(
             err=err,
             resources=resources,
             mcp=mcp,
+            startup=startup,
         )
         if serve is not None:
             return await serve(app)

@@ -1148,7 +1148,8 @@ def api_key_lookup(settings: AppSettings) -> Callable[[str], str | None]:
     """``provider -> key`` in Pi's order: ``--api-key`` (for the configured model's
     provider only), then ``auth.json`` as ``/login`` and ``/logout`` leave it (a stored
     key; for a login's tokens ``None``, so that the request reads and refreshes them),
-    then the key the run started with, then the config file.
+    then the key the run started with, then the config file, then the provider's
+    ``apiKey`` in ``models.json``.
 
     ``None`` lets the environment answer: a key is never sent to a provider it is not for.
     """
@@ -1167,6 +1168,16 @@ def api_key_lookup(settings: AppSettings) -> Callable[[str], str | None]:
             return resolved[asked][1]
         if asked == provider and key:
             return key
-        return config.get(asked)
+        if asked in config:
+            return config[asked]
+        return custom_key(asked)
+
+    def custom_key(asked: str) -> str | None:
+        """A models.json provider's ``apiKey`` (a model chosen after the start)."""
+        if asked not in resolved:
+            found = custom_providers(env)[0].get(asked)
+            value = found.api_key if found is not None else None
+            resolved[asked] = (None, resolve_config_value(value, env) if value else None)
+        return resolved[asked][1]
 
     return lookup

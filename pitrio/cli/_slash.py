@@ -113,7 +113,7 @@ async def clone(app: App, renderer: Renderer, _: str) -> None:
         renderer.error("/clone needs a session (this run has none)")
         return
     copy = await session.fork()
-    await app.switch_session(copy)
+    await app.switch_session(copy, restore=True)
     renderer.say(f"cloned into session {copy.id} ({len(app.harness.messages)} messages)")
 
 

@@ -146,3 +146,22 @@ def workdir(tmp_path: Path) -> Path:
     root.mkdir()
     (root / "notes.txt").write_text("first line\n")
     return root
+
+
+def local_models_env(
+    server: ChatServer, cli_env: dict[str, str], tmp_path: Path
+) -> tuple[dict[str, str], Path]:
+    """``cli_env`` with Pi's agent directory (its sessions too) under ``tmp_path``, whose
+    ``models.json`` has a provider ``local`` on ``server`` with a key and two models,
+    ``plain`` and ``r`` (one that reasons); and that directory."""
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    models = [
+        {"id": "plain", "contextWindow": 128000, "maxTokens": 4096},
+        {"id": "r", "reasoning": True, "contextWindow": 128000, "maxTokens": 4096},
+    ]
+    local = {"baseUrl": server.url, "api": "openai-completions", "apiKey": "k", "models": models}
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"local": local}}))
+    env = {k: v for k, v in cli_env.items() if k != "PITRIO_SESSIONS_DIR"}
+    env |= {"PI_CODING_AGENT_DIR": str(agent_dir)}
+    return env, agent_dir

@@ -164,8 +164,10 @@ def test_the_cli_sends_pis_system_prompt_for_a_pi_setup(
     # what reached the model, in Pi's order
     for marker in ("GLOBAL-AGENTS", "PARENT-CLAUDE", "PROJECT-AGENTS", "APPEND-GLOBAL"):
         assert marker in prompt
-    assert prompt.index("GLOBAL-AGENTS") < prompt.index("PARENT-CLAUDE") < prompt.index(
-        "PROJECT-AGENTS"
+    assert (
+        prompt.index("GLOBAL-AGENTS")
+        < prompt.index("PARENT-CLAUDE")
+        < prompt.index("PROJECT-AGENTS")
     )
     assert "<name>greeter</name>" in prompt
     assert "Greets people &lt;warmly&gt;." in prompt

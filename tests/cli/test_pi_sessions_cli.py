@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._pi import pi_command, require_oracle
-from .conftest import ChatServer, Reply, last_user_text, text_reply
+from .conftest import ChatServer, Reply, last_user_text, local_models_env, text_reply
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -114,16 +114,7 @@ def test_a_continued_session_keeps_its_model_and_thinking_level(
     ``(model, reasoning_effort)`` of each request is what ``pi`` 0.85.0 sent for the same
     five command lines (recorded)."""
     server = serve(lambda body: text_reply("ok"))
-    agent_dir = tmp_path / "agent"
-    agent_dir.mkdir()
-    models = [
-        {"id": "plain", "contextWindow": 128000, "maxTokens": 4096},
-        {"id": "r", "reasoning": True, "contextWindow": 128000, "maxTokens": 4096},
-    ]
-    local = {"baseUrl": server.url, "api": "openai-completions", "apiKey": "k", "models": models}
-    (agent_dir / "models.json").write_text(json.dumps({"providers": {"local": local}}))
-    env = {k: v for k, v in cli_env.items() if k != "PITRIO_SESSIONS_DIR"}
-    env |= {"PI_CODING_AGENT_DIR": str(agent_dir)}
+    env, agent_dir = local_models_env(server, cli_env, tmp_path)
 
     def sent(*args: str) -> tuple[str, str | None]:
         done = subprocess.run(
@@ -149,3 +140,81 @@ def test_a_continued_session_keeps_its_model_and_thinking_level(
         if '"thinking_level_change"' in line
     ]
     assert levels[0] == "high"  # recorded as the run used it (was "off")
+
+
+def test_rpc_session_switches_take_the_model_and_level_as_pi(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """Pi's RPC replaces its whole runtime at ``switch_session`` and ``new_session``: a
+    session holding messages brings back its model and thinking level, a new one starts
+    with the run's own (``set_model`` and ``set_thinking_level`` are not persisted); a
+    models.json model can be chosen with ``set_model``. Every ``(model, thinking level)``
+    below is what ``pi`` 0.85.0 answered to the same commands (recorded)."""
+    server = serve(lambda body: text_reply("ok"))
+    env, agent_dir = local_models_env(server, cli_env, tmp_path)
+    pitrio = [sys.executable, "-m", "pitrio", "--cwd", str(workdir)]
+    done = subprocess.run(
+        [*pitrio, "--model", "local/r", "--thinking", "high", "-p", "one"],
+        env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (first,) = sorted((agent_dir / "sessions").rglob("*.jsonl"))
+
+    commands: list[dict[str, Any]] = [
+        {"type": "get_state"},
+        {"type": "set_model", "provider": "local", "modelId": "r"},
+        {"type": "set_thinking_level", "level": "low"},
+        {"type": "get_state"},
+        {"type": "switch_session", "sessionPath": str(first)},
+        {"type": "get_state"},
+        {"type": "prompt", "message": "two"},
+        {"type": "new_session"},
+        {"type": "get_state"},
+        {"type": "set_model", "provider": "local", "modelId": "r"},
+        {"type": "prompt", "message": "three"},
+        {"type": "get_state"},
+        {"type": "new_session"},
+        {"type": "get_state"},
+    ]
+    states: list[tuple[str, str, int]] = []
+    sent: list[tuple[str, str | None]] = []
+    with subprocess.Popen(
+        [*pitrio, "--mode", "rpc"], env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    ) as rpc:  # fmt: skip
+        assert rpc.stdin is not None
+        assert rpc.stdout is not None
+        for number, command in enumerate(commands):
+            command["id"] = f"c{number}"
+            rpc.stdin.write(json.dumps(command) + "\n")
+            rpc.stdin.flush()
+            settled = command["type"] != "prompt"
+            answered = False
+            while not (answered and settled):
+                line = rpc.stdout.readline()
+                assert line, "pitrio's rpc mode ended early"
+                message = json.loads(line)
+                if message.get("type") == "agent_end":
+                    settled = True
+                if message.get("type") == "response" and message.get("id") == command["id"]:
+                    assert message["success"], message
+                    answered = True
+                    if command["type"] == "get_state":
+                        data = message["data"]
+                        states.append(
+                            (data["model"]["id"], data["thinkingLevel"], data["messageCount"])
+                        )
+            if command["type"] == "prompt":
+                body = server.requests[-1]
+                sent.append((body["model"], body.get("reasoning_effort")))
+        rpc.stdin.close()
+        assert rpc.wait(30) == 0
+    assert states == [
+        ("plain", "off", 0),  # the first models.json model with a key
+        ("r", "low", 0),
+        ("r", "high", 2),  # the session's model and level
+        ("plain", "off", 0),  # a new session: the run's
+        ("r", "off", 2),
+        ("plain", "off", 0),
+    ]
+    assert sent == [("r", "high"), ("r", None)]

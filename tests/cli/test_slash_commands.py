@@ -18,7 +18,7 @@ from pitrio import AssistantMessage, TextContent, ToolCall, ToolResultMessage, U
 from pitrio.cli._slash import history_lines
 from pitrio.harness import BashExecutionMessage
 
-from .conftest import ChatServer, Reply, last_user_text, text_reply
+from .conftest import ChatServer, Reply, last_user_text, local_models_env, text_reply
 
 pexpect = pytest.importorskip(
     "pexpect", reason="pexpect is in the test extra: pip install -e .[test]"
@@ -335,3 +335,59 @@ def test_resume_in_a_terminal_picks_a_session(
     ready(child)
     quit(child)
     assert user_texts(server.requests[-1]) == ["remember 7", "which number?"]
+
+
+def test_resume_brings_back_the_sessions_model_and_clear_the_runs(
+    spawn: Spawn, serve: Callable[..., ChatServer], cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """As Pi's runtime replacing its session: ``/resume`` of a session holding messages
+    goes on with that session's model and thinking level; ``/clear`` starts the new
+    session with the run's own (``/model`` and ``/thinking`` typed in between are not
+    saved as defaults)."""
+    server = serve(echo_script)
+    env, _ = local_models_env(server, cli_env, tmp_path)
+
+    child = spawn("--model", "local/r", "--thinking", "high", env=env)
+    ready(child)
+    child.send("one\r")
+    child.expect_exact("you said: one")
+    ready(child)
+    child.send("/session\r")
+    child.expect(r"session (\S+)\r?\n")
+    first = child.match.group(1)
+    ready(child)
+    quit(child)
+
+    def sent() -> tuple[str, str | None]:
+        body = server.requests[-1]
+        return body["model"], body.get("reasoning_effort")
+
+    child = spawn(env=env)  # the first models.json model with a key: local/plain
+    ready(child)
+    child.send("two\r")
+    child.expect_exact("you said: two")
+    ready(child)
+    assert sent() == ("plain", None)
+    child.send(f"/resume {first}\r")
+    child.expect_exact(f"resumed session {first}")
+    ready(child)
+    child.send("three\r")
+    child.expect_exact("you said: three")
+    ready(child)
+    assert sent() == ("r", "high")
+    child.send("/thinking low\r")
+    ready(child)
+    child.send("/clear\r")
+    child.expect_exact("new session")
+    ready(child)
+    child.send("four\r")
+    child.expect_exact("you said: four")
+    ready(child)
+    assert sent() == ("plain", None)
+    child.send("/model local/r\r")
+    ready(child)
+    child.send("five\r")
+    child.expect_exact("you said: five")
+    ready(child)
+    assert sent() == ("r", None)  # the level goes on ("off"), as Pi's setModel
+    quit(child)
