@@ -329,6 +329,9 @@ class PiEvents:
         self.retry_attempt = 0
         self.retrying = False  # in a retry's back-off (abort_retry)
         self.compacting = False
+        self.settling = False
+        """The run has ended (``agent_end`` without a retry) and is not yet settled: its
+        last writes and hooks are finishing, no turn will follow."""
         self._held: dict[str, Any] | None = None
 
     def queue_update(self) -> None:
@@ -395,13 +398,16 @@ class PiEvents:
 
     def _convert(self, event: Any) -> dict[str, Any] | None:
         if isinstance(event, AgentEnd):
+            will_retry = self._will_retry(event)
+            self.settling = not will_retry
             return {
                 "type": "agent_end",
                 "messages": pi_messages(event.messages),
-                "willRetry": self._will_retry(event),
+                "willRetry": will_retry,
             }
         if isinstance(event, Settled):
             self.retrying = False
+            self.settling = False
             return {"type": "agent_settled"}
         if isinstance(event, (SavePoint, RecoveryStart, RecoveryEnd)):
             return None  # Pi's coding agent has no recovery frame (its lanes recover silently)

@@ -435,6 +435,10 @@ class _RpcServer:
         text = self._expand(_message(command))
         if self.manual_compaction is not None:
             raise RpcCommandError(_COMPACTING)
+        if harness.is_busy and self.events.settling and not self.events.compacting:
+            # Past agent_end nothing more runs: a prompt sent on seeing it waits for the
+            # session's last write instead of failing (Pi settles before it reads the line).
+            await harness.wait_for_idle()
         if harness.is_busy:
             behavior = command.get("streamingBehavior")
             if behavior == "followUp":

@@ -555,3 +555,28 @@ def test_rpc_starts_with_the_thinking_level_clamped_to_the_model(
     (state,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert state["data"]["thinkingLevel"] == "off"
     assert state["data"]["model"]["id"] == "gpt-4.1"
+
+
+def test_rpc_a_prompt_sent_on_agent_end_runs_after_the_run_settles(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path
+) -> None:
+    """A client that sends its next prompt as soon as it reads ``agent_end`` (before
+    ``agent_settled``, while the session's last write is finishing) gets a second run,
+    as from ``pi``, whose run has settled by the time it reads the line; not "Agent is
+    already processing"."""
+    server = serve(lambda body: text_reply(f"re: {last_user_text(body)}"))
+    proc, read_until = _talk(server, cli_env, workdir)
+    with proc:
+        _send(proc, {"id": "1", "type": "prompt", "message": "one"})
+        first = read_until(lambda e: e["type"] == "agent_end")
+        _send(proc, {"id": "2", "type": "prompt", "message": "two"})
+        before = read_until(lambda e: e["type"] == "response" and e.get("id") == "2")
+        assert before[-1]["success"] is True, before[-1]
+        assert [e["type"] for e in before] == ["agent_settled", "response"]  # the first's
+        run = read_until(lambda e: e["type"] == "agent_settled")
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    assert [e["type"] for e in first].count("agent_start") == 1
+    assert run[0]["type"] == "agent_start"
+    assert [last_user_text(body) for body in server.requests] == ["one", "two"]
