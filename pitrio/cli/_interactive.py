@@ -23,7 +23,7 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, TextIO, get_args
 
 import trio
@@ -44,6 +44,7 @@ from ._login import (
     logout_command,
 )
 from ._render import Renderer, session_cost
+from ._resources import custom_providers
 from ._sanitize import one_line
 
 __all__ = [
@@ -96,10 +97,14 @@ def model_thinking_levels(model: Model) -> list[str]:
 
 
 def _keyed_models(
-    env: Mapping[str, str], config_keys: Mapping[str, str], stored: Mapping[str, Any] | None = None
+    env: Mapping[str, str],
+    config_keys: Mapping[str, str],
+    stored: Mapping[str, Any] | None = None,
+    custom: Sequence[Model] = (),
 ) -> str:
     """``/model``'s list: the usable catalog models of the providers that have a key
-    (the environment, the config file, or ``auth.json``: a stored key or a login)."""
+    (the environment, the config file, or ``auth.json``: a stored key or a login), then
+    ``custom`` (models.json's)."""
     from pitrio.providers import Models, env_api_key, registered_apis
 
     models = Models(env=env)
@@ -110,6 +115,11 @@ def _keyed_models(
         if env_api_key(p, env) or config_keys.get(p) or has_stored_key(p, env, stored or {})
     ]
     names = [f"{m.provider}/{m.id}" for p in keyed for m in models.list(p) if m.api in apis]
+    names += [
+        f"{m.provider}/{m.id}"
+        for m in custom
+        if m.api in apis and f"{m.provider}/{m.id}" not in names
+    ]
     if not names:
         return "no catalog provider has a key (pitrio --list-models lists all models)"
     return f"models with a key ({len(names)}; pitrio --list-models lists all): " + ", ".join(names)
@@ -634,7 +644,11 @@ class _Interactive:
         if not arg:
             self._say(f"model: {app.model.provider}/{app.model.id}")
             settings = app.settings
-            self._say(_keyed_models(settings.env, settings.config_keys, settings.stored_auth))
+            customs = custom_providers(settings.env)[0].values()
+            listed = [m for c in customs if c.api_key is not None for m in c.models]
+            self._say(
+                _keyed_models(settings.env, settings.config_keys, settings.stored_auth, listed)
+            )
             return
         if await self._busy_guard("/model"):
             return

@@ -364,6 +364,9 @@ def test_resume_brings_back_the_sessions_model_and_clear_the_runs(
 
     child = spawn(env=env)  # the first models.json model with a key: local/plain
     ready(child)
+    child.send("/model\r")
+    child.expect_exact("local/plain, local/r")  # models.json's, with the catalog's
+    ready(child)
     child.send("two\r")
     child.expect_exact("you said: two")
     ready(child)
