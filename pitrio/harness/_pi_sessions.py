@@ -134,13 +134,17 @@ class _Translator:
     def lines(self, session: Session, transaction: Sequence[Write]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         transparent: list[dict[str, Any]] = []
+        config: list[dict[str, Any]] = []
         extra: list[Write] = []
         moved = False
         appended: str | None = None
+        first: tuple[dict[str, Any], str | None] | None = None  # the first entry, its parent
         for write in transaction:
             kind = write.get("kind")
             if kind == "entry":
                 out.append(self._entry(session, write))
+                if first is None:
+                    first = (out[-1], write.get("parentId"))
                 appended = write["id"]
                 continue
             if kind != "value":
@@ -155,7 +159,7 @@ class _Translator:
                 # to before the first entry points at None, with nothing appended).
                 moved = appended is None or value != appended
             elif namespace == LANE_CONFIG and key == MAIN_BRANCH:
-                transparent += self._config_lines(value, stamp)
+                config += self._config_lines(value, stamp)
             elif namespace == SESSION_NAME:
                 name = " ".join(str(value or "").splitlines()).strip()
                 transparent.append({"type": "session_info", "timestamp": stamp, "name": name})
@@ -171,6 +175,23 @@ class _Translator:
                 extra.append(write)
             else:
                 extra.append(write)
+        if config and first is not None:
+            # pi writes a model or level change when it is made, before the prompt that
+            # runs with it: the lines go between the entry and its parent
+            entry, parent_id = first
+            parent = entry["parentId"]
+            above = []
+            for line in config:
+                line["id"] = new_id()
+                line["parentId"] = parent
+                parent = line["id"]
+                above.append(_ordered(line))
+            entry["parentId"] = parent
+            self.heads[parent_id] = parent
+            at = out.index(entry)
+            out[at:at] = above
+        else:
+            transparent = config + transparent
         if moved and self.config is not None:
             # A new leaf: state the lane's settings on its path, where pi looks for them.
             transparent += self._config_lines(self.config, iso(now_ms()), force=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._pi import pi_command, require_oracle
-from .conftest import ChatServer, Reply, last_user_text, local_models_env, text_reply
+from .conftest import ChatServer, Reply, last_user_text, local_models_env, text_reply, tool_reply
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -218,3 +218,48 @@ def test_rpc_session_switches_take_the_model_and_level_as_pi(
         ("plain", "off", 0),
     ]
     assert sent == [("r", "high"), ("r", None)]
+
+
+def test_a_new_session_file_states_its_model_and_level_before_the_first_prompt(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """``pi`` writes a session's ``model_change`` and ``thinking_level_change`` when they
+    are made, so a new file has them on the path above its first prompt; pitrio's file
+    has the same lines in the same order (the types of ``pi`` 0.85.0's lines for the same
+    two runs, recorded), pitrio's own state lines aside."""
+    server = serve(
+        lambda body: (
+            text_reply("done")
+            if body["messages"][-1]["role"] == "tool"
+            else tool_reply("reading", "read", {"path": "notes.txt"})
+        )
+    )
+    env, agent_dir = local_models_env(server, cli_env, tmp_path)
+    for args in (["--model", "local/r", "-p", "read it"], ["-c", "-p", "again"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "pitrio", "--cwd", str(workdir), *args],
+            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    (path,) = (agent_dir / "sessions").rglob("*.jsonl")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    shown = [line for line in lines if line["type"] != "custom"]
+    assert [
+        (
+            line["type"],
+            line.get("modelId") or line.get("thinkingLevel") or line.get("message", {}).get("role"),
+        )
+        for line in shown
+    ] == [
+        ("session", None),
+        ("model_change", "r"),
+        ("thinking_level_change", "medium"),
+        *[("message", role) for role in ("user", "assistant", "toolResult", "assistant")] * 2,
+    ]
+    by_id = {line["id"]: line for line in lines if "id" in line}
+    first_prompt = shown[3]
+    above = [first_prompt["parentId"]]
+    while above[-1] is not None:
+        above.append(by_id[above[-1]]["parentId"])
+    kinds = [by_id[i]["type"] for i in above[:-1]]
+    assert {"model_change", "thinking_level_change"} <= set(kinds)  # on its path
