@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import re
 import signal as signal_module
 import threading
@@ -49,7 +50,7 @@ from ._args import EXIT_INTERRUPTED, EXIT_MODEL_ERROR, EXIT_OK
 from ._consent import Consent
 from ._login import has_stored_key
 from ._loopback import RefusingStreamFn
-from ._resources import CodingResources, build_system_prompt, custom_providers
+from ._resources import CodingResources, CustomProvider, build_system_prompt, custom_providers
 from ._setup import AppSettings, api_key_lookup, restore_from_session
 
 if TYPE_CHECKING:
@@ -264,6 +265,11 @@ class App:
         self.model = settings.model
         self.thinking = cast("ThinkingLevel", clamp_thinking_level(self.model, settings.thinking))
 
+    @functools.cached_property
+    def custom_providers(self) -> dict[str, CustomProvider]:
+        """Pi's ``models.json`` providers with models, read once for the run."""
+        return custom_providers(self.startup.env)[0]
+
     @property
     def fixed_model(self) -> bool:
         """Whether this run's model is its only one: the offline replay, a test model,
@@ -273,7 +279,7 @@ class App:
             return True
         if start.base_url is None:
             return False
-        chosen = custom_providers(start.env)[0].get(start.model.provider)
+        chosen = self.custom_providers.get(start.model.provider)
         return chosen is None or start.model not in chosen.models  # not a models.json one
 
     def available_models(self) -> list[Model]:
@@ -296,7 +302,7 @@ class App:
             ):
                 available.extend(models.list(provider))
         listed = {(m.provider, m.id) for m in available}
-        for custom in custom_providers(settings.env)[0].values():
+        for custom in self.custom_providers.values():
             if custom.api_key is not None or custom.name == self.model.provider:
                 available.extend(m for m in custom.models if (m.provider, m.id) not in listed)
         return available or [self.model]

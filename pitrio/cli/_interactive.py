@@ -44,7 +44,6 @@ from ._login import (
     logout_command,
 )
 from ._render import Renderer, session_cost
-from ._resources import custom_providers
 from ._sanitize import one_line
 
 __all__ = [
@@ -644,7 +643,7 @@ class _Interactive:
         if not arg:
             self._say(f"model: {app.model.provider}/{app.model.id}")
             settings = app.settings
-            customs = custom_providers(settings.env)[0].values()
+            customs = app.custom_providers.values()
             listed = [m for c in customs if c.api_key is not None for m in c.models]
             self._say(
                 _keyed_models(settings.env, settings.config_keys, settings.stored_auth, listed)

@@ -197,9 +197,7 @@ def _warn_unknown_tools(settings: AppSettings, cwd: str, err: TextIO) -> None:
         return
     known = [t.name for t in coding_tools(cwd)]
     for name in settings.tools.unknown(known):
-        print(
-            f"pitrio: warning: no tool {name!r} (pitrio's tools: {', '.join(known)})", file=err
-        )
+        print(f"pitrio: warning: no tool {name!r} (pitrio's tools: {', '.join(known)})", file=err)
 
 
 async def _close_quietly(session: Session) -> None:
