@@ -18,7 +18,8 @@ locations, so that a Pi user's setup works as it is.
   settings, skills, prompts, ``SYSTEM.md`` or ``APPEND_SYSTEM.md`` (or with ``.agents/skills``
   up the tree) is trusted only by ``--approve``, by ``trust.json`` in the agent directory
   (the nearest folder with a decision), or by the setting ``defaultProjectTrust: "always"``;
-  ``pi`` asks in its interactive mode, pitrio does not (yet), so it stays untrusted there.
+  ``pi`` asks in its interactive mode, pitrio does not (yet), so it stays untrusted there;
+  ``/trust`` saves a decision as Pi's (:mod:`pitrio.cli._trust`).
 
 :func:`build_system_prompt` is Pi's ``buildSystemPrompt`` (``core/system-prompt.js``),
 with pitrio named where Pi names itself.
@@ -39,6 +40,8 @@ import trio
 
 from pitrio import Model, ModelCost
 from pitrio.harness import ContextFile, Skill, load_skills
+
+from ._trust import nearest_decision
 
 __all__ = [
     "TOOL_PROMPTS",
@@ -225,15 +228,8 @@ def _trust_decision(agent: str, cwd: str, warnings: list[str]) -> bool | None:
         return None
     if not isinstance(data, dict):
         return None
-    current = os.path.realpath(cwd)
-    while True:
-        value = data.get(current)
-        if value is True or value is False:
-            return value
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
+    found = nearest_decision(data, cwd)
+    return None if found is None else found[1]
 
 
 def _settings_file(path: str, warnings: list[str]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ __all__ = [
     "run_bash",
     "tree",
     "tree_lines",
+    "trust",
 ]
 
 NOT_SUPPORTED: Final[dict[str, str]] = {
@@ -397,3 +398,37 @@ def show_history(app: App, renderer: Renderer) -> None:
     lines = history_lines(app.harness.messages)
     if lines:
         renderer.say("\n".join(lines))
+
+
+async def trust(app: App, renderer: Renderer, arg: str) -> None:
+    """``/trust``: this project's trust decision and the choices of Pi's trust selector;
+    ``/trust yes|parent|no`` saves one in ``trust.json`` (Pi's; a restart applies it)."""
+    from ._resources import agent_dir
+    from ._trust import save_decisions, saved_decision, trust_options
+
+    agent = agent_dir(app.settings.env)
+    options = trust_options(app.cwd)
+    word = arg.strip().lower()
+    try:
+        if not word:
+            saved = await trio.to_thread.run_sync(saved_decision, agent, app.cwd)
+            now = "trusted" if app.resources is not None and app.resources.trusted else "untrusted"
+            if saved is None:
+                said = "no decision saved"
+            else:
+                said = f"saved: {'trusted' if saved[1] else 'untrusted'} ({saved[0]})"
+            lines = [f"project {app.cwd}: {now} this session; {said}"]
+            lines += [f"  /trust {o.word:<8} {o.label}" for o in options]
+            renderer.say("\n".join(lines))
+            return
+        chosen = next((o for o in options if o.word == word), None)
+        if chosen is None:
+            words = ", ".join(o.word for o in options)
+            renderer.error(f"/trust takes one of {words}; got {arg.strip()!r}")
+            return
+        await trio.to_thread.run_sync(save_decisions, agent, chosen.updates)
+    except (OSError, ValueError) as exc:
+        renderer.error(f"/trust: {exc}")
+        return
+    state = "trusted" if chosen.trusted else "untrusted"
+    renderer.say(f"Saved trust decision: {state}. Restart pitrio for this to take effect.")

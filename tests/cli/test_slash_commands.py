@@ -394,3 +394,59 @@ def test_resume_brings_back_the_sessions_model_and_clear_the_runs(
     ready(child)
     assert sent() == ("r", None)  # the level goes on ("off"), as Pi's setModel
     quit(child)
+
+
+def test_trust_saves_pis_trust_decision_for_the_next_start(
+    spawn: Spawn,
+    serve: Callable[..., ChatServer],
+    cli_env: dict[str, str],
+    workdir: Path,
+    tmp_path: Path,
+) -> None:
+    """``/trust`` shows the project's decision and Pi's three choices; ``/trust yes``
+    writes ``trust.json`` as Pi's trust store does (the real path, keys sorted, two-space
+    JSON; private to the user), and the next start loads the project's ``.pi/SYSTEM.md``;
+    ``/trust parent`` trusts the parent folder and drops the project's own entry."""
+    server = serve(echo_script)
+    env, agent_dir = local_models_env(server, cli_env, tmp_path)
+    (workdir / ".pi").mkdir()
+    (workdir / ".pi" / "SYSTEM.md").write_text("PROJECT-SYSTEM marker")
+    here = os.path.realpath(workdir)
+
+    child = spawn(env=env)
+    ready(child)
+    child.send("/trust\r")
+    child.expect_exact("untrusted this session; no decision saved")
+    child.expect_exact("/trust parent   Trust parent folder")
+    child.expect_exact("/trust no       Do not trust")
+    ready(child)
+    child.send("/trust maybe\r")
+    child.expect_exact("/trust takes one of yes, parent, no; got 'maybe'")
+    ready(child)
+    child.send("one\r")
+    child.expect_exact("you said: one")
+    ready(child)
+    assert "PROJECT-SYSTEM marker" not in server.requests[-1]["messages"][0]["content"]
+    child.send("/trust yes\r")
+    child.expect_exact("Saved trust decision: trusted. Restart pitrio for this to take effect.")
+    ready(child)
+    quit(child)
+    store = agent_dir / "trust.json"
+    assert store.read_text() == json.dumps({here: True}, indent=2) + "\n"
+    assert store.stat().st_mode & 0o777 == 0o600
+    assert not (agent_dir / "trust.json.lock").exists()
+
+    child = spawn(env=env)
+    ready(child)
+    child.send("two\r")
+    child.expect_exact("you said: two")
+    ready(child)
+    assert "PROJECT-SYSTEM marker" in server.requests[-1]["messages"][0]["content"]
+    child.send("/trust\r")
+    child.expect_exact(f"trusted this session; saved: trusted ({here})")
+    ready(child)
+    child.send("/trust parent\r")
+    child.expect_exact("Saved trust decision: trusted.")
+    ready(child)
+    quit(child)
+    assert json.loads(store.read_text()) == {os.path.dirname(here): True}
