@@ -18,8 +18,8 @@ locations, so that a Pi user's setup works as it is.
   settings, skills, prompts, ``SYSTEM.md`` or ``APPEND_SYSTEM.md`` (or with ``.agents/skills``
   up the tree) is trusted only by ``--approve``, by ``trust.json`` in the agent directory
   (the nearest folder with a decision), or by the setting ``defaultProjectTrust: "always"``;
-  ``pi`` asks in its interactive mode, pitrio does not (yet), so it stays untrusted there;
-  ``/trust`` saves a decision as Pi's (:mod:`pitrio.cli._trust`).
+  an interactive start asks, with Pi's five choices, and ``/trust`` saves a decision, as
+  Pi's (:mod:`pitrio.cli._trust`).
 
 :func:`build_system_prompt` is Pi's ``buildSystemPrompt`` (``core/system-prompt.js``),
 with pitrio named where Pi names itself.
@@ -277,6 +277,26 @@ def _settings(
         return False, global_settings
     project = _settings_file(os.path.join(cwd, CONFIG_DIR, "settings.json"), warnings)
     return True, _merge(global_settings, project)
+
+
+def trust_needed(cwd: str, env: Mapping[str, str]) -> bool:
+    """Whether the project has resources that need trust (Pi's
+    ``hasTrustRequiringProjectResources``)."""
+    return _needs_trust(os.path.abspath(cwd), env.get("HOME") or os.path.expanduser("~"))
+
+
+def trust_undecided(cwd: str, env: Mapping[str, str]) -> bool:
+    """Whether Pi's interactive start would ask to trust the project: it has resources
+    that need trust, ``trust.json`` holds no decision for it, and the setting
+    ``defaultProjectTrust`` is ``ask`` (or absent). Blocking: call in a thread."""
+    if not trust_needed(cwd, env):
+        return False
+    agent = agent_dir(env)
+    warnings: list[str] = []
+    if _trust_decision(agent, os.path.abspath(cwd), warnings) is not None:
+        return False
+    default = _settings_file(os.path.join(agent, "settings.json"), warnings)
+    return default.get("defaultProjectTrust", "ask") not in ("always", "never")
 
 
 def read_settings(cwd: str, env: Mapping[str, str]) -> dict[str, Any]:

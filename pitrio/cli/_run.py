@@ -21,8 +21,9 @@ import datetime
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
-from typing import TextIO
+from typing import Final, TextIO
 
+import attrs
 import trio
 
 from pitrio import AssistantMessage, ImageContent, TextContent
@@ -35,7 +36,7 @@ from ._errors import CliError, CliUsageError
 from ._flags import apply_resource_flags
 from ._offline import RECORDED_FROM, copy_sample_project
 from ._render import Renderer, Style, use_color
-from ._resources import load_resources
+from ._resources import agent_dir, load_resources, trust_needed, trust_undecided
 from ._sanitize import inert, one_line
 from ._setup import (
     AppSettings,
@@ -44,8 +45,14 @@ from ._setup import (
     restore_from_session,
     templates_dirs,
 )
+from ._trust import ask_project_trust
 
 __all__ = ["run_app"]
+
+_UNTRUSTED: Final = (
+    "This project is not trusted. Project .pi resources and packages are ignored. Use /trust "
+    "to save a trust decision, then restart pitrio."
+)  # Pi's notice, with pitrio named
 
 
 async def run_app(
@@ -96,6 +103,15 @@ async def run_app(
             session = await pick_session(store, cwd, stdin, out)  # Pi's session picker
             if session is None:
                 return EXIT_OK
+        if (
+            settings.mode == "interactive"
+            and settings.trust is None
+            and not settings.offline
+            and stdin.isatty()
+            and await trio.to_thread.run_sync(trust_undecided, cwd, settings.env)
+        ):  # Pi's question at an interactive start
+            trusted = await ask_project_trust(cwd, agent_dir(settings.env), stdin, out)
+            settings = attrs.evolve(settings, trust=trusted)
         startup = settings
         if session is not None:
             stack.push_async_callback(_close_quietly, session)
@@ -109,6 +125,12 @@ async def run_app(
             )
             for warning in resources.warnings:
                 print(f"pitrio: warning: {warning}", file=err)
+            if (
+                settings.mode == "interactive"
+                and not resources.trusted
+                and await trio.to_thread.run_sync(trust_needed, cwd, settings.env)
+            ):
+                print(f"pitrio: warning: {_UNTRUSTED}", file=err)
             _warn_unknown_tools(settings, cwd, err)
         templates_result = await load_prompt_templates(template_dirs)
         templates = tuple(templates_result.templates)

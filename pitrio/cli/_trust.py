@@ -11,11 +11,20 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, final
+from typing import Any, Final, TextIO, final
 
 import attrs
 
-__all__ = ["TrustOption", "nearest_decision", "save_decisions", "saved_decision", "trust_options"]
+from ._sanitize import one_line
+
+__all__ = [
+    "TrustOption",
+    "ask_project_trust",
+    "nearest_decision",
+    "save_decisions",
+    "saved_decision",
+    "trust_options",
+]
 
 _LOCK_TRIES: Final = 10
 _LOCK_WAIT_S: Final = 0.02
@@ -34,8 +43,9 @@ class TrustOption:
     updates: tuple[tuple[str, bool | None], ...]
 
 
-def trust_options(cwd: str) -> list[TrustOption]:
-    """Pi's ``getProjectTrustOptions`` for ``/trust`` (no session-only choices)."""
+def trust_options(cwd: str, *, session_only: bool = False) -> list[TrustOption]:
+    """Pi's ``getProjectTrustOptions``: for ``/trust`` without the session-only choices,
+    with them for the question at start."""
     here = os.path.realpath(cwd)
     options = [TrustOption("yes", "Trust", True, ((here, True),))]
     parent = os.path.dirname(here)
@@ -48,8 +58,41 @@ def trust_options(cwd: str) -> list[TrustOption]:
                 ((parent, True), (here, None)),
             )
         )
+    if session_only:
+        options.append(TrustOption("session", "Trust (this session only)", True, ()))
     options.append(TrustOption("no", "Do not trust", False, ((here, False),)))
+    if session_only:
+        options.append(TrustOption("session-no", "Do not trust (this session only)", False, ()))
     return options
+
+
+async def ask_project_trust(cwd: str, agent: str, stdin: TextIO, out: TextIO) -> bool:
+    """Pi's question at an interactive start (``selectProjectTrustOption``), as a
+    numbered list: the choice applies to this run, and a saving one is written to
+    ``trust.json``; an empty line (or the end of input) trusts nothing and saves nothing."""
+    import trio
+
+    options = trust_options(cwd, session_only=True)
+    out.write(
+        f"Trust project folder?\n{one_line(cwd)}\n\nThis allows pitrio to load .pi settings "
+        "and resources, install missing project packages, and execute project extensions.\n"
+    )
+    for number, option in enumerate(options, 1):
+        out.write(f"  {number}  {one_line(option.label)}\n")
+    chosen: TrustOption | None = None
+    while chosen is None:
+        out.write("Trust? (number; Enter: do not trust) ")
+        out.flush()
+        answer = (await trio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)).strip()
+        if not answer:
+            return False
+        if answer.isdigit() and 1 <= int(answer) <= len(options):
+            chosen = options[int(answer) - 1]
+        else:
+            out.write(f"type a number from 1 to {len(options)}\n")
+    if chosen.updates:
+        await trio.to_thread.run_sync(save_decisions, agent, chosen.updates)
+    return chosen.trusted
 
 
 def nearest_decision(data: Mapping[str, Any], cwd: str) -> tuple[str, bool] | None:

@@ -396,24 +396,35 @@ def test_resume_brings_back_the_sessions_model_and_clear_the_runs(
     quit(child)
 
 
+Untrusted = tuple[ChatServer, dict[str, str], Path]
+
+
+@pytest.fixture
+def untrusted(
+    serve: Callable[..., ChatServer], cli_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> Untrusted:
+    """An echoing server, an environment whose models.json uses it, and the agent
+    directory; the project's ``.pi/SYSTEM.md`` needs trust and none is saved."""
+    server = serve(echo_script)
+    env, agent_dir = local_models_env(server, cli_env, tmp_path)
+    (workdir / ".pi").mkdir()
+    (workdir / ".pi" / "SYSTEM.md").write_text("PROJECT-SYSTEM marker")
+    return server, env, agent_dir
+
+
 def test_trust_saves_pis_trust_decision_for_the_next_start(
-    spawn: Spawn,
-    serve: Callable[..., ChatServer],
-    cli_env: dict[str, str],
-    workdir: Path,
-    tmp_path: Path,
+    spawn: Spawn, untrusted: Untrusted, workdir: Path
 ) -> None:
     """``/trust`` shows the project's decision and Pi's three choices; ``/trust yes``
     writes ``trust.json`` as Pi's trust store does (the real path, keys sorted, two-space
     JSON; private to the user), and the next start loads the project's ``.pi/SYSTEM.md``;
     ``/trust parent`` trusts the parent folder and drops the project's own entry."""
-    server = serve(echo_script)
-    env, agent_dir = local_models_env(server, cli_env, tmp_path)
-    (workdir / ".pi").mkdir()
-    (workdir / ".pi" / "SYSTEM.md").write_text("PROJECT-SYSTEM marker")
+    server, env, agent_dir = untrusted
     here = os.path.realpath(workdir)
 
     child = spawn(env=env)
+    child.expect_exact("Trust? (number; Enter: do not trust)")  # asked at the start
+    child.send("\r")
     ready(child)
     child.send("/trust\r")
     child.expect_exact("untrusted this session; no decision saved")
@@ -450,3 +461,60 @@ def test_trust_saves_pis_trust_decision_for_the_next_start(
     ready(child)
     quit(child)
     assert json.loads(store.read_text()) == {os.path.dirname(here): True}
+
+
+def test_an_undecided_project_is_asked_about_at_an_interactive_start(
+    spawn: Spawn, untrusted: Untrusted, workdir: Path
+) -> None:
+    """As Pi's interactive start (``selectProjectTrustOption``): a project whose ``.pi/``
+    needs trust, with no decision saved, is asked about with Pi's five choices. Enter
+    trusts nothing and says so (Pi's notice); "this session only" trusts the run and saves
+    nothing; "Trust" saves the decision, after which nothing is asked."""
+    server, env, agent_dir = untrusted
+
+    def start(answer: str) -> Any:
+        child = spawn(env=env)
+        child.expect_exact("Trust project folder?")
+        for label in ("Trust", "Trust parent folder", "Trust (this session only)"):
+            child.expect_exact(label)
+        child.expect_exact("5  Do not trust (this session only)")
+        child.expect_exact("Trust? (number; Enter: do not trust)")
+        child.send(answer + "\r")
+        return child
+
+    def system_prompt() -> str:
+        content = server.requests[-1]["messages"][0]["content"]
+        return content if isinstance(content, str) else content[0]["text"]
+
+    child = start("")
+    child.expect_exact("This project is not trusted. Project .pi resources and packages")
+    ready(child)
+    child.send("one\r")
+    child.expect_exact("you said: one")
+    ready(child)
+    quit(child)
+    assert "PROJECT-SYSTEM marker" not in system_prompt()
+
+    child = start("3")  # this session only
+    ready(child)
+    child.send("two\r")
+    child.expect_exact("you said: two")
+    ready(child)
+    quit(child)
+    assert "PROJECT-SYSTEM marker" in system_prompt()
+    assert not (agent_dir / "trust.json").exists()
+
+    child = start("1")
+    ready(child)
+    quit(child)
+    stored = json.loads((agent_dir / "trust.json").read_text())
+    assert stored == {os.path.realpath(workdir): True}
+
+    child = spawn(env=env)  # decided: no question
+    ready(child)
+    child.send("three\r")
+    child.expect_exact("you said: three")
+    ready(child)
+    quit(child)
+    assert "Trust project folder?" not in (child.before or "")
+    assert "PROJECT-SYSTEM marker" in system_prompt()
