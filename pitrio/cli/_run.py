@@ -105,6 +105,7 @@ async def run_app(
                 return EXIT_OK
         if (
             settings.mode == "interactive"
+            and serve is None
             and settings.trust is None
             and not settings.offline
             and stdin.isatty()
