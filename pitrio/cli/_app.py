@@ -181,7 +181,7 @@ class App:
                 skills=resources.skills if resources is not None else (),
                 context_files=resources.context_files if resources is not None else (),
             ),
-            get_api_key=api_key_lookup(settings),
+            get_api_key=api_key_lookup(settings, self.custom_providers),
             stream_options=_local_options() if settings.local_port is not None else None,
             compaction_failure="continue",  # as Pi's coding agent: the run goes on
         )

@@ -50,7 +50,13 @@ from ._flags import (
 )
 from ._login import auth_file, has_stored_key, stored_credentials, stored_key
 from ._offline import DEMO_PROMPT, OFFLINE_MODEL, OfflineStreamFn
-from ._resources import agent_dir, custom_providers, read_settings, resolve_config_value
+from ._resources import (
+    CustomProvider,
+    agent_dir,
+    custom_providers,
+    read_settings,
+    resolve_config_value,
+)
 
 THINKING: Final = frozenset(get_args(ThinkingLevel))
 DEFAULT_THINKING: Final = "medium"
@@ -1144,7 +1150,9 @@ async def open_stream_fn(settings: AppSettings, stack: contextlib.AsyncExitStack
     return models.stream_fn
 
 
-def api_key_lookup(settings: AppSettings) -> Callable[[str], str | None]:
+def api_key_lookup(
+    settings: AppSettings, customs: Mapping[str, CustomProvider] | None = None
+) -> Callable[[str], str | None]:
     """``provider -> key`` in Pi's order: ``--api-key`` (for the configured model's
     provider only), then ``auth.json`` as ``/login`` and ``/logout`` leave it (a stored
     key; for a login's tokens ``None``, so that the request reads and refreshes them),
@@ -1152,6 +1160,8 @@ def api_key_lookup(settings: AppSettings) -> Callable[[str], str | None]:
     ``apiKey`` in ``models.json``.
 
     ``None`` lets the environment answer: a key is never sent to a provider it is not for.
+    ``customs``: the models.json providers when the caller has read them (else read at
+    the first such lookup).
     """
     provider, key, config = settings.model.provider, settings.api_key, settings.config_keys
     stored, env = settings.stored_auth, settings.env
@@ -1175,7 +1185,7 @@ def api_key_lookup(settings: AppSettings) -> Callable[[str], str | None]:
     def custom_key(asked: str) -> str | None:
         """A models.json provider's ``apiKey`` (a model chosen after the start)."""
         if asked not in resolved:
-            found = custom_providers(env)[0].get(asked)
+            found = (customs if customs is not None else custom_providers(env)[0]).get(asked)
             value = found.api_key if found is not None else None
             resolved[asked] = (None, resolve_config_value(value, env) if value else None)
         return resolved[asked][1]

@@ -138,13 +138,13 @@ class _Translator:
         extra: list[Write] = []
         moved = False
         appended: str | None = None
-        first: tuple[dict[str, Any], str | None] | None = None  # the first entry, its parent
+        first_parent: str | None = None  # the parent of the transaction's first entry
         for write in transaction:
             kind = write.get("kind")
             if kind == "entry":
+                if not out:
+                    first_parent = write.get("parentId")
                 out.append(self._entry(session, write))
-                if first is None:
-                    first = (out[-1], write.get("parentId"))
                 appended = write["id"]
                 continue
             if kind != "value":
@@ -175,21 +175,20 @@ class _Translator:
                 extra.append(write)
             else:
                 extra.append(write)
-        if config and first is not None:
+        if config and out:
             # pi writes a model or level change when it is made, before the prompt that
-            # runs with it: the lines go between the entry and its parent
-            entry, parent_id = first
-            parent = entry["parentId"]
+            # runs with it: the lines go between the first entry (out holds only entries
+            # so far) and its parent
+            parent = out[0]["parentId"]
             above = []
             for line in config:
                 line["id"] = new_id()
                 line["parentId"] = parent
                 parent = line["id"]
                 above.append(_ordered(line))
-            entry["parentId"] = parent
-            self.heads[parent_id] = parent
-            at = out.index(entry)
-            out[at:at] = above
+            out[0]["parentId"] = parent
+            self.heads[first_parent] = parent
+            out[:0] = above
         else:
             transparent = config + transparent
         if moved and self.config is not None:
